@@ -1,0 +1,103 @@
+# Build helpers for the lab. A chapter's CMakeLists.txt is one line, lab_chapter(chNN): every
+# baseline_*.cu, optimized_*.cu and library_*.cu file in the folder becomes a program of the same
+# name, its variant joins the chapter's test binary, and the program is recorded in the manifest
+# (build/manifest.json) that compare reads. Nothing lists variants by hand.
+
+# find_package that fails with the Debian package to install.
+macro(lab_require_package pkg debian_pkg)
+  find_package(${pkg} QUIET)
+  if(NOT ${pkg}_FOUND)
+    message(FATAL_ERROR "${pkg} not found: install the Debian package ${debian_pkg} "
+                        "(sudo apt-get install ${debian_pkg}), or point CMAKE_PREFIX_PATH at an install.")
+  endif()
+endmacro()
+
+# Warnings and line info for device code (profilers map SASS back to source lines).
+function(lab_target_defaults target)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra>
+    $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo -Xcompiler=-Wall,-Wextra>)
+endfunction()
+
+# lab_chapter(ch01): the programs, the test binary, and the `ch01` target of the current folder.
+function(lab_chapter short)
+  get_filename_component(folder "${CMAKE_CURRENT_SOURCE_DIR}" NAME)
+  string(REGEX REPLACE "^ch0*" "" number "${short}")
+  file(GLOB variant_sources CONFIGURE_DEPENDS
+       "${CMAKE_CURRENT_SOURCE_DIR}/baseline_*.cu"
+       "${CMAKE_CURRENT_SOURCE_DIR}/optimized_*.cu"
+       "${CMAKE_CURRENT_SOURCE_DIR}/library_*.cu")
+  file(GLOB test_sources CONFIGURE_DEPENDS
+       "${CMAKE_CURRENT_SOURCE_DIR}/tests/*.cu" "${CMAKE_CURRENT_SOURCE_DIR}/tests/*.cpp")
+  list(SORT variant_sources)
+  add_custom_target(${short})
+  set(objects "")
+  foreach(src IN LISTS variant_sources)
+    get_filename_component(program "${src}" NAME_WE)
+    # The variant is compiled once and linked into its program and into the chapter's tests.
+    add_library(${program}_variant OBJECT "${src}")
+    target_link_libraries(${program}_variant PUBLIC lab)
+    target_include_directories(${program}_variant PUBLIC "${CMAKE_CURRENT_SOURCE_DIR}")
+    lab_target_defaults(${program}_variant)
+    add_executable(${program} $<TARGET_OBJECTS:${program}_variant> $<TARGET_OBJECTS:lab_main>)
+    target_link_libraries(${program} PRIVATE lab)
+    set_target_properties(${program} PROPERTIES LINKER_LANGUAGE CXX)
+    add_dependencies(${short} ${program})
+    list(APPEND objects $<TARGET_OBJECTS:${program}_variant>)
+    file(RELATIVE_PATH rel "${PROJECT_SOURCE_DIR}" "${src}")
+    set_property(GLOBAL APPEND PROPERTY LAB_MANIFEST_ENTRIES
+      "{\"program\": \"${program}\", \"chapter\": ${number}, \"folder\": \"${folder}\", \"source\": \"${rel}\", \"make_target\": \"${program}\", \"chapter_target\": \"${short}\", \"path\": \"$<TARGET_FILE:${program}>\"}")
+    lab_program_contract_tests(${program} ${short})
+  endforeach()
+
+  # The chapter's test binary: every variant on every check shape, plus the chapter's own tests.
+  if(variant_sources OR test_sources)
+    add_executable(${short}_tests ${objects} ${test_sources} $<TARGET_OBJECTS:lab_chapter_test_main>)
+    target_link_libraries(${short}_tests PRIVATE lab_testing)
+    target_include_directories(${short}_tests PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}")
+    set_target_properties(${short}_tests PROPERTIES LINKER_LANGUAGE CXX)
+    lab_target_defaults(${short}_tests)
+    gtest_discover_tests(${short}_tests DISCOVERY_MODE PRE_TEST TEST_PREFIX "${short}."
+                         PROPERTIES LABELS "gpu;${short}" TIMEOUT 300)
+    add_dependencies(${short} ${short}_tests)
+  endif()
+endfunction()
+
+# CPU tests of the program contract on the real binary (flags, exit statuses), and one GPU test
+# that runs the program's verification (reported as skipped, exit 3, where there is no GPU).
+function(lab_program_contract_tests program short)
+  set(p "$<TARGET_FILE:${program}>")
+  set(script "${PROJECT_SOURCE_DIR}/cmake/expect_exit.cmake")
+  add_test(NAME ${short}.${program}.help
+           COMMAND ${CMAKE_COMMAND} -DPROG=${p} -DARGS=--help -DEXPECT=0 "-DMATCH=--shape.*Exit status" -P ${script})
+  add_test(NAME ${short}.${program}.describe
+           COMMAND ${CMAKE_COMMAND} -DPROG=${p} -DARGS=--describe -DEXPECT=0 "-DMATCH=program.: .${program}" -P ${script})
+  add_test(NAME ${short}.${program}.unknown_flag
+           COMMAND ${CMAKE_COMMAND} -DPROG=${p} -DARGS=--no-such-flag -DEXPECT=2 "-DMATCH=no-such-flag" -P ${script})
+  add_test(NAME ${short}.${program}.bad_shapes
+           COMMAND ${CMAKE_COMMAND} -DPROG=${p} -DARGS=--shape|0x5 -DEXPECT=2 "-DMATCH=positive" -P ${script})
+  add_test(NAME ${short}.${program}.bad_cache
+           COMMAND ${CMAKE_COMMAND} -DPROG=${p} -DARGS=--cache|warm -DEXPECT=2 "-DMATCH=cache" -P ${script})
+  set_tests_properties(${short}.${program}.help ${short}.${program}.describe ${short}.${program}.unknown_flag
+                       ${short}.${program}.bad_shapes ${short}.${program}.bad_cache
+                       PROPERTIES LABELS "cpu;${short}")
+  add_test(NAME ${short}.${program}.check_only COMMAND ${program} --check-only)
+  set_tests_properties(${short}.${program}.check_only PROPERTIES LABELS "gpu;${short}" SKIP_RETURN_CODE 3 TIMEOUT 300)
+endfunction()
+
+# build/manifest.json: every program with its chapter, source and path.
+function(lab_write_manifest)
+  get_property(entries GLOBAL PROPERTY LAB_MANIFEST_ENTRIES)
+  list(JOIN entries ",\n    " body)
+  file(GENERATE OUTPUT "${PROJECT_BINARY_DIR}/manifest.json" CONTENT
+"{
+  \"format\": 1,
+  \"project\": \"cuda-perf-lab\",
+  \"build_dir\": \"${PROJECT_BINARY_DIR}\",
+  \"cuda_architectures\": \"${CMAKE_CUDA_ARCHITECTURES}\",
+  \"programs\": [
+    ${body}
+  ]
+}
+")
+endfunction()

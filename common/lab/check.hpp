@@ -1,0 +1,90 @@
+// Error handling for the lab: one macro, LAB_CHECK(call), for CUDA runtime and cuBLAS calls (and
+// NVRTC / CUPTI calls once check_nvrtc.hpp / check_cupti.hpp are included). A failing call throws
+// with the call's text, file and line; the shared main turns the exception into an exit status.
+#pragma once
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+namespace lab {
+
+// Exit statuses of every lab program (the program contract).
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitWrongResult = 1,  // verification failed, or the GPU faulted while computing a result
+  kExitUsage = 2,        // bad flag, bad shape, bad input
+  kExitNoDevice = 3,     // no usable CUDA device (none, no driver, or wrong architecture)
+  kExitOutOfMemory = 4,  // the device has not enough free memory for the problem
+};
+
+// Base of every error the lab throws on purpose.
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& what, int exit_code = kExitWrongResult)
+      : std::runtime_error(what), exit_code_(exit_code) {}
+  int exit_code() const { return exit_code_; }
+
+ private:
+  int exit_code_;
+};
+
+// A failing CUDA / cuBLAS / NVRTC / CUPTI call.
+class CudaError : public Error {
+ public:
+  CudaError(const std::string& what, int code) : Error(what), code_(code) {}
+  int code() const { return code_; }
+
+ private:
+  int code_;
+};
+
+// An allocation the device could not satisfy.
+class OutOfMemory : public Error {
+ public:
+  OutOfMemory(std::size_t wanted, std::size_t free_bytes, std::size_t total_bytes);
+  std::size_t wanted() const { return wanted_; }
+  std::size_t free_bytes() const { return free_; }
+
+ private:
+  std::size_t wanted_, free_;
+};
+
+// No device, no driver, or a binary not built for the device's architecture.
+class NoDevice : public Error {
+ public:
+  explicit NoDevice(const std::string& what) : Error(what, kExitNoDevice) {}
+};
+
+// A bad flag, shape or value given by the user.
+class UsageError : public Error {
+ public:
+  explicit UsageError(const std::string& what) : Error(what, kExitUsage) {}
+};
+
+// The architectures this binary was compiled for, e.g. "sm_90" (set by the build).
+const char* built_architectures();
+
+namespace detail {
+[[noreturn]] void throw_cuda(cudaError_t, const char* expr, const char* file, int line);
+[[noreturn]] void throw_cublas(cublasStatus_t, const char* expr, const char* file, int line);
+const char* cublas_status_name(cublasStatus_t);
+
+inline void check(cudaError_t r, const char* expr, const char* file, int line) {
+  if (r != cudaSuccess) throw_cuda(r, expr, file, line);
+}
+inline void check(cublasStatus_t r, const char* expr, const char* file, int line) {
+  if (r != CUBLAS_STATUS_SUCCESS) throw_cublas(r, expr, file, line);
+}
+}  // namespace detail
+}  // namespace lab
+
+// Checks a CUDA runtime, cuBLAS, NVRTC or CUPTI call; throws lab::CudaError (or lab::OutOfMemory)
+// naming the call, the file and the line.
+#define LAB_CHECK(call) ::lab::detail::check((call), #call, __FILE__, __LINE__)
+
+// After every kernel launch: reports a bad launch configuration or an earlier asynchronous fault.
+#define LAB_CHECK_LAUNCH() ::lab::detail::check(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)

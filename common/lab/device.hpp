@@ -1,0 +1,59 @@
+// What the device is and what it can do: facts read from its attributes, datasheet-style peaks
+// computed from them, and peaks measured on it once and cached per device UUID.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+namespace lab {
+
+struct DeviceFacts {
+  int ordinal = 0;
+  std::string name;
+  std::string uuid;  // "GPU-xxxxxxxx-xxxx-...", as nvidia-smi prints it
+  int cc_major = 0, cc_minor = 0;
+  int sms = 0;
+  std::size_t l2_bytes = 0;
+  std::size_t global_mem_bytes = 0;
+  std::size_t smem_per_block_optin = 0;
+  int sm_clock_khz = 0;      // peak SM clock
+  int mem_clock_khz = 0;     // peak memory clock
+  int bus_width_bits = 0;
+  int driver_version = 0;    // e.g. 13000
+  int runtime_version = 0;
+
+  std::string arch() const;            // "sm_90"
+  int fp32_lanes_per_sm() const;       // FP32 FMA units per SM for this architecture
+  double datasheet_bandwidth_gbs() const;  // 2 * memory clock * bus width
+  double datasheet_fp32_tflops() const;    // SMs * lanes * 2 * SM clock
+  std::string describe() const;        // multi-line header every program prints first
+};
+
+std::string cuda_version_text(int v);  // 13000 -> "13.0"
+
+// Picks the current device and proves that this binary's kernels run on it. Throws NoDevice, with
+// the reason and the architectures the binary was built for, when there is no usable device.
+DeviceFacts init_device();
+
+// Ceilings measured on this device: a large device-to-device copy (bytes read + written) and an
+// FMA-bound kernel. Cached in cache_dir()/peaks-<uuid>.json; remeasure ignores the cache.
+struct Peaks {
+  double copy_gbs = 0;
+  double fp32_tflops = 0;
+  std::string measured_at;  // ISO date of the measurement
+  bool from_cache = false;
+};
+Peaks measured_peaks(const DeviceFacts& dev, bool remeasure = false);
+
+// Measurements behind measured_peaks (need a device).
+double measure_copy_bandwidth_gbs(std::size_t bytes);
+double measure_fp32_tflops(const DeviceFacts& dev);
+
+// $LAB_CACHE_DIR, else $XDG_CACHE_HOME/cuda-perf-lab, else $HOME/.cache/cuda-perf-lab.
+std::filesystem::path cache_dir();
+std::optional<Peaks> load_peaks(const std::filesystem::path& dir, const std::string& uuid);
+void save_peaks(const std::filesystem::path& dir, const std::string& uuid, const Peaks& p);
+
+}  // namespace lab

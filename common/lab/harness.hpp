@@ -1,0 +1,52 @@
+// The shared main: turns the registered variant of a program into the lab's program contract
+// (flags, verification, timing, exit statuses). A variant file never writes a main.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "lab/registry.hpp"
+#include "lab/timing.hpp"
+#include "lab/verify.hpp"
+
+namespace lab {
+
+struct Options {
+  bool help = false;
+  bool describe = false;
+  bool check_only = false;
+  bool no_check = false;
+  bool remeasure_peaks = false;
+  std::vector<Shape> shapes;  // empty: the topic's sweep
+  CacheMode cache = CacheMode::cold;
+  std::optional<std::uint64_t> seed;
+  std::vector<std::string> benchmark_args;  // --benchmark_* flags, passed to Google Benchmark
+  bool machine_readable = false;            // stdout carries JSON or CSV: human text goes to stderr
+};
+
+// Parses the program's arguments (without argv[0]). Throws UsageError naming the flag and the
+// problem. Unknown flags other than Google Benchmark's are errors.
+Options parse_options(const Variant& v, const std::vector<std::string>& args);
+std::string help_text(const Variant& v);
+
+// The variant as JSON: program, topic, chapter, role, description, dims, shapes with their work.
+// compare reads it; it needs no GPU.
+std::string describe_json(const Variant& v);
+
+// Timed shapes whose reference is cheap enough to compute on the CPU are verified too.
+inline constexpr double kVerifyBytesLimit = double(1u << 30);
+std::vector<Shape> shapes_to_verify(const TopicInfo& t, const std::vector<Shape>& timed);
+
+// Makes the shape's inputs from the seed, poisons the outputs with NaN, runs the variant once and
+// compares with the topic's double-precision reference.
+Verdict check_variant(const Variant& v, const Shape& s, std::uint64_t seed, cudaStream_t stream);
+
+// The whole contract for the program's single registered variant; returns the exit status.
+int run_main(int argc, char** argv);
+int run_main(const Variant& v, int argc, char** argv);
+
+}  // namespace lab

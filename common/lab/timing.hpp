@@ -1,0 +1,42 @@
+// Timing with CUDA events on the variant's stream. Cold cache (the default) writes a buffer of at
+// least twice the L2 before every timed iteration, outside the timed region, so every iteration
+// reads its inputs from device memory as a real workload would.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include <cuda_runtime.h>
+
+#include "lab/memory.hpp"
+
+namespace lab {
+
+enum class CacheMode { cold, hot };
+const char* cache_mode_name(CacheMode);
+CacheMode parse_cache_mode(std::string_view);  // throws UsageError
+
+class L2Flusher {
+ public:
+  explicit L2Flusher(std::size_t l2_bytes);
+  void flush(cudaStream_t s);  // asynchronous, on s
+  std::size_t bytes() const { return buf_.bytes(); }
+
+ private:
+  DeviceBuffer<std::uint8_t> buf_;  // not counted in the peak-memory figure
+  int round_ = 0;
+};
+
+// Times one call of fn() on stream s with an event pair; returns milliseconds of GPU time.
+template <class F>
+float time_once_ms(F&& fn, cudaStream_t s, Event& start, Event& stop) {
+  start.record(s);
+  fn();
+  stop.record(s);
+  stop.sync();
+  LAB_CHECK_LAUNCH();
+  return stop.elapsed_ms_since(start);
+}
+
+}  // namespace lab

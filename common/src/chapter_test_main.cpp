@@ -1,0 +1,43 @@
+// The main of every chapter's test binary: one test per (variant, check shape), made from the
+// registry, so adding a variant adds its tests with no new test code. All variants of a topic see
+// identical inputs for a shape (the same seed). Without a GPU every test reports SKIPPED.
+#include <gtest/gtest.h>
+
+#include "lab/harness.hpp"
+#include "lab/memory.hpp"
+#include "lab/registry.hpp"
+#include "lab/testing.hpp"
+
+namespace {
+
+class VariantCheck : public ::testing::Test {
+ public:
+  VariantCheck(const lab::Variant* v, lab::Shape s) : v_(v), s_(std::move(s)) {}
+  void TestBody() override {
+    LAB_REQUIRE_GPU();
+    const std::uint64_t seed = lab::testing::run_seed();
+    lab::Stream stream;
+    const lab::Verdict r = lab::check_variant(*v_, s_, seed, stream);
+    EXPECT_TRUE(r.pass) << v_->program << " at " << s_.str() << ": " << r.details() << "\n(seed " << seed
+                        << "; reproduce with LAB_SEED=" << seed << ")";
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  }
+
+ private:
+  const lab::Variant* v_;
+  lab::Shape s_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  for (const lab::Variant* v : lab::Registry::global().variants()) {
+    for (const lab::Shape& s : v->topic->checks) {
+      ::testing::RegisterTest(v->topic->name.c_str(), (v->program + "/" + s.str()).c_str(), nullptr,
+                              nullptr, __FILE__, __LINE__,
+                              [v, s]() -> ::testing::Test* { return new VariantCheck(v, s); });
+    }
+  }
+  return RUN_ALL_TESTS();
+}

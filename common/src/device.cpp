@@ -1,0 +1,185 @@
+#include "lab/device.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+
+#include <cuda_runtime.h>
+#include <nlohmann/json.hpp>
+
+#include "lab/check.hpp"
+
+namespace lab {
+
+namespace detail {
+cudaError_t probe_device_code();  // device.cu
+}
+
+std::string cuda_version_text(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
+
+std::string DeviceFacts::arch() const { return "sm_" + std::to_string(cc_major) + std::to_string(cc_minor); }
+
+int DeviceFacts::fp32_lanes_per_sm() const {
+  // FP32 FMA units per SM, from the CUDA programming guide's arithmetic-throughput table.
+  switch (cc_major) {
+    case 6: return cc_minor == 0 ? 64 : 128;
+    case 7: return 64;
+    case 8: return cc_minor == 0 ? 64 : 128;
+    default: return 128;  // 9.x (Hopper), 10.x and 12.x (Blackwell)
+  }
+}
+
+double DeviceFacts::datasheet_bandwidth_gbs() const {
+  return 2.0 * mem_clock_khz * 1e3 * (bus_width_bits / 8.0) / 1e9;
+}
+
+double DeviceFacts::datasheet_fp32_tflops() const {
+  return static_cast<double>(sms) * fp32_lanes_per_sm() * 2.0 * sm_clock_khz * 1e3 / 1e12;
+}
+
+std::string DeviceFacts::describe() const {
+  char buf[1024];
+  std::snprintf(buf, sizeof buf,
+                "device %d: %s (%s, %d SMs, %.0f MiB L2, %.1f GiB)\n"
+                "  driver CUDA %s, runtime CUDA %s, binary built for %s\n"
+                "  max clocks: SM %d MHz, memory %d MHz, %d-bit bus\n"
+                "  datasheet peaks (from attributes): %.0f GB/s, FP32 %.1f TFLOP/s",
+                ordinal, name.c_str(), arch().c_str(), sms, l2_bytes / 1048576.0, global_mem_bytes / 1073741824.0,
+                cuda_version_text(driver_version).c_str(), cuda_version_text(runtime_version).c_str(),
+                built_architectures(), sm_clock_khz / 1000, mem_clock_khz / 1000, bus_width_bits,
+                datasheet_bandwidth_gbs(), datasheet_fp32_tflops());
+  return buf;
+}
+
+namespace {
+std::string uuid_text(const cudaUUID_t& u) {
+  std::string s = "GPU-";
+  const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
+  char hex[3];
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) s += '-';
+    std::snprintf(hex, sizeof hex, "%02x", b[i]);
+    s += hex;
+  }
+  return s;
+}
+
+int attr(cudaDeviceAttr a, int dev) {
+  int v = 0;
+  LAB_CHECK(cudaDeviceGetAttribute(&v, a, dev));
+  return v;
+}
+
+std::string today() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+}  // namespace
+
+DeviceFacts init_device() {
+  int n = 0;
+  const cudaError_t r = cudaGetDeviceCount(&n);
+  if (r != cudaSuccess || n == 0) {
+    cudaGetLastError();
+    const std::string why = r != cudaSuccess ? std::string(cudaGetErrorName(r)) + ": " + cudaGetErrorString(r)
+                                             : std::string("the driver reports 0 devices");
+    throw NoDevice("no usable CUDA device (" + why + "). This binary was built for " + built_architectures() +
+                   " and needs an NVIDIA GPU of that architecture with a CUDA 13 driver.");
+  }
+  DeviceFacts f;
+  LAB_CHECK(cudaGetDevice(&f.ordinal));
+  cudaDeviceProp p{};
+  LAB_CHECK(cudaGetDeviceProperties(&p, f.ordinal));
+  f.name = p.name;
+  f.uuid = uuid_text(p.uuid);
+  f.cc_major = p.major;
+  f.cc_minor = p.minor;
+  f.sms = p.multiProcessorCount;
+  f.l2_bytes = static_cast<std::size_t>(p.l2CacheSize);
+  f.global_mem_bytes = p.totalGlobalMem;
+  f.smem_per_block_optin = p.sharedMemPerBlockOptin;
+  f.sm_clock_khz = attr(cudaDevAttrClockRate, f.ordinal);
+  f.mem_clock_khz = attr(cudaDevAttrMemoryClockRate, f.ordinal);
+  f.bus_width_bits = attr(cudaDevAttrGlobalMemoryBusWidth, f.ordinal);
+  LAB_CHECK(cudaDriverGetVersion(&f.driver_version));
+  LAB_CHECK(cudaRuntimeGetVersion(&f.runtime_version));
+  const cudaError_t probe = detail::probe_device_code();
+  if (probe != cudaSuccess) {
+    cudaGetLastError();
+    throw NoDevice(std::string("the device ") + f.name + " (" + f.arch() + ") cannot run this binary's kernels (" +
+                   cudaGetErrorName(probe) + "): it was built for " + built_architectures() +
+                   "; rebuild with -DCMAKE_CUDA_ARCHITECTURES=" + std::to_string(f.cc_major) +
+                   std::to_string(f.cc_minor));
+  }
+  return f;
+}
+
+std::filesystem::path cache_dir() {
+  if (const char* d = std::getenv("LAB_CACHE_DIR"); d && *d) return d;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::filesystem::path(x) / "cuda-perf-lab";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::filesystem::path(h) / ".cache" / "cuda-perf-lab";
+  return std::filesystem::temp_directory_path() / "cuda-perf-lab";
+}
+
+namespace {
+std::filesystem::path peaks_file(const std::filesystem::path& dir, const std::string& uuid) {
+  return dir / ("peaks-" + uuid + ".json");
+}
+constexpr int kPeaksFormat = 1;
+}  // namespace
+
+std::optional<Peaks> load_peaks(const std::filesystem::path& dir, const std::string& uuid) {
+  std::ifstream in(peaks_file(dir, uuid));
+  if (!in) return std::nullopt;
+  try {
+    const auto j = nlohmann::json::parse(in);
+    if (j.at("format").get<int>() != kPeaksFormat || j.at("uuid").get<std::string>() != uuid) return std::nullopt;
+    Peaks p;
+    p.copy_gbs = j.at("copy_gbs").get<double>();
+    p.fp32_tflops = j.at("fp32_tflops").get<double>();
+    p.measured_at = j.at("measured_at").get<std::string>();
+    p.from_cache = true;
+    if (!(p.copy_gbs > 0 && p.fp32_tflops > 0)) return std::nullopt;
+    return p;
+  } catch (const std::exception&) {
+    return std::nullopt;  // a damaged cache is remeasured, not trusted
+  }
+}
+
+void save_peaks(const std::filesystem::path& dir, const std::string& uuid, const Peaks& p) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const nlohmann::json j = {{"format", kPeaksFormat},     {"uuid", uuid},
+                            {"copy_gbs", p.copy_gbs},     {"fp32_tflops", p.fp32_tflops},
+                            {"measured_at", p.measured_at}};
+  const auto path = peaks_file(dir, uuid);
+  const auto tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp);
+    if (!out) return;  // a read-only cache folder only costs a remeasurement next time
+    out << j.dump(2) << "\n";
+  }
+  std::filesystem::rename(tmp, path, ec);
+}
+
+Peaks measured_peaks(const DeviceFacts& dev, bool remeasure) {
+  const auto dir = cache_dir();
+  if (!remeasure)
+    if (auto p = load_peaks(dir, dev.uuid)) return *p;
+  std::size_t free_b = 0, total_b = 0;
+  LAB_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  const std::size_t bytes = std::min<std::size_t>(std::size_t{1} << 30, free_b / 4);
+  Peaks p;
+  p.copy_gbs = measure_copy_bandwidth_gbs(bytes);
+  p.fp32_tflops = measure_fp32_tflops(dev);
+  p.measured_at = today();
+  save_peaks(dir, dev.uuid, p);
+  return p;
+}
+
+}  // namespace lab

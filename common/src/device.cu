@@ -1,0 +1,132 @@
+// The lab's own kernels: random fills, the architecture probe, and the FMA-bound kernel behind the
+// measured FP32 peak.
+#include <algorithm>
+#include <vector>
+
+#include "lab/check.hpp"
+#include "lab/device.hpp"
+#include "lab/memory.hpp"
+#include "lab/rng.hpp"
+#include "lab/stats.hpp"
+
+namespace lab {
+
+namespace {
+
+constexpr int kFillThreads = 256;
+
+int fill_blocks(std::size_t n) {
+  // Grid-stride loops: enough blocks to fill any GPU, capped so tiny fills stay one wave.
+  const std::size_t want = (n + kFillThreads - 1) / kFillThreads;
+  return static_cast<int>(std::clamp<std::size_t>(want, 1, 65536));
+}
+
+__global__ void fill_uniform_kernel(float* p, std::size_t n, std::uint64_t key, float lo, float hi) {
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n; i += std::size_t{gridDim.x} * blockDim.x)
+    p[i] = rng_detail::uniform01_to(rng_detail::bits(key, i), lo, hi);
+}
+
+__global__ void fill_normal_kernel(float* p, std::size_t n, std::uint64_t key, float mean, float stddev) {
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n; i += std::size_t{gridDim.x} * blockDim.x)
+    p[i] = static_cast<float>(mean + stddev * rng_detail::normal_from(rng_detail::bits(key, i)));
+}
+
+__global__ void fill_int_kernel(std::int32_t* p, std::size_t n, std::uint64_t key, std::int32_t lo, std::int32_t hi) {
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n; i += std::size_t{gridDim.x} * blockDim.x)
+    p[i] = rng_detail::int_in(rng_detail::bits(key, i), lo, hi);
+}
+
+__global__ void probe_kernel(int* out) { *out = 42; }
+
+// Eight independent FMA chains per thread keep every FP32 pipe busy; the result is stored only if
+// it hits an impossible value, so the compiler must compute it but memory traffic is nil.
+constexpr int kFmaChains = 8;
+__global__ void fma_peak_kernel(float* out, int iters, float a, float b) {
+  float x[kFmaChains];
+#pragma unroll
+  for (int j = 0; j < kFmaChains; ++j) x[j] = threadIdx.x * 1e-3f + j;
+  for (int i = 0; i < iters; ++i) {
+#pragma unroll
+    for (int j = 0; j < kFmaChains; ++j) x[j] = fmaf(x[j], a, b);
+  }
+  float s = 0;
+#pragma unroll
+  for (int j = 0; j < kFmaChains; ++j) s += x[j];
+  if (s == -1.2345f) out[0] = s;
+}
+
+}  // namespace
+
+void device_fill_uniform(float* p, std::size_t n, std::uint64_t key, float lo, float hi, cudaStream_t s) {
+  if (!n) return;
+  fill_uniform_kernel<<<fill_blocks(n), kFillThreads, 0, s>>>(p, n, key, lo, hi);
+  LAB_CHECK_LAUNCH();
+}
+
+void device_fill_normal(float* p, std::size_t n, std::uint64_t key, float mean, float stddev, cudaStream_t s) {
+  if (!n) return;
+  fill_normal_kernel<<<fill_blocks(n), kFillThreads, 0, s>>>(p, n, key, mean, stddev);
+  LAB_CHECK_LAUNCH();
+}
+
+void device_fill_int(std::int32_t* p, std::size_t n, std::uint64_t key, std::int32_t lo, std::int32_t hi,
+                     cudaStream_t s) {
+  if (!n) return;
+  if (hi <= lo) throw Error("device_fill_int: empty range");
+  fill_int_kernel<<<fill_blocks(n), kFillThreads, 0, s>>>(p, n, key, lo, hi);
+  LAB_CHECK_LAUNCH();
+}
+
+namespace detail {
+// Launches a one-thread kernel: fails with cudaErrorNoKernelImageForDevice when this binary holds
+// no code for the device's architecture.
+cudaError_t probe_device_code() {
+  int* d = nullptr;
+  cudaError_t r = cudaMalloc(&d, sizeof(int));
+  if (r != cudaSuccess) return r;
+  probe_kernel<<<1, 1>>>(d);
+  r = cudaGetLastError();
+  if (r == cudaSuccess) r = cudaDeviceSynchronize();
+  int h = 0;
+  if (r == cudaSuccess) r = cudaMemcpy(&h, d, sizeof(int), cudaMemcpyDeviceToHost);
+  cudaFree(d);
+  if (r == cudaSuccess && h != 42) r = cudaErrorUnknown;
+  return r;
+}
+}  // namespace detail
+
+double measure_copy_bandwidth_gbs(std::size_t bytes) {
+  DeviceBuffer<std::uint8_t> a(bytes, false), b(bytes, false);
+  LAB_CHECK(cudaMemset(a.data(), 1, bytes));
+  Stream s;
+  Event e0, e1;
+  std::vector<double> ms;
+  for (int i = 0; i < 13; ++i) {
+    e0.record(s);
+    LAB_CHECK(cudaMemcpyAsync(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice, s));
+    e1.record(s);
+    e1.sync();
+    if (i >= 3) ms.push_back(e1.elapsed_ms_since(e0));  // three warm-up copies
+  }
+  return 2.0 * static_cast<double>(bytes) / (stats::median(ms) * 1e-3) / 1e9;
+}
+
+double measure_fp32_tflops(const DeviceFacts& dev) {
+  DeviceBuffer<float> out(1, false);
+  Stream s;
+  Event e0, e1;
+  const int threads = 256, blocks = dev.sms * 8, iters = 1 << 16;
+  std::vector<double> ms;
+  for (int i = 0; i < 8; ++i) {
+    e0.record(s);
+    fma_peak_kernel<<<blocks, threads, 0, s>>>(out.data(), iters, 0.9999999f, 1e-7f);
+    LAB_CHECK_LAUNCH();
+    e1.record(s);
+    e1.sync();
+    if (i >= 2) ms.push_back(e1.elapsed_ms_since(e0));
+  }
+  const double flops = 2.0 * kFmaChains * static_cast<double>(iters) * threads * blocks;
+  return flops / (stats::median(ms) * 1e-3) / 1e12;
+}
+
+}  // namespace lab

@@ -1,0 +1,400 @@
+#include "lab/harness.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <benchmark/benchmark.h>
+#include <nlohmann/json.hpp>
+
+#include "lab/check.hpp"
+#include "lab/device.hpp"
+#include "lab/memory.hpp"
+
+namespace lab {
+
+namespace {
+
+constexpr int kDefaultRepetitions = 5;
+constexpr double kDefaultMinTimeSeconds = 0.05;  // of GPU time per repetition
+constexpr int kWarmupRuns = 3;
+
+bool starts_with(const std::string& s, std::string_view p) { return s.rfind(p, 0) == 0; }
+
+std::string shapes_text(const std::vector<Shape>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : " ") + x.str();
+  return s;
+}
+
+std::string dims_text(const TopicInfo& t) {
+  std::string s;
+  for (const auto& d : t.dims) s += (s.empty() ? "" : "x") + d;
+  return s;
+}
+
+std::string footer(const Variant& v) {
+  const TopicInfo& t = *v.topic;
+  std::ostringstream o;
+  o << "Shapes are " << dims_text(t) << ". Default sweep: " << shapes_text(t.sweep) << "\n"
+    << "Always verified (awkward sizes): " << shapes_text(t.checks) << "\n"
+    << "Timed shapes are verified too while the CPU reference stays under 1 GiB of work.\n\n"
+    << "Timing runs through Google Benchmark; its flags pass through, for example\n"
+    << "  --benchmark_repetitions=N    samples per shape (default " << kDefaultRepetitions << "; the median is the headline)\n"
+    << "  --benchmark_min_time=S       GPU seconds per sample (default " << kDefaultMinTimeSeconds << ")\n"
+    << "  --benchmark_filter=REGEX     run matching shapes only\n"
+    << "  --benchmark_format=console|json|csv   (json/csv: the lab's own lines go to stderr)\n"
+    << "  --benchmark_out=FILE --benchmark_out_format=json\n"
+    << "  --benchmark_list_tests\n\n"
+    << "Exit status: 0 ok; 1 wrong result or GPU fault; 2 bad usage; 3 no usable CUDA device;\n"
+    << "4 out of device memory.\n";
+  return o.str();
+}
+
+struct Cli {
+  CLI::App app;
+  std::vector<std::string> shape_text;
+  std::string cache = "cold";
+  std::uint64_t seed = 0;
+  Options o;
+
+  explicit Cli(const Variant& v) : app(v.description, v.program) {
+    app.allow_extras();
+    app.description(v.program + ": " + std::string(role_name(v.role)) + " variant of '" + v.topic->name +
+                    "' (" + v.topic->folder() + ")\n" + v.description);
+    app.add_flag("--check-only", o.check_only, "verify, print the verdict, skip timing");
+    app.add_flag("--no-check", o.no_check, "skip verification (timing only)")->excludes("--check-only");
+    app.add_option("--shape", shape_text, "time these shapes instead of the default sweep (repeatable, or comma-separated)")
+        ->type_name(dims_text(*v.topic))
+        ->delimiter(',');
+    app.add_option("--cache", cache, "cold: flush the L2 before every timed iteration (default); hot: back to back")
+        ->check(CLI::IsMember({"cold", "hot"}));
+    app.add_option("--seed", seed, "seed for the random inputs (default: a fresh one, printed)");
+    app.add_flag("--remeasure-peaks", o.remeasure_peaks, "measure the device's peak bandwidth and FP32 rate again");
+    app.add_flag("--describe", o.describe, "print this variant's description as JSON and exit (no GPU needed)");
+    app.footer(footer(v));
+  }
+};
+
+}  // namespace
+
+std::string help_text(const Variant& v) {
+  Cli cli(v);
+  return cli.app.help();
+}
+
+Options parse_options(const Variant& v, const std::vector<std::string>& args) {
+  Cli cli(v);
+  std::vector<const char*> argv{v.program.c_str()};
+  for (const auto& a : args) argv.push_back(a.c_str());
+  try {
+    cli.app.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const CLI::CallForHelp&) {
+    Options o;
+    o.help = true;
+    return o;
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(e.what());
+  }
+  Options o = cli.o;
+  for (const auto& a : cli.app.remaining()) {
+    if (starts_with(a, "--benchmark_") || starts_with(a, "--v=")) {
+      o.benchmark_args.push_back(a);
+      if (a == "--benchmark_format=json" || a == "--benchmark_format=csv") o.machine_readable = true;
+    } else {
+      throw UsageError("unknown argument '" + a + "' (see --help)");
+    }
+  }
+  o.cache = parse_cache_mode(cli.cache);
+  if (cli.app.count("--seed")) o.seed = cli.seed;
+  for (const auto& s : cli.shape_text) {
+    Shape sh = parse_shape(s, v.topic->dims);
+    if (auto why = v.topic->validate(sh); !why.empty()) throw UsageError("--shape " + s + ": " + why);
+    o.shapes.push_back(std::move(sh));
+  }
+  return o;
+}
+
+std::string describe_json(const Variant& v) {
+  const TopicInfo& t = *v.topic;
+  auto shapes = [&](const std::vector<Shape>& list) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& s : list) {
+      const Work w = t.work(s);
+      a.push_back({{"shape", s.str()}, {"bytes", w.bytes}, {"flops", w.flops}});
+    }
+    return a;
+  };
+  const nlohmann::json j = {{"program", v.program},       {"topic", t.name},
+                            {"chapter", t.chapter},       {"folder", t.folder()},
+                            {"role", role_name(v.role)},  {"step", v.step},
+                            {"description", v.description}, {"dims", t.dims},
+                            {"sweep", shapes(t.sweep)},   {"checks", shapes(t.checks)},
+                            {"built_for", built_architectures()}};
+  return j.dump(2);
+}
+
+std::vector<Shape> shapes_to_verify(const TopicInfo& t, const std::vector<Shape>& timed) {
+  std::vector<Shape> out = t.checks;
+  for (const auto& s : timed)
+    if (t.work(s).bytes <= kVerifyBytesLimit && std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+  return out;
+}
+
+Verdict check_variant(const Variant& v, const Shape& s, std::uint64_t seed, cudaStream_t stream) {
+  Rng rng(seed);
+  auto p = v.topic->make(s, rng);
+  LAB_CHECK(cudaDeviceSynchronize());  // inputs are complete before the variant's stream starts
+  p->poison(stream);
+  v.run(*p, stream);
+  LAB_CHECK_LAUNCH();
+  LAB_CHECK(cudaStreamSynchronize(stream));
+  return p->verify();
+}
+
+namespace {
+
+struct BenchContext {
+  const Variant& v;
+  const Options& opt;
+  DeviceFacts dev;
+  Peaks peaks;
+  std::uint64_t seed = 0;
+  Stream stream;
+  Event start, stop;
+  std::unique_ptr<L2Flusher> flusher;
+  Shape shape;  // of the problem held below
+  std::unique_ptr<Problem> problem;
+  int exit_code = kExitOk;
+  std::vector<std::string> failures;
+
+  BenchContext(const Variant& var, const Options& o) : v(var), opt(o) {}
+
+  Problem& problem_for(const Shape& s) {
+    if (!problem || !(shape == s)) {
+      problem.reset();  // free the previous shape before allocating the next
+      reset_device_memory_peak();
+      Rng rng(seed);
+      problem = v.topic->make(s, rng);
+      LAB_CHECK(cudaDeviceSynchronize());
+      shape = s;
+    }
+    return *problem;
+  }
+
+  void fail(const Shape& s, const Error& e) {
+    problem.reset();
+    exit_code = std::max<int>(exit_code, e.exit_code() == kExitOutOfMemory ? kExitOutOfMemory : kExitWrongResult);
+    failures.push_back(s.str() + ": " + e.what());
+  }
+};
+
+void bench_shape(benchmark::State& st, BenchContext& c, const Shape& s) {
+  try {
+    Problem& p = c.problem_for(s);
+    for (int i = 0; i < kWarmupRuns; ++i) {  // module load, first-launch and library setup costs
+      c.v.run(p, c.stream);
+      LAB_CHECK_LAUNCH();
+    }
+    c.stream.sync();
+    double total_ms = 0;
+    std::int64_t n = 0;
+    for (auto _ : st) {
+      if (c.opt.cache == CacheMode::cold) c.flusher->flush(c.stream);
+      const float ms = time_once_ms([&] { c.v.run(p, c.stream); }, c.stream, c.start, c.stop);
+      st.SetIterationTime(ms * 1e-3);
+      total_ms += ms;
+      ++n;
+    }
+    if (n == 0 || total_ms <= 0) return;
+    const Work w = c.v.topic->work(s);
+    const double secs = total_ms * 1e-3 / static_cast<double>(n);  // per iteration
+    const double gbs = w.bytes / secs / 1e9;
+    st.counters["GB/s"] = gbs;
+    st.counters["%peak_bw"] = 100.0 * gbs / c.peaks.copy_gbs;
+    if (w.flops > 0) {
+      const double tf = w.flops / secs / 1e12;
+      st.counters["TFLOP/s"] = tf;
+      st.counters["%peak_fp32"] = 100.0 * tf / c.peaks.fp32_tflops;
+    }
+    st.counters["peak_MiB"] = static_cast<double>(device_memory_stats().peak) / (1024.0 * 1024.0);
+  } catch (const Error& e) {
+    c.fail(s, e);
+    st.SkipWithError(e.what());
+  }
+}
+
+std::vector<char*> to_argv(std::vector<std::string>& args) {
+  std::vector<char*> a;
+  for (auto& s : args) a.push_back(s.data());
+  a.push_back(nullptr);
+  return a;
+}
+
+bool has_flag(const std::vector<std::string>& args, std::string_view name) {
+  return std::any_of(args.begin(), args.end(), [&](const std::string& a) { return starts_with(a, name); });
+}
+
+int run(const Variant& v, const Options& opt, const std::string& argv0) {
+  std::ostream& out = opt.machine_readable ? std::cerr : std::cout;
+  const TopicInfo& t = *v.topic;
+  const std::vector<Shape> timed = opt.shapes.empty() ? t.sweep : opt.shapes;
+
+  DeviceFacts dev = init_device();
+  out << v.program << ": " << role_name(v.role) << " variant of '" << t.name << "' (" << t.folder() << ")\n  "
+      << v.description << "\n"
+      << dev.describe() << "\n";
+
+  std::size_t free_b = 0, total_b = 0;
+  LAB_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  for (const auto& s : timed) {
+    const double need = t.work(s).bytes;
+    if (need > static_cast<double>(total_b))
+      throw OutOfMemory(static_cast<std::size_t>(need), free_b, total_b);
+  }
+
+  const Peaks peaks = measured_peaks(dev, opt.remeasure_peaks);
+  out << "  measured peaks" << (peaks.from_cache ? " (cached " + peaks.measured_at + ")" : " (measured now)") << ": copy "
+      << static_cast<long>(peaks.copy_gbs) << " GB/s, FP32 " << peaks.fp32_tflops << " TFLOP/s"
+      << (peaks.from_cache ? "; --remeasure-peaks to refresh" : "") << "\n";
+
+  const std::uint64_t seed = opt.seed.value_or(fresh_seed());
+  out << "  seed " << seed << " (reproduce with --seed " << seed << ")\n";
+  out.flush();
+
+  Stream stream;
+  std::string verification = "skipped (--no-check)";
+  if (!opt.no_check) {
+    const auto shapes = shapes_to_verify(t, timed);
+    out << "verification (" << shapes.size() << " shapes against a double-precision CPU reference):\n";
+    int failed = 0;
+    for (const auto& s : shapes) {
+      const Verdict r = check_variant(v, s, seed, stream);
+      out << "  " << s.str() << ": " << (r.pass ? r.summary() : r.details()) << "\n";
+      out.flush();
+      if (!r.pass) ++failed;
+    }
+    for (const auto& s : timed)
+      if (std::find(shapes.begin(), shapes.end(), s) == shapes.end())
+        out << "  " << s.str() << ": not verified (its CPU reference is over 1 GiB of work; the shapes above cover the same code)\n";
+    if (failed) {
+      std::cerr << "error: verification FAILED on " << failed << " of " << shapes.size() << " shapes (seed " << seed
+                << "); not timing a wrong result\n";
+      return kExitWrongResult;
+    }
+    verification = "PASS (" + std::to_string(shapes.size()) + " shapes)";
+    out << "verification PASS\n";
+  }
+  if (opt.check_only) return kExitOk;
+
+  // Timing.
+  BenchContext ctx(v, opt);
+  ctx.dev = dev;
+  ctx.peaks = peaks;
+  ctx.seed = seed;
+  if (opt.cache == CacheMode::cold) ctx.flusher = std::make_unique<L2Flusher>(dev.l2_bytes);
+
+  std::vector<std::string> bargs{argv0};
+  bargs.insert(bargs.end(), opt.benchmark_args.begin(), opt.benchmark_args.end());
+  if (!has_flag(bargs, "--benchmark_repetitions"))
+    bargs.push_back("--benchmark_repetitions=" + std::to_string(kDefaultRepetitions));
+  if (!opt.machine_readable && !has_flag(bargs, "--benchmark_display_aggregates_only") &&
+      !has_flag(bargs, "--benchmark_report_aggregates_only"))
+    bargs.push_back("--benchmark_display_aggregates_only=true");
+  // A bare number of seconds: understood by Google Benchmark 1.7 and 1.8 alike.
+  if (!has_flag(bargs, "--benchmark_min_time"))
+    bargs.push_back("--benchmark_min_time=" + std::to_string(kDefaultMinTimeSeconds));
+  auto bargv = to_argv(bargs);
+  int bargc = static_cast<int>(bargs.size());
+  benchmark::Initialize(&bargc, bargv.data());
+  if (benchmark::ReportUnrecognizedArguments(bargc, bargv.data())) return kExitUsage;
+
+  out << "timing: cache " << cache_mode_name(opt.cache)
+      << (opt.cache == CacheMode::cold ? " (L2 flushed by a " + std::to_string(ctx.flusher->bytes() >> 20) +
+                                             " MiB write before every iteration, outside the timed region)"
+                                       : " (iterations back to back)")
+      << "; CUDA events on the variant's stream; " << kWarmupRuns
+      << " warm-up runs; time and counters are per iteration, GPU time\n";
+  out.flush();
+
+  benchmark::AddCustomContext("lab_program", v.program);
+  benchmark::AddCustomContext("lab_topic", t.name);
+  benchmark::AddCustomContext("lab_role", role_name(v.role));
+  benchmark::AddCustomContext("lab_device", dev.name);
+  benchmark::AddCustomContext("lab_device_uuid", dev.uuid);
+  benchmark::AddCustomContext("lab_arch", dev.arch());
+  benchmark::AddCustomContext("lab_driver", cuda_version_text(dev.driver_version));
+  benchmark::AddCustomContext("lab_runtime", cuda_version_text(dev.runtime_version));
+  benchmark::AddCustomContext("lab_sm_clock_mhz", std::to_string(dev.sm_clock_khz / 1000));
+  benchmark::AddCustomContext("lab_mem_clock_mhz", std::to_string(dev.mem_clock_khz / 1000));
+  benchmark::AddCustomContext("lab_peak_copy_gbs", std::to_string(peaks.copy_gbs));
+  benchmark::AddCustomContext("lab_peak_fp32_tflops", std::to_string(peaks.fp32_tflops));
+  benchmark::AddCustomContext("lab_cache", cache_mode_name(opt.cache));
+  benchmark::AddCustomContext("lab_seed", std::to_string(seed));
+  benchmark::AddCustomContext("lab_verification", verification);
+
+  for (const auto& s : timed) {
+    const Work w = t.work(s);
+    const double est_s = std::max(w.bytes / (peaks.copy_gbs * 1e9), w.flops / (peaks.fp32_tflops * 1e12));
+    auto* b = benchmark::RegisterBenchmark((t.name + "/" + v.program + "/" + s.str()).c_str(),
+                                           [&ctx, s](benchmark::State& st) { bench_shape(st, ctx, s); });
+    b->UseManualTime()->Unit(est_s > 5e-3 ? benchmark::kMillisecond : benchmark::kMicrosecond);
+  }
+  const std::size_t ran = benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  ctx.problem.reset();
+  const bool listing = has_flag(bargs, "--benchmark_list_tests");
+  if (ran == 0 && !listing) {
+    std::cerr << "error: --benchmark_filter matched none of: " << shapes_text(timed) << "\n";
+    return kExitUsage;
+  }
+  for (const auto& f : ctx.failures) std::cerr << "error: " << f << "\n";
+  return ctx.exit_code;
+}
+
+}  // namespace
+
+int run_main(const Variant& v, int argc, char** argv) {
+  try {
+    const std::vector<std::string> args(argv + 1, argv + argc);
+    const Options opt = parse_options(v, args);
+    if (opt.help) {
+      std::cout << help_text(v);
+      return kExitOk;
+    }
+    if (opt.describe) {
+      std::cout << describe_json(v) << "\n";
+      return kExitOk;
+    }
+    return run(v, opt, argv[0]);
+  } catch (const UsageError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return kExitUsage;
+  } catch (const NoDevice& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return kExitNoDevice;
+  } catch (const OutOfMemory& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return kExitOutOfMemory;
+  } catch (const Error& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return kExitWrongResult;
+  }
+}
+
+int run_main(int argc, char** argv) {
+  const auto all = Registry::global().variants();
+  if (all.size() != 1) {
+    std::cerr << "error: a lab program holds exactly one variant; this one has " << all.size() << "\n";
+    return kExitUsage;
+  }
+  return run_main(*all.front(), argc, argv);
+}
+
+}  // namespace lab

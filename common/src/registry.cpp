@@ -1,0 +1,141 @@
+#include "lab/registry.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <limits>
+
+#include "lab/check.hpp"
+
+namespace lab {
+
+std::int64_t Shape::elements() const {
+  std::int64_t n = 1;
+  for (auto d : dims) n *= d;
+  return n;
+}
+
+std::string Shape::str() const {
+  std::string s;
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    if (i) s += 'x';
+    s += std::to_string(dims[i]);
+  }
+  return s;
+}
+
+Shape parse_shape(std::string_view text, std::span<const std::string> dim_names, std::string_view flag) {
+  std::string names;
+  for (std::size_t i = 0; i < dim_names.size(); ++i) {
+    if (i) names += 'x';
+    names += dim_names[i];
+  }
+  const std::string where = std::string(flag) + " " + std::string(text) + ": ";
+  const std::string expect = "expected " + std::to_string(dim_names.size()) + " positive integers joined by 'x' (" + names + ")";
+  std::vector<std::int64_t> dims;
+  std::size_t pos = 0;
+  while (true) {
+    const std::size_t x = text.find('x', pos);
+    const std::string_view part = text.substr(pos, x == std::string_view::npos ? std::string_view::npos : x - pos);
+    if (part.empty()) throw UsageError(where + expect);
+    std::int64_t v = 0;
+    const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
+    if (ec == std::errc::result_out_of_range)
+      throw UsageError(where + "'" + std::string(part) + "' does not fit in 64 bits");
+    if (ec != std::errc() || end != part.data() + part.size())
+      throw UsageError(where + "'" + std::string(part) + "' is not an integer; " + expect);
+    if (v <= 0) throw UsageError(where + "every extent must be positive, got " + std::to_string(v));
+    dims.push_back(v);
+    if (x == std::string_view::npos) break;
+    pos = x + 1;
+  }
+  if (dims.size() != dim_names.size())
+    throw UsageError(where + "got " + std::to_string(dims.size()) + " numbers; " + expect);
+  std::int64_t n = 1;
+  for (auto d : dims) {
+    if (n > std::numeric_limits<std::int64_t>::max() / 16 / d)  // leave room for bytes per element
+      throw UsageError(where + "the element count overflows 64-bit arithmetic");
+    n *= d;
+  }
+  return Shape(std::move(dims));
+}
+
+const char* role_name(Role r) {
+  switch (r) {
+    case Role::baseline: return "baseline";
+    case Role::optimized: return "optimized";
+    case Role::library: return "library";
+  }
+  return "?";
+}
+
+std::string chapter_folder(int chapter) {
+  switch (chapter) {
+    case 1: return "ch01_basics";
+    case 2: return "ch02_profiling";
+    case 3: return "ch03_kernels";
+    case 4: return "ch04_compile_vs_fused";
+    default: return "";
+  }
+}
+
+std::string TopicInfo::folder() const { return chapter_folder(chapter); }
+
+std::string program_name_from_path(std::string_view path) {
+  const auto slash = path.find_last_of("/\\");
+  if (slash != std::string_view::npos) path.remove_prefix(slash + 1);
+  const auto dot = path.find('.');
+  return std::string(path.substr(0, dot));
+}
+
+Registry& Registry::global() {
+  static Registry r;
+  return r;
+}
+
+const TopicInfo& Registry::add_topic(TopicInfo t) {
+  for (const auto& have : topics_)
+    if (have->name == t.name) {
+      if (have->chapter != t.chapter)
+        throw Error("topic '" + t.name + "' registered in chapters " + std::to_string(have->chapter) + " and " +
+                    std::to_string(t.chapter));
+      return *have;
+    }
+  topics_.push_back(std::make_unique<TopicInfo>(std::move(t)));
+  return *topics_.back();
+}
+
+const Variant& Registry::add(Variant v) {
+  if (v.program.empty()) throw Error("variant with an empty program name");
+  if (!v.topic) throw Error("variant '" + v.program + "' has no topic");
+  if (find(v.program)) throw Error("variant '" + v.program + "' registered twice");
+  variants_.push_back(std::make_unique<Variant>(std::move(v)));
+  return *variants_.back();
+}
+
+std::vector<const Variant*> Registry::variants() const {
+  std::vector<const Variant*> out;
+  for (const auto& v : variants_) out.push_back(v.get());
+  std::stable_sort(out.begin(), out.end(), [](const Variant* a, const Variant* b) {
+    if (a->topic->chapter != b->topic->chapter) return a->topic->chapter < b->topic->chapter;
+    if (a->topic->name != b->topic->name) return a->topic->name < b->topic->name;
+    if (a->role != b->role) return a->role < b->role;
+    if (a->step != b->step) return a->step < b->step;
+    return a->program < b->program;
+  });
+  return out;
+}
+
+const Variant* Registry::find(std::string_view program) const {
+  for (const auto& v : variants_)
+    if (v->program == program) return v.get();
+  return nullptr;
+}
+
+std::vector<const Variant*> Registry::of_topic(std::string_view topic) const {
+  std::vector<const Variant*> out;
+  for (const Variant* v : variants())
+    if (v->topic->name == topic) out.push_back(v);
+  return out;
+}
+
+}  // namespace lab

@@ -1,0 +1,149 @@
+#include "lab/verify.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "lab/check.hpp"
+
+namespace lab {
+
+namespace {
+
+std::string num(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+template <class G, class R>
+Verdict compare_impl(std::span<const G> got, std::span<const R> ref, Tolerance tol, std::string what,
+                     std::vector<std::int64_t> dims) {
+  if (got.size() != ref.size())
+    throw Error("compare(" + what + "): result has " + std::to_string(got.size()) + " elements, reference " +
+                std::to_string(ref.size()));
+  Verdict v;
+  v.what = std::move(what);
+  v.dims = std::move(dims);
+  v.tol = tol;
+  v.count = got.size();
+  double diff2 = 0, ref2 = 0;
+  bool ref_nonfinite = false;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double g = static_cast<double>(got[i]);
+    const double r = static_cast<double>(ref[i]);
+    bool bad = false;
+    if (std::isnan(g)) {
+      ++v.nan;
+      bad = true;
+    } else if (std::isinf(g)) {
+      ++v.inf;
+      bad = true;
+    }
+    if (!std::isfinite(r)) {
+      ref_nonfinite = true;
+      bad = true;
+    }
+    if (!bad) {
+      const double d = std::fabs(g - r);
+      if (d > v.max_abs) {
+        v.max_abs = d;
+        v.worst_index = i;
+      }
+      if (r != 0) v.max_rel = std::max(v.max_rel, d / std::fabs(r));
+      diff2 += d * d;
+      if (d > tol.atol + tol.rtol * std::fabs(r)) bad = true;
+    }
+    if (std::isfinite(r)) ref2 += r * r;
+    if (bad) {
+      ++v.bad;
+      if (v.first.size() < kMismatchesKept) v.first.push_back({i, g, r});
+    }
+  }
+  v.rel_l2 = ref2 > 0 ? std::sqrt(diff2 / ref2) : (diff2 > 0 ? INFINITY : 0.0);
+  if (v.count == 0) {
+    v.reason = "nothing to compare (empty output)";
+  } else if (ref_nonfinite) {
+    v.reason = "the reference itself has NaN or Inf: fix the reference or the inputs";
+  } else if (ref2 == 0) {
+    v.reason = "the reference is all zeros: such a check cannot tell a right result from an unwritten one";
+  } else if (v.nan || v.inf) {
+    v.reason = std::to_string(v.nan) + " NaN and " + std::to_string(v.inf) + " Inf in the result (" +
+               std::to_string(v.bad) + " of " + std::to_string(v.count) + " elements bad; NaN marks elements never written)";
+  } else if (v.bad) {
+    v.reason = std::to_string(v.bad) + " of " + std::to_string(v.count) + " elements outside |got - ref| <= " +
+               num(tol.atol) + " + " + num(tol.rtol) + " * |ref|";
+  } else if (v.rel_l2 > tol.max_rel_l2) {
+    v.reason = "relative L2 error " + num(v.rel_l2) + " above " + num(tol.max_rel_l2);
+  }
+  v.pass = v.reason.empty();
+  return v;
+}
+
+}  // namespace
+
+std::string Verdict::index_text(std::size_t flat) const {
+  if (dims.empty()) return std::string("[").append(std::to_string(flat)).append("]");
+  std::vector<std::int64_t> c(dims.size());
+  std::size_t rest = flat;
+  for (std::size_t k = dims.size(); k-- > 0;) {
+    const auto e = static_cast<std::size_t>(std::max<std::int64_t>(dims[k], 1));
+    c[k] = static_cast<std::int64_t>(rest % e);
+    rest /= e;
+  }
+  std::string s = "[";
+  for (std::size_t k = 0; k < c.size(); ++k) {
+    if (k) s += ", ";
+    s += std::to_string(c[k]);
+  }
+  return s + "]";
+}
+
+std::string Verdict::summary() const {
+  std::ostringstream o;
+  o << (pass ? "PASS" : "FAIL") << " " << what << ": max_abs " << num(max_abs) << ", max_rel " << num(max_rel)
+    << ", rel_l2 " << num(rel_l2) << " (" << tol.name << " tolerance)";
+  if (!pass) o << ": " << reason;
+  return o.str();
+}
+
+std::string Verdict::details() const {
+  std::ostringstream o;
+  o << summary();
+  for (const auto& m : first)
+    o << "\n    " << what << index_text(m.index) << ": got " << num(m.got) << ", expected " << num(m.expected);
+  if (bad > first.size()) o << "\n    ... and " << (bad - first.size()) << " more";
+  return o.str();
+}
+
+Verdict& Verdict::also(const Verdict& o) {
+  // The first failing output's mismatches, reason, shape and tolerance are the ones reported.
+  Verdict r = (pass && !o.pass) ? o : *this;
+  r.what = what + "+" + o.what;
+  r.pass = pass && o.pass;
+  r.count = count + o.count;
+  r.bad = bad + o.bad;
+  r.nan = nan + o.nan;
+  r.inf = inf + o.inf;
+  r.max_abs = std::max(max_abs, o.max_abs);
+  r.max_rel = std::max(max_rel, o.max_rel);
+  r.rel_l2 = std::max(rel_l2, o.rel_l2);
+  *this = std::move(r);
+  return *this;
+}
+
+Verdict compare(std::span<const float> got, std::span<const double> ref, Tolerance tol, std::string what,
+                std::vector<std::int64_t> dims) {
+  return compare_impl(got, ref, tol, std::move(what), std::move(dims));
+}
+Verdict compare(std::span<const double> got, std::span<const double> ref, Tolerance tol, std::string what,
+                std::vector<std::int64_t> dims) {
+  return compare_impl(got, ref, tol, std::move(what), std::move(dims));
+}
+Verdict compare(std::span<const std::int32_t> got, std::span<const std::int32_t> ref, std::string what,
+                std::vector<std::int64_t> dims) {
+  return compare_impl(got, ref, Tolerance::exact(), std::move(what), std::move(dims));
+}
+
+}  // namespace lab

@@ -1,0 +1,24 @@
+// A topic for CPU tests of the registry and the shared main: it never touches the device.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "lab/lab.hpp"
+
+struct FakeTopic {
+  static constexpr const char* name = "fake";
+  static constexpr int chapter = 1;
+  static std::vector<std::string> dims() { return {"rows", "cols"}; }
+  static std::vector<lab::Shape> sweep() { return {{64, 64}, {128, 256}}; }
+  static std::vector<lab::Shape> checks() { return {{1, 1}, {3, 5}}; }
+  static lab::Work work(const lab::Shape& s) { return {.bytes = 8.0 * s[0] * s[1], .flops = 2.0 * s[0] * s[1]}; }
+  static std::string validate(const lab::Shape& s) { return s[1] > 1000 ? "at most 1000 columns" : ""; }
+  struct Problem : lab::Problem {
+    Problem(const lab::Shape&, lab::Rng&) {}
+    void poison(cudaStream_t) override {}
+    lab::Verdict verify() override { return {}; }
+  };
+};
+
+inline void fake_run(FakeTopic::Problem&, cudaStream_t) {}

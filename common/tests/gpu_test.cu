@@ -1,0 +1,153 @@
+// Tests of the library that need a GPU; each reports SKIPPED without one.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "lab/device.hpp"
+#include "lab/lab.hpp"
+#include "lab/testing.hpp"
+#include "lab/timing.hpp"
+
+namespace {
+
+TEST(Gpu, DeviceFactsAreSane) {
+  LAB_REQUIRE_GPU();
+  const auto d = lab::init_device();
+  EXPECT_GT(d.sms, 0);
+  EXPECT_GT(d.l2_bytes, 0u);
+  EXPECT_GT(d.global_mem_bytes, 0u);
+  EXPECT_EQ(d.uuid.rfind("GPU-", 0), 0u);
+  EXPECT_EQ(d.uuid.size(), 40u);
+  EXPECT_GT(d.datasheet_bandwidth_gbs(), 100.0);
+}
+
+TEST(Gpu, DeviceFillsMatchHostFills) {
+  LAB_REQUIRE_GPU();
+  const std::size_t n = 100003;
+  lab::Rng host(77), dev(77);
+  std::vector<float> hu(n), hn(n);
+  std::vector<std::int32_t> hi(n);
+  host.uniform(std::span<float>(hu), -3.f, 5.f);
+  host.normal(std::span<float>(hn), 0.5f, 2.f);
+  host.integers(std::span<std::int32_t>(hi), 0, 1000);
+  lab::DeviceBuffer<float> du(n), dn(n);
+  lab::DeviceBuffer<std::int32_t> di(n);
+  dev.uniform(du, -3.f, 5.f);
+  dev.normal(dn, 0.5f, 2.f);
+  dev.integers(di, 0, 1000);
+  LAB_CHECK(cudaDeviceSynchronize());
+  EXPECT_EQ(du.download(), hu);  // bit for bit
+  EXPECT_EQ(di.download(), hi);
+  const auto gn = dn.download();
+  for (std::size_t i = 0; i < n; ++i) ASSERT_NEAR(gn[i], hn[i], 1e-6f * (1.f + std::fabs(hn[i]))) << i;
+}
+
+TEST(Gpu, PoisonMakesEveryElementNaN) {
+  LAB_REQUIRE_GPU();
+  lab::DeviceBuffer<float> f(1000);
+  lab::DeviceBuffer<double> d(1000);
+  lab::Rng(1).uniform(f);
+  lab::poison(f);
+  lab::poison(d);
+  for (float x : f.download()) ASSERT_TRUE(std::isnan(x));
+  for (double x : d.download()) ASSERT_TRUE(std::isnan(x));
+}
+
+TEST(Gpu, OutOfMemoryNamesBytesWantedAndFree) {
+  LAB_REQUIRE_GPU();
+  const auto d = lab::init_device();
+  const std::size_t too_much = 2 * d.global_mem_bytes;
+  try {
+    lab::DeviceBuffer<std::uint8_t> b(too_much);
+    FAIL() << "allocating " << too_much << " bytes succeeded";
+  } catch (const lab::OutOfMemory& e) {
+    EXPECT_EQ(e.wanted(), too_much);
+    EXPECT_GT(e.free_bytes(), 0u);
+    EXPECT_EQ(e.exit_code(), lab::kExitOutOfMemory);
+    EXPECT_NE(std::string(e.what()).find(std::to_string(too_much)), std::string::npos);
+  }
+  lab::DeviceBuffer<float> ok(1024);  // the failure left the context usable
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+TEST(Gpu, MemoryTrackerCountsPeak) {
+  LAB_REQUIRE_GPU();
+  lab::reset_device_memory_peak();
+  const auto before = lab::device_memory_stats();
+  {
+    lab::DeviceBuffer<std::uint8_t> a(1 << 20);
+    lab::DeviceBuffer<std::uint8_t> b(3 << 20);
+  }
+  const auto after = lab::device_memory_stats();
+  EXPECT_EQ(after.current, before.current);
+  EXPECT_EQ(after.peak, before.current + (4u << 20));
+}
+
+TEST(Gpu, CheckMacroNamesTheCall) {
+  LAB_REQUIRE_GPU();
+  try {
+    LAB_CHECK(cudaMemcpy(nullptr, nullptr, 16, static_cast<cudaMemcpyKind>(12345)));
+    FAIL() << "no throw";
+  } catch (const lab::CudaError& e) {
+    const std::string w = e.what();
+    EXPECT_NE(w.find("cudaMemcpy"), std::string::npos) << w;
+    EXPECT_NE(w.find("gpu_test.cu"), std::string::npos) << w;
+  }
+}
+
+__global__ void noop() {}
+
+TEST(Gpu, LaunchCheckCatchesBadConfiguration) {
+  LAB_REQUIRE_GPU();
+  noop<<<1, 4096>>>();  // more threads than a block may have
+  EXPECT_THROW(LAB_CHECK_LAUNCH(), lab::CudaError);
+  noop<<<1, 32>>>();
+  EXPECT_NO_THROW(LAB_CHECK_LAUNCH());
+  LAB_CHECK(cudaDeviceSynchronize());
+}
+
+__global__ void spin_ns(unsigned long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < ns);
+}
+
+TEST(Gpu, EventTimingMeasuresGpuTime) {
+  LAB_REQUIRE_GPU();
+  lab::Stream s;
+  lab::Event a, b;
+  spin_ns<<<1, 1, 0, s>>>(1000);  // warm-up
+  s.sync();
+  const float ms = lab::time_once_ms([&] { spin_ns<<<1, 1, 0, s>>>(2'000'000); }, s, a, b);
+  EXPECT_GE(ms, 1.9f);
+  EXPECT_LT(ms, 50.f);
+}
+
+TEST(Gpu, FlusherCoversTwiceTheL2) {
+  LAB_REQUIRE_GPU();
+  const auto d = lab::init_device();
+  lab::L2Flusher f(d.l2_bytes);
+  EXPECT_GE(f.bytes(), 2 * d.l2_bytes);
+  lab::Stream s;
+  f.flush(s);
+  f.flush(s);
+  s.sync();
+}
+
+TEST(Gpu, MeasuredPeaksStayUnderTheDatasheet) {
+  LAB_REQUIRE_GPU();
+  const auto d = lab::init_device();
+  const double copy = lab::measure_copy_bandwidth_gbs(std::size_t{256} << 20);
+  const double fp32 = lab::measure_fp32_tflops(d);
+  // A measurement above the datasheet would mean the lab miscounts bytes or FLOPs.
+  EXPECT_GT(copy, 0.3 * d.datasheet_bandwidth_gbs());
+  EXPECT_LT(copy, 1.05 * d.datasheet_bandwidth_gbs());
+  EXPECT_GT(fp32, 0.3 * d.datasheet_fp32_tflops());
+  EXPECT_LT(fp32, 1.05 * d.datasheet_fp32_tflops());
+}
+
+}  // namespace

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The whole GPU check in one command: configure, build with every core, run the full test suite
+# (GPU tests included), run compute-sanitizer memcheck and racecheck on every chapter's test binary,
+# and end with a one-line summary. Logs go to LOGDIR, one file per step.
+#
+#   tools/gpu_check.sh LOGDIR [BUILD_DIR]        (BUILD_DIR defaults to build)
+#
+# Exit status 0 when every step passed and no GPU test was skipped.
+set -u
+if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
+  sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
+  [ $# -ge 1 ] && exit 0 || exit 2
+fi
+logdir=$1
+build=${2:-build}
+mkdir -p "$logdir" || { echo "gpu_check: cannot create $logdir" >&2; exit 2; }
+cd "$(dirname "$0")/.." || exit 2
+jobs=$(nproc)
+failed=()
+passed=()
+start=$(date +%s)
+
+step() {
+  local name=$1
+  shift
+  printf '== %-28s %s\n' "$name" "$*"
+  if "$@" >"$logdir/$name.log" 2>&1; then
+    passed+=("$name")
+  else
+    failed+=("$name")
+    echo "   FAILED: see $logdir/$name.log"
+    tail -n 15 "$logdir/$name.log" | sed 's/^/   | /'
+  fi
+}
+
+sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+
+{ nvidia-smi; nvcc --version; cmake --version | head -1; } >"$logdir/environment.log" 2>&1
+step configure cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release
+step build cmake --build "$build" -j "$jobs"
+# GPU tests one at a time: parallel tests would share the GPU and disturb each other.
+step ctest ctest --test-dir "$build" --output-on-failure
+for t in "$build"/ch*/ch*_tests; do
+  [ -x "$t" ] || continue
+  n=$(basename "$t")
+  step "memcheck-$n" "$sanitizer" --tool memcheck --leak-check full --error-exitcode 1 "$t"
+  step "racecheck-$n" "$sanitizer" --tool racecheck --error-exitcode 1 "$t"
+done
+
+# A GPU test that skipped on a GPU machine did not run: that is a failure here, except the one
+# test that can only run where there is no GPU.
+skipped=$(grep -E '\(Skipped\)' "$logdir/ctest.log" 2>/dev/null | grep -v 'NoDeviceIsThree' | wc -l)
+if [ "$skipped" -gt 0 ]; then
+  failed+=("skipped-gpu-tests($skipped)")
+  grep -E '\(Skipped\)' "$logdir/ctest.log" | grep -v 'NoDeviceIsThree' | head -5 | sed 's/^/   | /'
+fi
+tests=$(grep -Eo '[0-9]+% tests passed, [0-9]+ tests failed out of [0-9]+' "$logdir/ctest.log" 2>/dev/null)
+secs=$(( $(date +%s) - start ))
+if [ ${#failed[@]} -eq 0 ]; then
+  echo "gpu_check: PASS in ${secs}s (${passed[*]}); ctest: ${tests:-?}; logs in $logdir"
+  exit 0
+fi
+echo "gpu_check: FAIL in ${secs}s: ${failed[*]}; ctest: ${tests:-?}; logs in $logdir"
+exit 1
