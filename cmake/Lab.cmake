@@ -94,6 +94,7 @@ function(lab_write_manifest)
   \"format\": 1,
   \"project\": \"cuda-perf-lab\",
   \"build_dir\": \"${PROJECT_BINARY_DIR}\",
+  \"source_dir\": \"${PROJECT_SOURCE_DIR}\",
   \"cuda_architectures\": \"${CMAKE_CUDA_ARCHITECTURES}\",
   \"programs\": [
     ${body}

@@ -2,6 +2,7 @@
 // never a bare mean of noisy samples.
 #pragma once
 
+#include <cstdint>
 #include <span>
 
 namespace lab::stats {
@@ -15,5 +16,29 @@ double cv(std::span<const double> x);              // stddev / mean
 double geomean(std::span<const double> x);         // all values must be > 0
 double min(std::span<const double> x);
 double max(std::span<const double> x);
+
+}  // namespace lab::stats
+
+namespace lab::stats {
+
+// Mann-Whitney U test, two-sided. u is the statistic of x (the number of pairs with x > y, ties
+// counting one half). exact: the p-value comes from the exact distribution of U (used when there
+// are no ties and the samples are small); otherwise from the normal approximation with tie and
+// continuity corrections. Matches scipy.stats.mannwhitneyu(x, y, alternative="two-sided").
+enum class UMethod { automatic, exact, asymptotic };
+struct UTest {
+  double u = 0;
+  double p = 1;
+  bool exact = false;
+};
+UTest mann_whitney_u(std::span<const double> x, std::span<const double> y, UMethod method = UMethod::automatic);
+
+// Percentile bootstrap confidence interval for median(a) / median(b): each resample draws both
+// samples with replacement. Reproducible for a seed.
+struct Interval {
+  double lo = 0, hi = 0;
+};
+Interval bootstrap_median_ratio_ci(std::span<const double> a, std::span<const double> b, double level = 0.95,
+                                   int resamples = 4000, std::uint64_t seed = 1);
 
 }  // namespace lab::stats

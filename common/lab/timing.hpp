@@ -1,6 +1,8 @@
-// Timing with CUDA events on the variant's stream. Cold cache (the default) writes a buffer of at
+// Timing with CUDA events on the variant's stream. Cold cache (the default) reads a buffer of at
 // least twice the L2 before every timed iteration, outside the timed region, so every iteration
-// reads its inputs from device memory as a real workload would.
+// reads its inputs from device memory as a real workload would. A read, not a write: a written
+// flush buffer would leave the L2 full of dirty lines whose write-back the next timed kernel
+// would pay for (about 4% of a 190 us transpose on an H100, measured against Nsight Compute).
 #pragma once
 
 #include <cstddef>
@@ -19,14 +21,18 @@ CacheMode parse_cache_mode(std::string_view);  // throws UsageError
 
 class L2Flusher {
  public:
-  explicit L2Flusher(std::size_t l2_bytes);
+  explicit L2Flusher(std::size_t l2_bytes, int sms = 132);
   void flush(cudaStream_t s);  // asynchronous, on s
   std::size_t bytes() const { return buf_.bytes(); }
 
  private:
   DeviceBuffer<std::uint8_t> buf_;  // not counted in the peak-memory figure
-  int round_ = 0;
+  DeviceBuffer<int> sink_;
+  int sms_;
 };
+
+// Reads bytes at p (a multiple of 16) with a grid of sms * 8 blocks; writes nothing.
+void read_through(const void* p, std::size_t bytes, int* sink, int sms, cudaStream_t s);
 
 // Times one call of fn() on stream s with an event pair; returns milliseconds of GPU time.
 template <class F>

@@ -8,6 +8,7 @@
 #include "lab/memory.hpp"
 #include "lab/rng.hpp"
 #include "lab/stats.hpp"
+#include "lab/timing.hpp"
 
 namespace lab {
 
@@ -37,6 +38,17 @@ __global__ void fill_int_kernel(std::int32_t* p, std::size_t n, std::uint64_t ke
 }
 
 __global__ void probe_kernel(int* out) { *out = 42; }
+
+// Reads every 16 bytes of the buffer; the sum is stored only if it hits an impossible value, so
+// the loads cannot be optimised away and nothing is written.
+__global__ void read_flush_kernel(const int4* __restrict__ p, std::size_t n, int* sink) {
+  int acc = 0;
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n; i += std::size_t{gridDim.x} * blockDim.x) {
+    const int4 v = p[i];
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x7F3A9C15) *sink = acc;
+}
 
 // Eight independent FMA chains per thread keep every FP32 pipe busy; the result is stored only if
 // it hits an impossible value, so the compiler must compute it but memory traffic is nil.
@@ -74,6 +86,11 @@ void device_fill_int(std::int32_t* p, std::size_t n, std::uint64_t key, std::int
   if (!n) return;
   if (hi <= lo) throw Error("device_fill_int: empty range");
   fill_int_kernel<<<fill_blocks(n), kFillThreads, 0, s>>>(p, n, key, lo, hi);
+  LAB_CHECK_LAUNCH();
+}
+
+void read_through(const void* p, std::size_t bytes, int* sink, int sms, cudaStream_t s) {
+  read_flush_kernel<<<sms * 8, 256, 0, s>>>(static_cast<const int4*>(p), bytes / sizeof(int4), sink);
   LAB_CHECK_LAUNCH();
 }
 

@@ -170,6 +170,7 @@ struct BenchContext {
   std::unique_ptr<Problem> problem;
   int exit_code = kExitOk;
   std::vector<std::string> failures;
+  std::vector<std::pair<Shape, std::string>> failed_shapes;  // not retried in later repetitions
 
   BenchContext(const Variant& var, const Options& o) : v(var), opt(o) {}
 
@@ -185,14 +186,25 @@ struct BenchContext {
     return *problem;
   }
 
+  const std::string* failure_of(const Shape& s) const {
+    for (const auto& [shape, msg] : failed_shapes)
+      if (shape == s) return &msg;
+    return nullptr;
+  }
+
   void fail(const Shape& s, const Error& e) {
     problem.reset();
+    failed_shapes.emplace_back(s, e.what());
     exit_code = std::max<int>(exit_code, e.exit_code() == kExitOutOfMemory ? kExitOutOfMemory : kExitWrongResult);
     failures.push_back(s.str() + ": " + e.what());
   }
 };
 
 void bench_shape(benchmark::State& st, BenchContext& c, const Shape& s) {
+  if (const std::string* msg = c.failure_of(s)) {
+    st.SkipWithError(msg->c_str());
+    return;
+  }
   try {
     Problem& p = c.problem_for(s);
     for (int i = 0; i < kWarmupRuns; ++i) {  // module load, first-launch and library setup costs
@@ -295,7 +307,7 @@ int run(const Variant& v, const Options& opt, const std::string& argv0) {
   ctx.dev = dev;
   ctx.peaks = peaks;
   ctx.seed = seed;
-  if (opt.cache == CacheMode::cold) ctx.flusher = std::make_unique<L2Flusher>(dev.l2_bytes);
+  if (opt.cache == CacheMode::cold) ctx.flusher = std::make_unique<L2Flusher>(dev.l2_bytes, dev.sms);
 
   std::vector<std::string> bargs{argv0};
   bargs.insert(bargs.end(), opt.benchmark_args.begin(), opt.benchmark_args.end());
@@ -313,8 +325,8 @@ int run(const Variant& v, const Options& opt, const std::string& argv0) {
   if (benchmark::ReportUnrecognizedArguments(bargc, bargv.data())) return kExitUsage;
 
   out << "timing: cache " << cache_mode_name(opt.cache)
-      << (opt.cache == CacheMode::cold ? " (L2 flushed by a " + std::to_string(ctx.flusher->bytes() >> 20) +
-                                             " MiB write before every iteration, outside the timed region)"
+      << (opt.cache == CacheMode::cold ? " (L2 flushed by reading " + std::to_string(ctx.flusher->bytes() >> 20) +
+                                             " MiB before every iteration, outside the timed region)"
                                        : " (iterations back to back)")
       << "; CUDA events on the variant's stream; " << kWarmupRuns
       << " warm-up runs; time and counters are per iteration, GPU time\n";

@@ -1,5 +1,7 @@
 #include "lab/stats.hpp"
 
+#include "lab/rng.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -61,6 +63,107 @@ double min(std::span<const double> x) {
 double max(std::span<const double> x) {
   need(x, 1, "max");
   return *std::max_element(x.begin(), x.end());
+}
+
+}  // namespace lab::stats
+
+namespace lab::stats {
+
+namespace {
+
+// Number of arrangements of n x's and m y's for each value of U, by the recurrence
+// c(n, m, u) = c(n - 1, m, u - m) + c(n, m - 1, u), normalised to probabilities.
+std::vector<double> u_distribution(std::size_t n, std::size_t m) {
+  // prev[j] holds the distribution for (i - 1, j); cur[j] for (i, j).
+  const std::size_t maxu = n * m;
+  std::vector<std::vector<double>> prev(m + 1, std::vector<double>(maxu + 1, 0.0)), cur = prev;
+  for (std::size_t j = 0; j <= m; ++j) prev[j][0] = 1.0;  // i = 0: U = 0, one arrangement
+  for (std::size_t i = 1; i <= n; ++i) {
+    for (auto& row : cur) std::fill(row.begin(), row.end(), 0.0);
+    cur[0][0] = 1.0;  // j = 0
+    for (std::size_t j = 1; j <= m; ++j)
+      for (std::size_t u = 0; u <= i * j; ++u) cur[j][u] = (u >= j ? prev[j][u - j] : 0.0) + cur[j - 1][u];
+    std::swap(prev, cur);
+  }
+  std::vector<double> d = prev[m];
+  double total = 0;
+  for (double v : d) total += v;
+  for (double& v : d) v /= total;
+  return d;
+}
+
+}  // namespace
+
+UTest mann_whitney_u(std::span<const double> x, std::span<const double> y, UMethod method) {
+  const std::size_t n1 = x.size(), n2 = y.size();
+  if (n1 == 0 || n2 == 0) throw std::invalid_argument("mann_whitney_u: empty sample");
+  // Ranks of the pooled sample, ties averaged.
+  std::vector<std::pair<double, int>> all;
+  for (double v : x) all.push_back({v, 0});
+  for (double v : y) all.push_back({v, 1});
+  std::sort(all.begin(), all.end(), [](auto& a, auto& b) { return a.first < b.first; });
+  const std::size_t n = all.size();
+  double r1 = 0, tie_term = 0;
+  bool ties = false;
+  for (std::size_t i = 0; i < n;) {
+    std::size_t j = i;
+    while (j < n && all[j].first == all[i].first) ++j;
+    const double rank = (static_cast<double>(i + 1) + static_cast<double>(j)) / 2.0;
+    const double t = static_cast<double>(j - i);
+    if (t > 1) {
+      ties = true;
+      tie_term += t * t * t - t;
+    }
+    for (std::size_t k = i; k < j; ++k)
+      if (all[k].second == 0) r1 += rank;
+    i = j;
+  }
+  UTest r;
+  r.u = r1 - static_cast<double>(n1) * (n1 + 1) / 2.0;
+  const double mn = static_cast<double>(n1) * static_cast<double>(n2);
+  const bool exact = method == UMethod::exact || (method == UMethod::automatic && !ties && n1 + n2 <= 60);
+  if (exact) {
+    const auto d = u_distribution(n1, n2);
+    // Two-sided: twice the smaller tail at the observed U.
+    const auto k = static_cast<std::size_t>(std::llround(std::min(r.u, mn - r.u)));
+    double tail = 0;
+    for (std::size_t u = 0; u <= k; ++u) tail += d[u];
+    r.p = std::min(1.0, 2.0 * tail);
+    r.exact = true;
+    return r;
+  }
+  const double mu = mn / 2.0;
+  const double nn = static_cast<double>(n);
+  const double var = mn / 12.0 * ((nn + 1.0) - tie_term / (nn * (nn - 1.0)));
+  const double big_u = std::max(r.u, mn - r.u);
+  if (var <= 0) {
+    r.p = 1.0;
+    return r;
+  }
+  const double z = (big_u - mu - 0.5) / std::sqrt(var);
+  r.p = std::min(1.0, std::erfc(z / std::sqrt(2.0)));
+  return r;
+}
+
+Interval bootstrap_median_ratio_ci(std::span<const double> a, std::span<const double> b, double level, int resamples,
+                                   std::uint64_t seed) {
+  if (a.empty() || b.empty()) throw std::invalid_argument("bootstrap: empty sample");
+  if (!(level > 0 && level < 1) || resamples < 10) throw std::invalid_argument("bootstrap: bad level or count");
+  std::vector<double> ratios;
+  ratios.reserve(static_cast<std::size_t>(resamples));
+  std::vector<double> ra(a.size()), rb(b.size());
+  std::uint64_t counter = 0;
+  const std::uint64_t key = rng_detail::mix64(seed);
+  auto pick = [&](std::size_t n) {
+    return static_cast<std::size_t>(((rng_detail::bits(key, counter++) >> 32) * n) >> 32);
+  };
+  for (int i = 0; i < resamples; ++i) {
+    for (auto& v : ra) v = a[pick(a.size())];
+    for (auto& v : rb) v = b[pick(b.size())];
+    ratios.push_back(median(ra) / median(rb));
+  }
+  const double alpha = (1.0 - level) / 2.0;
+  return {quantile(ratios, alpha), quantile(ratios, 1.0 - alpha)};
 }
 
 }  // namespace lab::stats

@@ -1,4 +1,5 @@
 // Tests of the library that need a GPU; each reports SKIPPED without one.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -130,12 +131,42 @@ TEST(Gpu, EventTimingMeasuresGpuTime) {
 TEST(Gpu, FlusherCoversTwiceTheL2) {
   LAB_REQUIRE_GPU();
   const auto d = lab::init_device();
-  lab::L2Flusher f(d.l2_bytes);
+  lab::L2Flusher f(d.l2_bytes, d.sms);
   EXPECT_GE(f.bytes(), 2 * d.l2_bytes);
   lab::Stream s;
   f.flush(s);
   f.flush(s);
   s.sync();
+}
+
+// A flush evicts what a kernel just wrote: re-reading a buffer of half the L2 is slower right
+// after a flush than right after a previous read (when it is still in the L2).
+__global__ void read_sum(const float* p, std::size_t n, float* out) {
+  float s = 0;
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n; i += std::size_t{gridDim.x} * blockDim.x) s += p[i];
+  if (s == -1.f) *out = s;
+}
+
+TEST(Gpu, FlushMakesTheNextReadCold) {
+  LAB_REQUIRE_GPU();
+  const auto d = lab::init_device();
+  const std::size_t n = d.l2_bytes / 2 / sizeof(float);
+  lab::DeviceBuffer<float> buf(n), out(1);
+  lab::Rng(3).uniform(buf);
+  lab::L2Flusher f(d.l2_bytes, d.sms);
+  lab::Stream s;
+  lab::Event a, b;
+  auto read = [&] { read_sum<<<d.sms * 8, 256, 0, s>>>(buf.data(), n, out.data()); };
+  std::vector<double> hot, cold;
+  for (int i = 0; i < 20; ++i) {
+    read();
+    hot.push_back(lab::time_once_ms(read, s, a, b));
+    f.flush(s);
+    cold.push_back(lab::time_once_ms(read, s, a, b));
+  }
+  std::sort(hot.begin(), hot.end());
+  std::sort(cold.begin(), cold.end());
+  EXPECT_GT(cold[10], 1.2 * hot[10]) << "median cold " << cold[10] << " ms, hot " << hot[10] << " ms";
 }
 
 TEST(Gpu, MeasuredPeaksStayUnderTheDatasheet) {

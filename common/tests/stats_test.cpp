@@ -1,6 +1,7 @@
 #include "lab/stats.hpp"
 
 #include <cmath>
+#include <cstdlib>
 #include <stdexcept>
 #include <vector>
 
@@ -46,6 +47,88 @@ TEST(Stats, EmptyInputsThrow) {
   EXPECT_THROW(st::stddev(one), std::invalid_argument);
   EXPECT_DOUBLE_EQ(st::min(one), 1.0);
   EXPECT_DOUBLE_EQ(st::max(one), 1.0);
+}
+
+}  // namespace
+
+namespace {
+
+std::vector<double> split(const char* s) {
+  std::vector<double> v;
+  for (const char* p = s; *p;) {
+    char* end = nullptr;
+    v.push_back(std::strtod(p, &end));
+    p = (*end == ',') ? end + 1 : end;
+  }
+  return v;
+}
+
+// Reference p-values from scipy.stats.mannwhitneyu(x, y, alternative="two-sided").
+TEST(MannWhitney, ExactSmallSamples) {
+  const std::vector<double> x{1, 2, 3, 4, 5}, y{6, 7, 8, 9, 10};
+  const auto r = lab::stats::mann_whitney_u(x, y);
+  EXPECT_TRUE(r.exact);
+  EXPECT_DOUBLE_EQ(r.u, 0.0);
+  EXPECT_NEAR(r.p, 0.007936507936507936, 1e-12);
+  const auto s = lab::stats::mann_whitney_u(y, x);  // symmetric
+  EXPECT_DOUBLE_EQ(s.u, 25.0);
+  EXPECT_NEAR(s.p, r.p, 1e-12);
+}
+
+TEST(MannWhitney, ExactNineAgainstNine) {
+  const std::vector<double> x{1.1, 2.2, 3.3, 4.4, 5.5, 6.6, 7.7, 8.8, 9.9};
+  const std::vector<double> y{2.5, 4.5, 6.5, 8.5, 10.5, 12.5, 14.5, 16.5, 18.5};
+  const auto r = lab::stats::mann_whitney_u(x, y);
+  EXPECT_DOUBLE_EQ(r.u, 18.0);
+  EXPECT_NEAR(r.p, 0.05030851501439737, 1e-12);
+}
+
+TEST(MannWhitney, AsymptoticWithTies) {
+  const std::vector<double> x{1, 2, 2, 3, 3, 3, 4}, y{2, 3, 4, 4, 5, 5, 6, 7};
+  const auto r = lab::stats::mann_whitney_u(x, y);
+  EXPECT_FALSE(r.exact);  // ties: normal approximation
+  EXPECT_DOUBLE_EQ(r.u, 8.5);
+  EXPECT_NEAR(r.p, 0.025279736885893914, 1e-12);
+}
+
+TEST(MannWhitney, LargerSamplesBothMethods) {
+  const auto x = split(
+      "10.346,10.822,10.33,8.697,10.905,10.446,9.463,10.581,10.365,10.294,10.028,10.547,9.264,9.837,9.518,10.599,"
+      "10.04,9.708,9.218,9.743,10.008,9.724,11.294,11.007,7.289,8.111,9.825,9.578,10.214,10.217");
+  const auto y = split(
+      "12.618,9.388,10.122,12.543,11.147,11.163,9.986,8.852,10.667,10.609,9.273,9.817,10.428,9.555,10.402,10.595,"
+      "10.536,9.994,11.094,11.391,10.821,9.682,11.232,9.999,11.379");
+  ASSERT_EQ(x.size(), 30u);
+  ASSERT_EQ(y.size(), 25u);
+  const auto e = lab::stats::mann_whitney_u(x, y, lab::stats::UMethod::exact);
+  EXPECT_DOUBLE_EQ(e.u, 250.0);
+  EXPECT_NEAR(e.p, 0.0345834501324777, 1e-10);
+  const auto a = lab::stats::mann_whitney_u(x, y, lab::stats::UMethod::asymptotic);
+  EXPECT_NEAR(a.p, 0.03534059796598986, 1e-12);
+}
+
+TEST(MannWhitney, IdenticalSamplesAreNotDifferent) {
+  const std::vector<double> x{5, 5, 5, 5}, y{5, 5, 5, 5};
+  EXPECT_DOUBLE_EQ(lab::stats::mann_whitney_u(x, y).p, 1.0);
+}
+
+TEST(Bootstrap, ReproducibleForASeedAndCoversTheEstimate) {
+  const std::vector<double> a{10.1, 10.3, 9.9, 10.0, 10.2, 10.4, 9.8, 10.0, 10.1, 10.2};
+  const std::vector<double> b{5.0, 5.1, 4.9, 5.05, 5.0, 4.95, 5.1, 5.0, 4.98, 5.02};
+  const auto i1 = lab::stats::bootstrap_median_ratio_ci(a, b, 0.95, 2000, 42);
+  const auto i2 = lab::stats::bootstrap_median_ratio_ci(a, b, 0.95, 2000, 42);
+  EXPECT_EQ(i1.lo, i2.lo);
+  EXPECT_EQ(i1.hi, i2.hi);
+  const double est = st::median(a) / st::median(b);
+  EXPECT_LE(i1.lo, est);
+  EXPECT_GE(i1.hi, est);
+  EXPECT_GT(i1.lo, 1.9);
+  EXPECT_LT(i1.hi, 2.15);
+  const auto i3 = lab::stats::bootstrap_median_ratio_ci(a, b, 0.95, 2000, 43);
+  EXPECT_TRUE(i3.lo != i1.lo || i3.hi != i1.hi);  // another seed, other resamples
+  const auto wide = lab::stats::bootstrap_median_ratio_ci(a, b, 0.99, 2000, 42);
+  EXPECT_LE(wide.lo, i1.lo);
+  EXPECT_GE(wide.hi, i1.hi);
 }
 
 }  // namespace

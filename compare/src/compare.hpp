@@ -1,0 +1,138 @@
+// compare: runs a chapter's lab programs as subprocesses, interleaved over rounds, and judges
+// each optimized variant against its baseline (and the step before it, and the library) with
+// medians, a bootstrap confidence interval, a Mann-Whitney U test and a verdict.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <iosfwd>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gbjson.hpp"
+#include "process.hpp"
+
+namespace compare {
+
+enum class Status { ok, wrong, crash, timeout, oom, no_gpu, not_built, bad_output, usage };
+const char* status_name(Status);
+
+struct Program {
+  // From the manifest.
+  std::string name, path, folder, source, make_target, chapter_target;
+  int chapter = 0;
+  // From `program --describe`.
+  bool built = false;
+  std::string topic, role, description;
+  int step = 0;
+  std::vector<std::string> sweep;
+  std::string describe_error;
+};
+
+struct Manifest {
+  std::string path, build_dir, source_dir;
+  std::vector<Program> programs;
+};
+
+// Throws std::runtime_error with the path and the problem.
+Manifest load_manifest(const std::string& path);
+// Runs `--describe` on every built program (no GPU needed) to learn its topic, role and shapes.
+void describe_programs(Manifest& m, double timeout_s);
+
+struct Selection {
+  std::optional<std::string> chapter;  // "1", "01", "ch01" or "ch01_basics"
+  std::optional<std::string> topic;
+  bool all = false;
+};
+// Programs of the selection, ordered by chapter, topic, then baseline, optimized steps, optimized,
+// library. Throws std::invalid_argument naming what exists when nothing matches.
+std::vector<const Program*> select_programs(const Manifest& m, const Selection& s);
+
+struct RunOptions {
+  int repetitions = 5;  // Google Benchmark repetitions per program run
+  int rounds = 2;       // ABAB rounds: samples per side = repetitions * rounds
+  bool quick = false;   // each topic's first (smallest) sweep shape only
+  std::vector<std::string> shapes;
+  double timeout_s = 600;
+  std::string cache = "cold";
+  std::uint64_t seed = 0;
+  std::string min_time;  // --benchmark_min_time for the programs ("" keeps theirs)
+};
+
+struct Cell {
+  std::vector<double> samples;  // seconds per iteration, one per repetition
+  std::map<std::string, std::vector<double>> counters;
+  Status status = Status::ok;
+  std::string message;
+};
+
+struct ProgramResult {
+  const Program* program = nullptr;
+  Status status = Status::ok;
+  std::string message;
+  std::vector<std::string> shape_order;
+  std::map<std::string, Cell> shapes;
+  double seconds = 0;
+};
+
+struct Collected {
+  std::vector<ProgramResult> programs;
+  std::map<std::string, std::string> context;  // lab_* keys from the programs' JSON
+  bool no_gpu = false;
+  std::string no_gpu_message;
+  double seconds = 0;
+};
+
+// Runs every program `rounds` times, interleaved, verifying in the first round only. Progress
+// lines go to `progress`. Stops early when there is no usable GPU (Collected::no_gpu).
+Collected run_programs(const std::vector<const Program*>& programs, const RunOptions& o, std::ostream& progress);
+
+// Builds the arguments of one program run (exposed for tests).
+std::vector<std::string> program_args(const Program& p, const RunOptions& o, int round);
+
+struct Row {
+  int chapter = 0;
+  std::string topic, shape, variant, against;
+  std::string kind;  // "vs baseline", "vs previous step", "vs library"
+  Status status = Status::ok;
+  std::string message;
+  double base_median = NAN, var_median = NAN;  // seconds
+  double speedup = NAN, ci_lo = NAN, ci_hi = NAN, p = NAN;
+  std::string verdict;  // FASTER, SLOWER, SAME, NOISY; or the failure status
+  double gbs = NAN;     // the variant's median GB/s
+  std::size_t n_base = 0, n_var = 0;
+};
+
+struct ChapterSummary {
+  int chapter = 0;
+  std::string folder;
+  double geomean = NAN;  // final optimized over baseline, over matched shapes only
+  int matched = 0;
+};
+
+struct Analysis {
+  std::vector<Row> rows;
+  std::vector<ChapterSummary> chapters;
+  bool any_failure = false;
+};
+
+// FASTER/SLOWER: p < 0.05, the interval excludes 1 and the change is at least 2%; SAME: the
+// interval lies within 5% of 1; otherwise NOISY.
+std::string verdict_for(double speedup, double ci_lo, double ci_hi, double p);
+
+Analysis analyse(const Collected& c, std::uint64_t seed);
+
+// --against: this run against a saved compare JSON.
+struct Change {
+  std::string program, shape;
+  double before = NAN, after = NAN;  // medians, seconds
+  double ratio = NAN;                // before / after: above 1 is faster now
+  double p = NAN;
+  std::string verdict;  // IMPROVED, REGRESSED, SAME, NOISY
+};
+std::vector<Change> against(const std::string& previous_json_text, const Collected& now, bool ignore_device,
+                            std::string& error);
+
+}  // namespace compare

@@ -1,0 +1,194 @@
+// compare: runs the lab's baseline/optimized pairs and reports speedups with statistics.
+//   compare --list
+//   compare --chapter 1 [--quick] [--json r.json --csv r.csv --markdown r.md]
+// Exit status: 0 all good; 1 a failure row (WRONG, CRASH, TIMEOUT, OOM, NOT-BUILT, BAD-OUTPUT,
+// USAGE) or a regression against --against; 2 bad usage; 3 no usable CUDA device.
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+
+#include <CLI/CLI.hpp>
+
+#include "compare.hpp"
+#include "lab/rng.hpp"
+#include "report.hpp"
+
+#ifndef LAB_DEFAULT_MANIFEST
+#define LAB_DEFAULT_MANIFEST "manifest.json"
+#endif
+
+namespace {
+
+std::string default_manifest() {
+  char buf[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n > 0) {
+    buf[n] = 0;
+    const auto candidate = std::filesystem::path(buf).parent_path().parent_path() / "manifest.json";
+    if (std::filesystem::exists(candidate)) return candidate.string();
+  }
+  return LAB_DEFAULT_MANIFEST;
+}
+
+bool write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  if (!out) {
+    std::cerr << "compare: error: cannot write " << path << "\n";
+    return false;
+  }
+  out << text;
+  return static_cast<bool>(out);
+}
+
+void list(const compare::Manifest& m) {
+  std::map<std::string, std::map<std::string, std::vector<const compare::Program*>>> tree;
+  for (const auto& p : m.programs) tree[p.folder][p.topic.empty() ? "(unknown topic)" : p.topic].push_back(&p);
+  for (const auto& [folder, topics] : tree) {
+    std::cout << folder << "\n";
+    for (const auto& [topic, progs] : topics) {
+      std::cout << "  " << topic << "\n";
+      for (const auto* p : progs) {
+        std::cout << "    " << p->name << "  [" << (p->role.empty() ? "?" : p->role) << "]  ";
+        if (p->built)
+          std::cout << p->description << "\n";
+        else
+          std::cout << "(" << p->describe_error << ")\n";
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "compare: run the lab's baseline and optimized programs, interleaved, and report each speedup with its median,\n"
+      "a bootstrap 95% confidence interval, a Mann-Whitney U p-value and a verdict (FASTER, SLOWER, SAME, NOISY).",
+      "compare"};
+  std::string manifest_path = default_manifest();
+  bool do_list = false, all = false, quick = false, ignore_device = false, no_color = false;
+  std::string chapter, topic, json_path, csv_path, md_path, against_path;
+  compare::RunOptions o;
+  std::uint64_t seed = 0;
+  app.add_option("--manifest", manifest_path, "the build's manifest.json")->capture_default_str();
+  auto* list_opt = app.add_flag("--list", do_list, "list chapters, topics and variants with their descriptions");
+  auto* ch_opt = app.add_option("--chapter", chapter, "a chapter: number (1) or folder (ch01_basics)");
+  auto* topic_opt = app.add_option("--topic", topic, "one topic, e.g. coalescing");
+  auto* all_opt = app.add_flag("--all", all, "every chapter");
+  all_opt->excludes(ch_opt)->excludes(topic_opt);
+  list_opt->excludes(ch_opt)->excludes(topic_opt)->excludes(all_opt);
+  app.add_option("--repetitions", o.repetitions, "Google Benchmark repetitions per program run (default 5)")
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--rounds", o.rounds, "interleaved rounds (ABAB); samples per side = repetitions x rounds (default 2)")
+      ->check(CLI::Range(1, 100));
+  app.add_flag("--quick", quick, "smoke run: each topic's smallest shape, 5 repetitions, 1 round, short samples");
+  app.add_option("--shape", o.shapes, "shapes passed to the programs instead of their sweeps (repeatable)");
+  app.add_option("--timeout", o.timeout_s, "seconds allowed to each program run (default 600)")->check(CLI::PositiveNumber);
+  app.add_option("--cache", o.cache, "cold (default) or hot, passed to the programs")->check(CLI::IsMember({"cold", "hot"}));
+  app.add_option("--seed", seed, "input seed passed to every program (default: a fresh one, printed)");
+  app.add_option("--json", json_path, "write the results, raw samples included, as JSON");
+  app.add_option("--csv", csv_path, "write the rows as CSV");
+  app.add_option("--markdown", md_path, "write the rows as a Markdown table (for the chapter READMEs)");
+  app.add_option("--against", against_path, "compare this run with a saved --json run (regressions)");
+  app.add_flag("--ignore-device", ignore_device, "with --against: accept a run from another device");
+  app.add_flag("--no-color", no_color, "no color in the terminal table");
+  app.footer(
+      "Exit status: 0 all good; 1 a failure row or a regression; 2 bad usage; 3 no usable CUDA device.\n"
+      "Example: compare --chapter 1 --markdown ch01.md && tools/update_readme_results.py ch01_basics/README.md ch01.md");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    std::cout << app.help();
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "compare: error: " << e.what() << " (see --help)\n";
+    return 2;
+  }
+  if (!do_list && !all && chapter.empty() && topic.empty()) {
+    std::cerr << "compare: error: say what to run: --chapter N, --topic NAME, --all, or --list (see --help)\n";
+    return 2;
+  }
+  if (quick) {
+    if (app.count("--repetitions") == 0) o.repetitions = 5;
+    if (app.count("--rounds") == 0) o.rounds = 1;
+    o.quick = true;
+    o.min_time = "0.01";
+  }
+  if (o.repetitions * o.rounds < 9 && !quick)
+    std::cerr << "compare: warning: " << o.repetitions * o.rounds
+              << " samples a side are too few for a reliable U test (9 or more recommended)\n";
+  o.seed = app.count("--seed") ? seed : lab::fresh_seed();
+
+  compare::Manifest m;
+  try {
+    m = compare::load_manifest(manifest_path);
+  } catch (const std::exception& e) {
+    std::cerr << "compare: error: " << e.what() << "\n";
+    return 2;
+  }
+  compare::describe_programs(m, 60);
+  if (do_list) {
+    list(m);
+    return 0;
+  }
+  std::vector<const compare::Program*> programs;
+  try {
+    compare::Selection s;
+    if (!chapter.empty()) s.chapter = chapter;
+    if (!topic.empty()) s.topic = topic;
+    s.all = all;
+    programs = compare::select_programs(m, s);
+  } catch (const std::exception& e) {
+    std::cerr << "compare: error: " << e.what() << "\n";
+    return 2;
+  }
+  std::string against_text;
+  if (!against_path.empty()) {
+    std::ifstream in(against_path);
+    if (!in) {
+      std::cerr << "compare: error: cannot read --against " << against_path << "\n";
+      return 2;
+    }
+    against_text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+
+  std::cerr << "compare: " << programs.size() << " programs x " << o.rounds << " rounds, " << o.repetitions
+            << " repetitions each, cache " << o.cache << ", seed " << o.seed << "\n";
+  const compare::Collected c = compare::run_programs(programs, o, std::cerr);
+  if (c.no_gpu) {
+    std::cerr << "compare: error: no usable CUDA device: " << c.no_gpu_message << "\n";
+    return 3;
+  }
+  const compare::Analysis a = compare::analyse(c, o.seed);
+  std::string command;
+  for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
+  const compare::Meta meta = compare::make_meta(c, o, m.source_dir, command);
+  const bool color = !no_color && isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr;
+  compare::print_table(std::cout, a, meta, color);
+
+  int status = a.any_failure ? 1 : 0;
+  if (!against_text.empty()) {
+    std::string error;
+    const auto changes = compare::against(against_text, c, ignore_device, error);
+    if (!error.empty()) {
+      std::cerr << "compare: error: --against: " << error << "\n";
+      status = 2;
+    } else {
+      compare::print_changes(std::cout, changes, color);
+      for (const auto& ch : changes)
+        if (ch.verdict == "REGRESSED") status = std::max(status, 1);
+    }
+  }
+  bool wrote = true;
+  if (!json_path.empty()) wrote &= write_file(json_path, compare::to_json(c, a, meta).dump(2) + "\n");
+  if (!csv_path.empty()) wrote &= write_file(csv_path, compare::csv(a, meta));
+  if (!md_path.empty()) wrote &= write_file(md_path, compare::markdown(a, meta));
+  if (!wrote) status = std::max(status, 2);
+  std::cerr << "compare: done in " << static_cast<int>(c.seconds) << " s\n";
+  return status;
+}

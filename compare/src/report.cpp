@@ -1,0 +1,295 @@
+#include "report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <iomanip>
+#include <ostream>
+#include <sstream>
+
+#include "lab/stats.hpp"
+#include "process.hpp"
+
+namespace compare {
+
+namespace {
+
+std::string ctx(const Collected& c, const char* key, const char* fallback = "?") {
+  auto it = c.context.find(key);
+  return it == c.context.end() ? fallback : it->second;
+}
+
+std::string fixed(double v, int digits) {
+  if (std::isnan(v)) return "-";
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(digits) << v;
+  return o.str();
+}
+
+std::string pvalue(double p) {
+  if (std::isnan(p)) return "-";
+  char buf[32];
+  if (p < 1e-4)
+    std::snprintf(buf, sizeof buf, "%.0e", p);
+  else
+    std::snprintf(buf, sizeof buf, "%.4f", p);
+  return buf;
+}
+
+std::string speedup_text(const Row& r) {
+  if (std::isnan(r.speedup)) return "-";
+  if (r.kind == "vs library") return fixed(100.0 * r.speedup, 1) + "% of lib";
+  return fixed(r.speedup, 2) + "x";
+}
+
+std::string ci_text(const Row& r) {
+  if (std::isnan(r.ci_lo)) return "-";
+  if (r.kind == "vs library") return "[" + fixed(100 * r.ci_lo, 1) + ", " + fixed(100 * r.ci_hi, 1) + "]%";
+  return "[" + fixed(r.ci_lo, 2) + ", " + fixed(r.ci_hi, 2) + "]";
+}
+
+std::string gbs_text(double v) { return std::isnan(v) ? "-" : fixed(v, 0); }
+
+std::string which(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::istringstream dirs(path ? path : "/usr/bin:/bin");
+  std::string d;
+  while (std::getline(dirs, d, ':')) {
+    const std::string p = (d.empty() ? "." : d) + "/" + name;
+    if (FILE* f = std::fopen(p.c_str(), "r")) {
+      std::fclose(f);
+      return p;
+    }
+  }
+  return "";
+}
+
+std::vector<std::vector<std::string>> table_cells(const Analysis& a) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& r : a.rows) {
+    rows.push_back({r.topic, r.shape, r.variant, r.kind + " " + r.against, format_time(r.base_median),
+                    format_time(r.var_median), speedup_text(r), ci_text(r), pvalue(r.p), r.verdict, gbs_text(r.gbs)});
+  }
+  return rows;
+}
+
+const std::vector<std::string> kHeader = {"topic", "shape", "variant", "compared with", "their median", "median",
+                                          "speedup", "95% CI", "p (U test)", "verdict", "GB/s"};
+
+std::string color_for(const std::string& verdict) {
+  if (verdict == "FASTER" || verdict == "IMPROVED") return "\033[32m";
+  if (verdict == "SAME") return "\033[36m";
+  if (verdict == "NOISY") return "\033[33m";
+  return "\033[31m";  // SLOWER, REGRESSED and every failure
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return q + "\"";
+}
+
+std::string num(double v) {
+  if (std::isnan(v)) return "";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+// One line per distinct failure: a program that failed as a whole is named once, not per shape.
+std::vector<std::string> failure_lines(const Analysis& a) {
+  std::vector<std::string> lines;
+  std::vector<std::string> seen;
+  for (const auto& r : a.rows) {
+    if (r.status == Status::ok) continue;
+    const std::string key = r.verdict + "|" + r.message;
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
+    seen.push_back(key);
+    lines.push_back(r.verdict + " " + r.message);
+  }
+  return lines;
+}
+
+nlohmann::json maybe(double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); }
+
+}  // namespace
+
+std::string format_time(double s) {
+  if (std::isnan(s)) return "-";
+  char buf[32];
+  if (s < 1e-3)
+    std::snprintf(buf, sizeof buf, "%.3g us", s * 1e6);
+  else if (s < 1)
+    std::snprintf(buf, sizeof buf, "%.3g ms", s * 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.3g s", s);
+  return buf;
+}
+
+std::string git_commit(const std::string& source_dir) {
+  if (const char* c = std::getenv("LAB_GIT_COMMIT"); c && *c) return c;  // a tree copied without .git
+  const std::string git = which("git");
+  if (git.empty() || source_dir.empty()) return "unknown";
+  const auto head = run_process({git, "-C", source_dir, "rev-parse", "--short=12", "HEAD"}, 10);
+  if (head.exit_code != 0) return "unknown";
+  std::string commit = head.out.substr(0, head.out.find('\n'));
+  const auto dirty = run_process({git, "-C", source_dir, "status", "--porcelain", "--untracked-files=no"}, 10);
+  if (dirty.exit_code == 0 && !dirty.out.empty()) commit += "-dirty";
+  return commit;
+}
+
+Meta make_meta(const Collected& c, const RunOptions& o, const std::string& source_dir, const std::string& command) {
+  Meta m;
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", std::gmtime(&t));
+  m.date = buf;
+  m.commit = git_commit(source_dir);
+  m.command = command;
+  m.device = ctx(c, "lab_device");
+  m.uuid = ctx(c, "lab_device_uuid", "");
+  m.arch = ctx(c, "lab_arch");
+  m.driver = ctx(c, "lab_driver");
+  m.runtime = ctx(c, "lab_runtime");
+  m.sm_clock_mhz = ctx(c, "lab_sm_clock_mhz");
+  m.mem_clock_mhz = ctx(c, "lab_mem_clock_mhz");
+  m.cache = o.cache;
+  m.peak_copy_gbs = ctx(c, "lab_peak_copy_gbs", "");
+  m.peak_fp32_tflops = ctx(c, "lab_peak_fp32_tflops", "");
+  m.repetitions = o.repetitions;
+  m.rounds = o.rounds;
+  m.seed = o.seed;
+  return m;
+}
+
+std::string Meta::line() const {
+  std::ostringstream o;
+  o << device << " (" << arch << "), driver " << driver << ", CUDA " << runtime << ", max clocks SM " << sm_clock_mhz
+    << " MHz / memory " << mem_clock_mhz << " MHz; cache " << cache << "; " << repetitions * rounds
+    << " samples a side (" << repetitions << " x " << rounds << " rounds, interleaved); " << date << "; commit "
+    << commit;
+  return o.str();
+}
+
+void print_table(std::ostream& out, const Analysis& a, const Meta& m, bool color) {
+  out << m.line() << "\n\n";
+  auto cells = table_cells(a);
+  std::vector<std::size_t> w(kHeader.size());
+  for (std::size_t i = 0; i < kHeader.size(); ++i) w[i] = kHeader[i].size();
+  for (const auto& r : cells)
+    for (std::size_t i = 0; i < r.size(); ++i) w[i] = std::max(w[i], r[i].size());
+  auto line = [&](const std::vector<std::string>& r, bool colored) {
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      const bool numeric = i >= 4 && i != 9;
+      std::string cellv = r[i];
+      std::string pad(w[i] - cellv.size(), ' ');
+      std::string text = numeric ? pad + cellv : cellv + pad;
+      if (colored && i == 9) text = color_for(cellv) + text + "\033[0m";
+      out << text << (i + 1 < r.size() ? "  " : "\n");
+    }
+  };
+  line(kHeader, false);
+  for (const auto& r : cells) line(r, color);
+  const auto failures = failure_lines(a);
+  if (!failures.empty()) out << "\nfailures:\n";
+  for (const auto& f : failures) out << "  " << f << "\n";
+  out << "\n";
+  for (const auto& s : a.chapters)
+    out << s.folder << ": geometric mean speedup of the final optimized variants over their baselines: "
+        << fixed(s.geomean, 2) << "x over " << s.matched << " matched shapes\n";
+}
+
+std::string markdown(const Analysis& a, const Meta& m) {
+  std::ostringstream o;
+  o << "Measured by `compare` on " << m.line() << ".\n\n";
+  o << "| topic | shape | variant | compared with | their median | median | speedup | 95% CI | p | verdict | GB/s |\n";
+  o << "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |\n";
+  for (const auto& r : a.rows) {
+    o << "| " << r.topic << " | " << r.shape << " | `" << r.variant << "` | " << r.kind << " `" << r.against << "` | "
+      << format_time(r.base_median) << " | " << format_time(r.var_median) << " | " << speedup_text(r) << " | "
+      << ci_text(r) << " | " << pvalue(r.p) << " | " << r.verdict << " | " << gbs_text(r.gbs) << " |\n";
+  }
+  const auto failures = failure_lines(a);
+  if (!failures.empty()) o << "\nFailures:\n\n";
+  for (const auto& f : failures) o << "- " << f << "\n";
+  o << "\n";
+  for (const auto& s : a.chapters)
+    o << "Geometric mean speedup of the final optimized variants over their baselines (" << s.folder << ", "
+      << s.matched << " matched shapes): **" << fixed(s.geomean, 2) << "x**\n";
+  return o.str();
+}
+
+std::string csv(const Analysis& a, const Meta& m) {
+  std::ostringstream o;
+  o << "chapter,topic,shape,variant,against,kind,status,against_median_s,variant_median_s,speedup,ci_lo,ci_hi,"
+       "p_value,verdict,variant_gbs,n_against,n_variant,message,device,driver,cuda,sm_clock_mhz,mem_clock_mhz,"
+       "cache,date,commit\n";
+  for (const auto& r : a.rows) {
+    o << r.chapter << "," << csv_field(r.topic) << "," << r.shape << "," << r.variant << "," << r.against << ","
+      << csv_field(r.kind) << "," << status_name(r.status) << "," << num(r.base_median) << "," << num(r.var_median) << ","
+      << num(r.speedup) << "," << num(r.ci_lo) << "," << num(r.ci_hi) << "," << num(r.p) << "," << r.verdict << ","
+      << num(r.gbs) << "," << r.n_base << "," << r.n_var << "," << csv_field(r.message) << "," << csv_field(m.device)
+      << "," << m.driver << "," << m.runtime << "," << m.sm_clock_mhz << "," << m.mem_clock_mhz << "," << m.cache << ","
+      << m.date << "," << m.commit << "\n";
+  }
+  return o.str();
+}
+
+nlohmann::json to_json(const Collected& c, const Analysis& a, const Meta& m) {
+  nlohmann::json j;
+  j["format"] = 1;
+  j["tool"] = "cuda-perf-lab compare";
+  j["date"] = m.date;
+  j["git_commit"] = m.commit;
+  j["command"] = m.command;
+  j["device"] = {{"name", m.device},       {"uuid", m.uuid},         {"arch", m.arch},
+                 {"driver", m.driver},     {"cuda", m.runtime},      {"sm_clock_mhz", m.sm_clock_mhz},
+                 {"mem_clock_mhz", m.mem_clock_mhz}, {"peak_copy_gbs", m.peak_copy_gbs},
+                 {"peak_fp32_tflops", m.peak_fp32_tflops}};
+  j["options"] = {{"repetitions", m.repetitions}, {"rounds", m.rounds}, {"cache", m.cache}, {"seed", m.seed}};
+  j["programs"] = nlohmann::json::array();
+  for (const auto& pr : c.programs) {
+    nlohmann::json p = {{"program", pr.program->name}, {"topic", pr.program->topic},   {"role", pr.program->role},
+                        {"step", pr.program->step},    {"chapter", pr.program->chapter}, {"folder", pr.program->folder},
+                        {"status", status_name(pr.status)}, {"message", pr.message}, {"seconds", pr.seconds}};
+    p["shapes"] = nlohmann::json::array();
+    for (const auto& s : pr.shape_order) {
+      const Cell& cl = pr.shapes.at(s);
+      nlohmann::json e = {{"shape", s}, {"status", status_name(cl.status)}, {"message", cl.message},
+                          {"samples_s", cl.samples}, {"counters", cl.counters}};
+      e["median_s"] = cl.samples.empty() ? nlohmann::json(nullptr) : nlohmann::json(lab::stats::median(cl.samples));
+      p["shapes"].push_back(e);
+    }
+    j["programs"].push_back(p);
+  }
+  j["rows"] = nlohmann::json::array();
+  for (const auto& r : a.rows)
+    j["rows"].push_back({{"chapter", r.chapter}, {"topic", r.topic}, {"shape", r.shape}, {"variant", r.variant},
+                         {"against", r.against}, {"kind", r.kind}, {"status", status_name(r.status)},
+                         {"message", r.message}, {"against_median_s", maybe(r.base_median)},
+                         {"variant_median_s", maybe(r.var_median)}, {"speedup", maybe(r.speedup)},
+                         {"ci95", {maybe(r.ci_lo), maybe(r.ci_hi)}}, {"p_value", maybe(r.p)}, {"verdict", r.verdict},
+                         {"variant_gbs", maybe(r.gbs)}, {"n_against", r.n_base}, {"n_variant", r.n_var}});
+  j["chapters"] = nlohmann::json::array();
+  for (const auto& s : a.chapters)
+    j["chapters"].push_back({{"chapter", s.chapter}, {"folder", s.folder}, {"geomean_speedup", maybe(s.geomean)},
+                             {"matched_shapes", s.matched}});
+  return j;
+}
+
+void print_changes(std::ostream& out, const std::vector<Change>& changes, bool color) {
+  out << "\nagainst the previous run (before / after: above 1 is faster now):\n";
+  for (const auto& ch : changes) {
+    std::string v = ch.verdict;
+    if (color) v = color_for(v) + v + "\033[0m";
+    out << "  " << std::left << std::setw(32) << ch.program << std::setw(14) << ch.shape << std::right << std::setw(10)
+        << format_time(ch.before) << " -> " << std::setw(10) << format_time(ch.after) << "  " << fixed(ch.ratio, 3)
+        << "x  p " << pvalue(ch.p) << "  " << v << "\n";
+  }
+  if (changes.empty()) out << "  (no program and shape in common)\n";
+}
+
+}  // namespace compare

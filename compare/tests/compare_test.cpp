@@ -1,0 +1,351 @@
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "compare.hpp"
+#include "gbjson.hpp"
+#include "process.hpp"
+#include "report.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using compare::Status;
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// --- Google Benchmark JSON ------------------------------------------------------------------
+
+TEST(BenchmarkJson, ReadsGoogleBenchmark17) {
+  const auto run = compare::parse_benchmark_json(read(fs::path(FIXTURES) / "gbench-1.7.1-debian.json"));
+  EXPECT_EQ(run.context.at("lab_device"), "Fake GPU");
+  EXPECT_EQ(run.context.at("library_build_type"), "debug");  // as Debian builds it
+  ASSERT_EQ(run.samples.size(), 6u);  // 2 shapes x 3 repetitions; aggregates skipped
+  const auto& s = run.samples.front();
+  EXPECT_EQ(s.topic, "fake");
+  EXPECT_EQ(s.program, "optimized_fake");
+  EXPECT_EQ(s.shape, "64x64");
+  EXPECT_NEAR(s.seconds, 2.02e-6, 0.02e-6);  // microseconds in the file
+  EXPECT_DOUBLE_EQ(s.counters.at("GB/s"), 100.0);
+  EXPECT_FALSE(s.counters.count("iterations"));
+  ASSERT_EQ(run.errors.size(), 1u);  // one errored shape, reported once
+  EXPECT_EQ(run.errors[0].shape, "100000x100000");
+  EXPECT_NE(run.errors[0].message.find("out of device memory"), std::string::npos);
+}
+
+TEST(BenchmarkJson, ReadsGoogleBenchmark18FromTheH100) {
+  const auto run = compare::parse_benchmark_json(read(fs::path(FIXTURES) / "gbench-1.8.3-h100.json"));
+  EXPECT_EQ(run.context.at("lab_device"), "NVIDIA H100 80GB HBM3");
+  ASSERT_EQ(run.samples.size(), 5u);
+  for (const auto& s : run.samples) {
+    EXPECT_EQ(s.program, "optimized_coalescing");
+    EXPECT_EQ(s.shape, "8192x8192");
+    EXPECT_GT(s.seconds, 100e-6);
+    EXPECT_LT(s.seconds, 400e-6);
+    EXPECT_GT(s.counters.at("GB/s"), 1000.0);
+  }
+  EXPECT_TRUE(run.errors.empty());
+}
+
+TEST(BenchmarkJson, GarbageIsAnError) {
+  EXPECT_THROW(compare::parse_benchmark_json("not json"), std::runtime_error);
+  EXPECT_THROW(compare::parse_benchmark_json("{\"context\": {}}"), std::runtime_error);
+  EXPECT_THROW(compare::parse_benchmark_json("{\"benchmarks\": [{\"name\": \"a/b\"}]}"), std::runtime_error);
+  EXPECT_THROW(compare::parse_benchmark_json(
+                   R"({"benchmarks": [{"name": "t/p/1x1", "run_type": "iteration", "real_time": 1, "time_unit": "fortnights"}]})"),
+               std::runtime_error);
+}
+
+// --- verdicts ----------------------------------------------------------------------------
+
+TEST(Verdict, Rules) {
+  EXPECT_EQ(compare::verdict_for(2.0, 1.9, 2.1, 0.001), "FASTER");
+  EXPECT_EQ(compare::verdict_for(0.5, 0.45, 0.55, 0.001), "SLOWER");
+  EXPECT_EQ(compare::verdict_for(1.01, 1.005, 1.015, 0.001), "SAME");   // significant but under 2%
+  EXPECT_EQ(compare::verdict_for(1.0, 0.98, 1.02, 0.6), "SAME");
+  EXPECT_EQ(compare::verdict_for(1.3, 0.8, 1.9, 0.2), "NOISY");
+  EXPECT_EQ(compare::verdict_for(1.5, 1.1, 1.9, 0.2), "NOISY");         // interval clear but p too large
+  EXPECT_EQ(compare::verdict_for(NAN, NAN, NAN, NAN), "NOISY");
+}
+
+// --- subprocesses --------------------------------------------------------------------------
+
+TEST(Process, CapturesOutputAndExitStatus) {
+  const auto r = compare::run_process({"/bin/sh", "-c", "echo out; echo err >&2; exit 7"}, 10);
+  EXPECT_EQ(r.exit_code, 7);
+  EXPECT_EQ(r.out, "out\n");
+  EXPECT_EQ(r.err, "err\n");
+  EXPECT_FALSE(r.timed_out);
+}
+
+TEST(Process, ReportsSignals) {
+  const auto r = compare::run_process({"/bin/sh", "-c", "kill -SEGV $$"}, 10);
+  EXPECT_EQ(r.signal, SIGSEGV);
+}
+
+TEST(Process, KillsAtTheTimeLimit) {
+  const auto r = compare::run_process({"/bin/sh", "-c", "sleep 30"}, 0.5);
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_LT(r.seconds, 5.0);
+}
+
+TEST(Process, MissingProgram) {
+  const auto r = compare::run_process({"/nonexistent/program"}, 5);
+  EXPECT_EQ(r.exit_code, 127);
+  EXPECT_NE(r.err.find("cannot run"), std::string::npos);
+}
+
+// --- runs against fake programs --------------------------------------------------------------
+
+class FakeLab : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("compare-test-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "ch01_basics");
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Writes a manifest of links to the fake program; a name in `missing` gets no link (not built).
+  fs::path manifest(const std::vector<std::string>& names, const std::vector<std::string>& missing = {}) {
+    nlohmann::json progs = nlohmann::json::array();
+    for (const auto& n : names) {
+      const fs::path link = dir_ / "ch01_basics" / n;
+      if (std::find(missing.begin(), missing.end(), n) == missing.end()) fs::create_symlink(FAKE_PROGRAM, link);
+      progs.push_back({{"program", n}, {"chapter", 1}, {"folder", "ch01_basics"}, {"source", "ch01_basics/" + n + ".cu"},
+                       {"make_target", n}, {"chapter_target", "ch01"}, {"path", link.string()}});
+    }
+    const fs::path m = dir_ / "manifest.json";
+    std::ofstream(m) << nlohmann::json{{"format", 1}, {"build_dir", dir_.string()}, {"programs", progs}}.dump(2);
+    return m;
+  }
+
+  compare::Collected run(const fs::path& m, compare::RunOptions o = {}) {
+    manifest_ = compare::load_manifest(m.string());
+    compare::describe_programs(manifest_, 10);
+    compare::Selection s;
+    s.chapter = "1";
+    o.seed = 7;
+    std::ostringstream progress;
+    auto c = compare::run_programs(compare::select_programs(manifest_, s), o, progress);
+    progress_ = progress.str();
+    return c;
+  }
+
+  const compare::Row* row(const compare::Analysis& a, const std::string& variant, const std::string& kind,
+                          const std::string& shape = "64x64") {
+    for (const auto& r : a.rows)
+      if (r.variant == variant && r.kind == kind && (r.shape == shape || r.shape.empty())) return &r;
+    return nullptr;
+  }
+
+  fs::path dir_;
+  compare::Manifest manifest_;
+  std::string progress_;
+};
+
+TEST_F(FakeLab, SpeedupsStepsAndLibrary) {
+  const auto m = manifest({"baseline_fake", "optimized_fake_step", "optimized_fake", "library_fake"});
+  compare::RunOptions o;
+  o.repetitions = 5;
+  o.rounds = 2;
+  const auto c = run(m, o);
+  EXPECT_FALSE(c.no_gpu);
+  ASSERT_EQ(c.programs.size(), 4u);
+  EXPECT_EQ(c.programs[0].program->name, "baseline_fake");  // baseline, step, final, library
+  EXPECT_EQ(c.programs[1].program->name, "optimized_fake_step");
+  EXPECT_EQ(c.programs[3].program->name, "library_fake");
+  EXPECT_EQ(c.programs[2].shapes.at("128x256").samples.size(), 10u);  // 5 repetitions x 2 rounds
+  const auto a = compare::analyse(c, 7);
+  EXPECT_FALSE(a.any_failure);
+  const auto* final_vs_base = row(a, "optimized_fake", "vs baseline");
+  ASSERT_NE(final_vs_base, nullptr);
+  EXPECT_NEAR(final_vs_base->speedup, 2.0, 0.03);  // 10 us over 5 us
+  EXPECT_EQ(final_vs_base->verdict, "FASTER");
+  EXPECT_LT(final_vs_base->p, 0.001);
+  EXPECT_LE(final_vs_base->ci_lo, final_vs_base->speedup);
+  EXPECT_GE(final_vs_base->ci_hi, final_vs_base->speedup);
+  const auto* vs_step = row(a, "optimized_fake", "vs previous step");
+  ASSERT_NE(vs_step, nullptr);
+  EXPECT_EQ(vs_step->against, "optimized_fake_step");
+  EXPECT_NEAR(vs_step->speedup, 1.4, 0.03);
+  const auto* vs_lib = row(a, "optimized_fake", "vs library");
+  ASSERT_NE(vs_lib, nullptr);
+  EXPECT_NEAR(vs_lib->speedup, 0.8, 0.02);  // 80% of the library
+  EXPECT_EQ(vs_lib->verdict, "SLOWER");
+  ASSERT_EQ(a.chapters.size(), 1u);
+  EXPECT_NEAR(a.chapters[0].geomean, 2.0, 0.03);
+  EXPECT_EQ(a.chapters[0].matched, 2);
+  EXPECT_NE(progress_.find("[8/8] round 2/2 library_fake"), std::string::npos) << progress_;
+}
+
+TEST_F(FakeLab, FailuresAreRowsNeverGaps) {
+  const auto m = manifest({"baseline_fake", "optimized_fake_crash", "baseline_two", "optimized_two_wrong",
+                           "baseline_three", "optimized_three_garbage", "baseline_four", "optimized_four_oom",
+                           "baseline_five", "optimized_five"},
+                          {"optimized_five"});
+  const auto c = run(m);
+  const auto a = compare::analyse(c, 7);
+  EXPECT_TRUE(a.any_failure);
+  const auto* crash = row(a, "optimized_fake_crash", "vs baseline");
+  ASSERT_NE(crash, nullptr);
+  EXPECT_EQ(crash->verdict, "CRASH");
+  EXPECT_NE(crash->message.find("signal"), std::string::npos);
+  const auto* wrong = row(a, "optimized_two_wrong", "vs baseline");
+  ASSERT_NE(wrong, nullptr);
+  EXPECT_EQ(wrong->verdict, "WRONG");
+  EXPECT_NE(wrong->message.find("out[1, 2]: got 1, expected 2"), std::string::npos) << wrong->message;
+  const auto* garbage = row(a, "optimized_three_garbage", "vs baseline");
+  ASSERT_NE(garbage, nullptr);
+  EXPECT_EQ(garbage->verdict, "BAD-OUTPUT");
+  const auto* oom_ok = row(a, "optimized_four_oom", "vs baseline", "64x64");
+  ASSERT_NE(oom_ok, nullptr);
+  EXPECT_EQ(oom_ok->verdict, "FASTER");  // the shapes that fit are still measured
+  const auto* oom = row(a, "optimized_four_oom", "vs baseline", "128x256");
+  ASSERT_NE(oom, nullptr);
+  EXPECT_EQ(oom->verdict, "OOM");
+  // Not built: its topic is unknown (it cannot describe itself), but it is a row all the same.
+  const compare::Row* missing = nullptr;
+  for (const auto& r : a.rows)
+    if (r.variant == "optimized_five") missing = &r;
+  ASSERT_NE(missing, nullptr);
+  EXPECT_EQ(missing->verdict, "NOT-BUILT");
+  EXPECT_NE(missing->message.find("make optimized_five"), std::string::npos) << missing->message;
+  // A failed program is not run again in later rounds.
+  EXPECT_NE(progress_.find("optimized_fake_crash: CRASH, skipped"), std::string::npos) << progress_;
+}
+
+TEST_F(FakeLab, TimeoutIsARow) {
+  const auto m = manifest({"baseline_fake", "optimized_fake_hang"});
+  compare::RunOptions o;
+  o.timeout_s = 1;
+  o.rounds = 1;
+  const auto a = compare::analyse(run(m, o), 7);
+  const auto* r = row(a, "optimized_fake_hang", "vs baseline");
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->verdict, "TIMEOUT");
+}
+
+TEST_F(FakeLab, NoGpuStopsTheRun) {
+  const auto m = manifest({"baseline_fake_nogpu", "optimized_fake"});
+  const auto c = run(m);
+  EXPECT_TRUE(c.no_gpu);
+  EXPECT_NE(c.no_gpu_message.find("no usable CUDA device"), std::string::npos);
+  EXPECT_EQ(progress_.find("optimized_fake:"), std::string::npos);  // never started
+}
+
+TEST_F(FakeLab, ProgramArguments) {
+  const auto m = manifest({"baseline_fake"});
+  manifest_ = compare::load_manifest(m.string());
+  compare::describe_programs(manifest_, 10);
+  const auto& p = manifest_.programs[0];
+  ASSERT_TRUE(p.built);
+  EXPECT_EQ(p.sweep, (std::vector<std::string>{"64x64", "128x256"}));
+  compare::RunOptions o;
+  o.seed = 99;
+  o.quick = true;
+  o.repetitions = 4;
+  auto a1 = compare::program_args(p, o, 1);
+  auto has = [](const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); };
+  EXPECT_TRUE(has(a1, "99"));
+  EXPECT_TRUE(has(a1, "--benchmark_format=json"));
+  EXPECT_TRUE(has(a1, "--benchmark_repetitions=4"));
+  EXPECT_TRUE(has(a1, "64x64"));  // quick: the smallest sweep shape
+  EXPECT_FALSE(has(a1, "128x256"));
+  EXPECT_FALSE(has(a1, "--no-check"));  // round 1 verifies
+  EXPECT_TRUE(has(compare::program_args(p, o, 2), "--no-check"));
+}
+
+TEST_F(FakeLab, UnknownChapterNamesWhatExists) {
+  const auto m = manifest({"baseline_fake", "optimized_fake"});
+  auto man = compare::load_manifest(m.string());
+  compare::describe_programs(man, 10);
+  compare::Selection s;
+  s.chapter = "7";
+  try {
+    compare::select_programs(man, s);
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("ch01_basics"), std::string::npos) << e.what();
+  }
+  s.chapter = "ch01_basics";
+  EXPECT_EQ(compare::select_programs(man, s).size(), 2u);
+  s.chapter = "ch01";
+  EXPECT_EQ(compare::select_programs(man, s).size(), 2u);
+}
+
+// --- the command line, end to end ----------------------------------------------------------
+
+TEST_F(FakeLab, CommandLineWritesEveryOutput) {
+  const auto m = manifest({"baseline_fake", "optimized_fake"});
+  const auto j = dir_ / "r.json", c = dir_ / "r.csv", md = dir_ / "r.md";
+  const auto r = compare::run_process({COMPARE_BIN, "--manifest", m.string(), "--chapter", "1", "--seed", "5",
+                                       "--repetitions", "5", "--json", j.string(), "--csv", c.string(),
+                                       "--markdown", md.string()},
+                                      60);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("FASTER"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Fake GPU"), std::string::npos);
+  EXPECT_EQ(r.out.find("\033["), std::string::npos);  // no color into a pipe
+  EXPECT_NE(r.err.find("[4/4] round 2/2 optimized_fake"), std::string::npos) << r.err;
+  const auto js = nlohmann::json::parse(read(j));
+  EXPECT_EQ(js["device"]["name"], "Fake GPU");
+  EXPECT_EQ(js["programs"][1]["shapes"][0]["samples_s"].size(), 10u);
+  EXPECT_EQ(js["rows"][0]["verdict"], "FASTER");
+  EXPECT_FALSE(js["git_commit"].get<std::string>().empty());
+  const std::string csv = read(c);
+  EXPECT_EQ(csv.rfind("chapter,topic,shape,variant", 0), 0u);
+  EXPECT_NE(csv.find("Fake GPU"), std::string::npos);
+  const std::string mdt = read(md);
+  EXPECT_NE(mdt.find("| fake | 64x64 | `optimized_fake` |"), std::string::npos) << mdt;
+  EXPECT_NE(mdt.find("driver 13.0"), std::string::npos);
+
+  // Against itself: nothing regressed. Against another device: refused.
+  const auto again = compare::run_process({COMPARE_BIN, "--manifest", m.string(), "--chapter", "1", "--against",
+                                           j.string()},
+                                          60);
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.out.find("against the previous run"), std::string::npos);
+  EXPECT_EQ(again.out.find("REGRESSED"), std::string::npos) << again.out;
+  auto other = js;
+  other["device"]["uuid"] = "GPU-other";
+  std::ofstream(dir_ / "other.json") << other.dump();
+  const auto refused = compare::run_process({COMPARE_BIN, "--manifest", m.string(), "--chapter", "1", "--against",
+                                             (dir_ / "other.json").string()},
+                                            60);
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find("--ignore-device"), std::string::npos) << refused.err;
+}
+
+TEST_F(FakeLab, CommandLineStatuses) {
+  const auto m = manifest({"baseline_fake", "optimized_fake_wrong"});
+  auto run_cli = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {COMPARE_BIN, "--manifest", m.string()});
+    return compare::run_process(args, 60);
+  };
+  EXPECT_EQ(run_cli({"--chapter", "1"}).exit_code, 1);  // a WRONG row
+  const auto listed = run_cli({"--list"});
+  EXPECT_EQ(listed.exit_code, 0);
+  EXPECT_NE(listed.out.find("optimized_fake_wrong  [optimized]"), std::string::npos) << listed.out;
+  EXPECT_EQ(run_cli({}).exit_code, 2);
+  EXPECT_EQ(run_cli({"--chapter", "9"}).exit_code, 2);
+  EXPECT_EQ(run_cli({"--chapter", "1", "--cache", "warm"}).exit_code, 2);
+  EXPECT_EQ(run_cli({"--bogus"}).exit_code, 2);
+  EXPECT_EQ(compare::run_process({COMPARE_BIN, "--manifest", (dir_ / "none.json").string(), "--all"}, 60).exit_code, 2);
+  const auto nogpu = manifest({"baseline_x_nogpu"});
+  const auto r = compare::run_process({COMPARE_BIN, "--manifest", nogpu.string(), "--all"}, 60);
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_NE(r.err.find("no usable CUDA device"), std::string::npos) << r.err;
+}
+
+}  // namespace

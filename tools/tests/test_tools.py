@@ -1,0 +1,75 @@
+"""Tests of the scripts in tools/ (run by CTest: python3 -m unittest discover -s tools/tests)."""
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+import update_readme_results as urr  # noqa: E402
+
+README = "# Chapter\n\ntext\n\n<!-- results:begin -->\nold table\n<!-- results:end -->\n\nafter\n"
+RESULTS = "Measured by `compare` on Some GPU.\n\n| topic | shape |\n| --- | --- |\n| t | 1x1 |\n"
+
+RUN = {
+    "tool": "cuda-perf-lab compare",
+    "date": "2026-11-22 06:00 UTC",
+    "device": {"name": "Some GPU", "driver": "13.0"},
+    "programs": [
+        {"program": "baseline_t", "topic": "t", "role": "baseline", "step": 1000, "folder": "ch01_basics",
+         "shapes": [{"shape": "8x8", "median_s": 2e-6}, {"shape": "16x16", "median_s": 8e-6}]},
+        {"program": "optimized_t", "topic": "t", "role": "optimized", "step": 1000, "folder": "ch01_basics",
+         "shapes": [{"shape": "8x8", "median_s": 1e-6}, {"shape": "16x16", "median_s": 2e-6}]},
+    ],
+    "rows": [
+        {"kind": "vs baseline", "variant": "optimized_t", "topic": "t", "shape": "8x8", "speedup": 2.0, "ci95": [1.9, 2.1]},
+        {"kind": "vs baseline", "variant": "optimized_t", "topic": "t", "shape": "16x16", "speedup": 4.0, "ci95": [3.8, 4.2]},
+    ],
+}
+
+
+class UpdateReadme(unittest.TestCase):
+    def test_replaces_only_between_markers(self):
+        new = urr.update(README, RESULTS)
+        self.assertNotIn("old table", new)
+        self.assertIn("| t | 1x1 |", new)
+        self.assertTrue(new.startswith("# Chapter\n\ntext\n\n<!-- results:begin -->\nMeasured by"))
+        self.assertTrue(new.endswith("<!-- results:end -->\n\nafter\n"))
+        self.assertEqual(urr.update(new, RESULTS), new)  # idempotent
+
+    def test_refuses_tables_not_written_by_compare(self):
+        with self.assertRaises(ValueError):
+            urr.update(README, "| typed | by hand |\n")
+
+    def test_refuses_a_readme_without_markers(self):
+        with self.assertRaises(ValueError):
+            urr.update("# no markers\n", RESULTS)
+
+
+@unittest.skipIf(importlib.util.find_spec("matplotlib") is None, "matplotlib is not installed")
+class Plot(unittest.TestCase):
+    def test_writes_png_and_svg(self):
+        import plot_compare
+
+        with tempfile.TemporaryDirectory() as d:
+            written = plot_compare.plot(RUN, d)
+            names = sorted(os.path.basename(p) for p in written)
+            self.assertEqual(names, ["speedup_ch01_basics.png", "speedup_ch01_basics.svg", "time_t.png", "time_t.svg"])
+            for p in written:
+                self.assertGreater(os.path.getsize(p), 1000)
+
+    def test_rejects_other_json(self):
+        import plot_compare
+
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump({"benchmarks": []}, f)
+        with self.assertRaises(ValueError):
+            plot_compare.load(f.name)
+        os.unlink(f.name)
+
+
+if __name__ == "__main__":
+    unittest.main()
