@@ -343,6 +343,18 @@ Row compare_pair(const ProgramResult& base, const ProgramResult& var, const std:
   return r;
 }
 
+Row failure_row(const ProgramResult& pr, const std::string& topic, const std::string& shape) {
+  Row r;
+  r.chapter = pr.program->chapter;
+  r.topic = topic;
+  r.shape = shape;
+  r.variant = pr.program->name;
+  r.status = pr.status;
+  r.verdict = status_name(pr.status);
+  r.message = pr.message;
+  return r;
+}
+
 }  // namespace
 
 Analysis analyse(const Collected& c, std::uint64_t seed) {
@@ -391,31 +403,13 @@ Analysis analyse(const Collected& c, std::uint64_t seed) {
         if (lib && i + 1 == opt.size()) a.rows.push_back(compare_pair(*lib, *opt[i], shape, "vs library", seed));
       }
       if (lib && base) a.rows.push_back(compare_pair(*base, *lib, shape, "vs baseline", seed));
-      if (opt.empty() && !lib && base && base->status != Status::ok) {
-        Row r;  // a lone program that failed is still a row
-        r.chapter = base->program->chapter;
-        r.topic = t;
-        r.shape = shape;
-        r.variant = base->program->name;
-        r.status = base->status;
-        r.verdict = status_name(base->status);
-        r.message = base->message;
-        a.rows.push_back(r);
-      }
+      // A lone baseline that failed is still a row.
+      if (opt.empty() && !lib && base && base->status != Status::ok) a.rows.push_back(failure_row(*base, t, shape));
     }
     // Programs with no pair at all (no baseline): failures must still show.
     if (!base)
       for (const auto* pr : progs)
-        if (pr->status != Status::ok) {
-          Row r;
-          r.chapter = pr->program->chapter;
-          r.topic = t;
-          r.variant = pr->program->name;
-          r.status = pr->status;
-          r.verdict = status_name(pr->status);
-          r.message = pr->message;
-          a.rows.push_back(r);
-        }
+        if (pr->status != Status::ok) a.rows.push_back(failure_row(*pr, t, ""));
   }
   for (const auto& r : a.rows)
     if (r.status != Status::ok) a.any_failure = true;
