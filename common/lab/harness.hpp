@@ -39,6 +39,7 @@ std::string describe_json(const Variant& v);
 
 // Timed shapes whose reference is cheap enough to compute on the CPU are verified too.
 inline constexpr double kVerifyBytesLimit = double(1u << 30);
+inline constexpr double kVerifyFlopsLimit = 4e9;
 std::vector<Shape> shapes_to_verify(const TopicInfo& t, const std::vector<Shape>& timed);
 
 // Makes the shape's inputs from the seed, poisons the outputs with NaN, runs the variant once and

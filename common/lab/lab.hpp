@@ -2,7 +2,9 @@
 #pragma once
 
 #include "lab/check.hpp"
+#include "lab/graph.hpp"
 #include "lab/memory.hpp"
 #include "lab/registry.hpp"
 #include "lab/rng.hpp"
+#include "lab/timing.hpp"
 #include "lab/verify.hpp"

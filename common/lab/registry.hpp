@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -50,6 +51,10 @@ class Problem {
   virtual ~Problem() = default;
   virtual void poison(cudaStream_t stream) = 0;  // NaN into every output element
   virtual Verdict verify() = 0;                  // reference in double against the outputs
+  // Extra counters for the timing table, given the measured GPU seconds per iteration: overlap
+  // efficiency, microseconds per kernel, samples per second... Called once per timed shape,
+  // after timing; it may run more work of its own (never inside the timed region).
+  virtual std::vector<std::pair<std::string, double>> counters(double /*seconds*/, cudaStream_t) { return {}; }
 };
 
 enum class Role { baseline, optimized, library };

@@ -26,13 +26,19 @@ bool starts_with(const std::string& s, std::string_view p) { return s.rfind(p, 0
 
 std::string shapes_text(const std::vector<Shape>& v) {
   std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : " ") + x.str();
+  for (const auto& x : v) {
+    if (!s.empty()) s += ' ';
+    s += x.str();
+  }
   return s;
 }
 
 std::string dims_text(const TopicInfo& t) {
   std::string s;
-  for (const auto& d : t.dims) s += (s.empty() ? "" : "x") + d;
+  for (const auto& d : t.dims) {
+    if (!s.empty()) s += 'x';
+    s += d;
+  }
   return s;
 }
 
@@ -41,7 +47,7 @@ std::string footer(const Variant& v) {
   std::ostringstream o;
   o << "Shapes are " << dims_text(t) << ". Default sweep: " << shapes_text(t.sweep) << "\n"
     << "Always verified (awkward sizes): " << shapes_text(t.checks) << "\n"
-    << "Timed shapes are verified too while the CPU reference stays under 1 GiB of work.\n\n"
+    << "Timed shapes are verified too while the CPU reference stays under 1 GiB and 4 GFLOP of work.\n\n"
     << "Timing runs through Google Benchmark; its flags pass through, for example\n"
     << "  --benchmark_repetitions=N    samples per shape (default " << kDefaultRepetitions << "; the median is the headline)\n"
     << "  --benchmark_min_time=S       GPU seconds per sample (default " << kDefaultMinTimeSeconds << ")\n"
@@ -140,7 +146,9 @@ std::string describe_json(const Variant& v) {
 std::vector<Shape> shapes_to_verify(const TopicInfo& t, const std::vector<Shape>& timed) {
   std::vector<Shape> out = t.checks;
   for (const auto& s : timed)
-    if (t.work(s).bytes <= kVerifyBytesLimit && std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+    if (t.work(s).bytes <= kVerifyBytesLimit && t.work(s).flops <= kVerifyFlopsLimit &&
+        std::find(out.begin(), out.end(), s) == out.end())
+      out.push_back(s);
   return out;
 }
 
@@ -233,6 +241,7 @@ void bench_shape(benchmark::State& st, BenchContext& c, const Shape& s) {
       st.counters["%peak_fp32"] = 100.0 * tf / c.peaks.fp32_tflops;
     }
     st.counters["peak_MiB"] = static_cast<double>(device_memory_stats().peak) / (1024.0 * 1024.0);
+    for (const auto& [name, value] : p.counters(secs, c.stream)) st.counters[name] = value;
   } catch (const Error& e) {
     c.fail(s, e);
     st.SkipWithError(e.what());
@@ -291,7 +300,8 @@ int run(const Variant& v, const Options& opt, const std::string& argv0) {
     }
     for (const auto& s : timed)
       if (std::find(shapes.begin(), shapes.end(), s) == shapes.end())
-        out << "  " << s.str() << ": not verified (its CPU reference is over 1 GiB of work; the shapes above cover the same code)\n";
+        out << "  " << s.str()
+            << ": not verified (its CPU reference is over 1 GiB or 4 GFLOP of work; the shapes above cover the same code)\n";
     if (failed) {
       std::cerr << "error: verification FAILED on " << failed << " of " << shapes.size() << " shapes (seed " << seed
                 << "); not timing a wrong result\n";

@@ -1,0 +1,79 @@
+// The problem behind the batched-GEMM lesson: many small independent matrix products
+// C[i] = A[i] B[i] (row-major, fp32). One small GEMM is far too little work to fill an H100: a
+// 32x32x32 product is 65 thousand FLOPs for a GPU that does 60 trillion a second. Issued one call
+// at a time, the batch costs one launch each; issued as one batched call, cuBLAS spreads the whole
+// batch over the GPU in a single launch.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "lab/lab.hpp"
+
+struct BatchedGemm {
+  static constexpr const char* name = "batched_gemm";
+  static constexpr int chapter = 1;
+  static std::vector<std::string> dims() { return {"batch", "m", "n", "k"}; }
+  static std::vector<lab::Shape> sweep() { return {{1000, 32, 32, 32}, {40, 32, 256, 256}, {4096, 64, 64, 64}}; }
+  static std::vector<lab::Shape> checks() { return {{1, 1, 1, 1}, {3, 5, 7, 9}, {10, 33, 17, 65}, {2, 128, 1, 1}, {5, 1, 100, 3}}; }
+  static lab::Work work(const lab::Shape& s) {
+    const double b = s[0], m = s[1], n = s[2], k = s[3];
+    return {.bytes = 4.0 * b * (m * k + k * n + m * n), .flops = 2.0 * b * m * n * k};
+  }
+  static std::string validate(const lab::Shape& s) {
+    for (std::size_t i = 0; i < 4; ++i)
+      if (s[i] > (1 << 20)) return "each extent at most 1048576";
+    return "";
+  }
+
+  // fp32 products of length k: rounding grows with k, so the absolute tolerance does too.
+  static lab::Tolerance tolerance(std::int64_t k) { return {4e-7 * static_cast<double>(k), 1e-5, 1e-5, "fp32 gemm"}; }
+
+  struct Problem : lab::Problem {
+    int batch, m, n, k;
+    lab::DeviceBuffer<float> a, b, c;
+    lab::DeviceBuffer<const float*> a_ptrs, b_ptrs;  // for cublasSgemmBatched
+    lab::DeviceBuffer<float*> c_ptrs;
+    lab::CublasHandle handle;
+
+    Problem(const lab::Shape& s, lab::Rng& rng)
+        : batch(static_cast<int>(s[0])), m(static_cast<int>(s[1])), n(static_cast<int>(s[2])), k(static_cast<int>(s[3])),
+          a(std::size_t(batch) * m * k), b(std::size_t(batch) * k * n), c(std::size_t(batch) * m * n),
+          a_ptrs(batch), b_ptrs(batch), c_ptrs(batch) {
+      rng.uniform(a);
+      rng.uniform(b);
+      std::vector<const float*> ap(batch), bp(batch);
+      std::vector<float*> cp(batch);
+      for (int i = 0; i < batch; ++i) {
+        ap[i] = a_ptr(i);
+        bp[i] = b_ptr(i);
+        cp[i] = c_ptr(i);
+      }
+      a_ptrs.upload(ap);
+      b_ptrs.upload(bp);
+      c_ptrs.upload(cp);
+      LAB_CHECK(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH));  // true fp32: no TF32
+    }
+    const float* a_ptr(int i) const { return a.data() + std::size_t(i) * m * k; }
+    const float* b_ptr(int i) const { return b.data() + std::size_t(i) * k * n; }
+    float* c_ptr(int i) { return c.data() + std::size_t(i) * m * n; }
+
+    void poison(cudaStream_t s) override { lab::poison(c, s); }
+    lab::Verdict verify() override {
+      const auto ha = a.download(), hb = b.download(), hc = c.download();
+      std::vector<double> ref(hc.size());
+      for (int i = 0; i < batch; ++i)
+        for (int r = 0; r < m; ++r)
+          for (int col = 0; col < n; ++col) {
+            double acc = 0;
+            for (int t = 0; t < k; ++t)
+              acc += double(ha[(std::size_t(i) * m + r) * k + t]) * double(hb[(std::size_t(i) * k + t) * n + col]);
+            ref[(std::size_t(i) * m + r) * n + col] = acc;
+          }
+      return lab::compare(hc, ref, tolerance(k), "C", {batch, m, n});
+    }
+  };
+};
+
+// cuBLAS is column-major: a row-major C = A B is the column-major C^T = B^T A^T, so every variant
+// passes B before A and n before m.

@@ -1,0 +1,86 @@
+// The problem behind the goodput lesson: train a small MLP classifier (128 -> 256 ReLU -> 10,
+// softmax cross-entropy, plain SGD) for one pass over a synthetic dataset. The arithmetic is the
+// same in both loops: cuBLAS GEMMs and a handful of small kernels per step. What differs is
+// everything around it, and at small batches that is most of the time: the share of wall time
+// the GPU spends in useful kernels is the loop's goodput.
+#pragma once
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "lab/lab.hpp"
+
+namespace mlp {
+constexpr int kIn = 128, kHidden = 256, kClasses = 10;
+constexpr float kLearningRate = 0.05f;
+// Parameters live in one buffer, [W1 (In x Hidden) | b1 | W2 (Hidden x Classes) | b2], row-major,
+// so one SGD kernel updates them all; gradients share the layout.
+constexpr std::size_t kW1 = 0, kB1 = kW1 + std::size_t(kIn) * kHidden, kW2 = kB1 + kHidden,
+                      kB2 = kW2 + std::size_t(kHidden) * kClasses, kParams = kB2 + kClasses;
+// FLOPs of one sample's forward (2 per multiply-add) and backward (twice the forward) GEMMs.
+constexpr double kGemmFlopsPerSample = 6.0 * (double(kIn) * kHidden + double(kHidden) * kClasses);
+
+// Device scratch for one step of batch b: activations and gradients.
+struct Workspace {
+  lab::DeviceBuffer<float> hidden, logits, dlogits, dhidden, grads;
+  explicit Workspace(int b)
+      : hidden(std::size_t(b) * kHidden), logits(std::size_t(b) * kClasses), dlogits(std::size_t(b) * kClasses),
+        dhidden(std::size_t(b) * kHidden), grads(kParams) {}
+};
+
+// One SGD step on a batch already on the device: forward, loss (written to *loss), backward,
+// update of params. Everything is enqueued on the handle's stream; nothing synchronizes.
+void train_step(cublasHandle_t h, float* params, Workspace& ws, const float* x, const int* labels, int batch,
+                float* loss, cudaStream_t s);
+// Only the step's GEMMs (to time them alone).
+void train_step_gemms(cublasHandle_t h, float* params, Workspace& ws, const float* x, int batch);
+}  // namespace mlp
+
+struct PerformanceBasics {
+  static constexpr const char* name = "performance_basics";
+  static constexpr int chapter = 1;
+  static std::vector<std::string> dims() { return {"batch", "samples"}; }
+  // One pass over 8192 samples at batch 32 ... 512.
+  static std::vector<lab::Shape> sweep() { return {{32, 8192}, {64, 8192}, {128, 8192}, {256, 8192}, {512, 8192}}; }
+  // Odd batches, one sample, and one run long enough to see the loss fall (64 steps).
+  static std::vector<lab::Shape> checks() { return {{1, 1}, {7, 21}, {33, 99}, {100, 300}, {32, 2048}}; }
+  // The dataset crosses the bus once; the FLOPs are the GEMMs' (the small kernels add little).
+  static lab::Work work(const lab::Shape& s) {
+    return {.bytes = double(s[1]) * (mlp::kIn + 1) * 4.0, .flops = double(s[1]) * mlp::kGemmFlopsPerSample};
+  }
+  static std::string validate(const lab::Shape& s) {
+    if (s[0] > 1024) return "batch at most 1024";
+    if (s[1] % s[0] != 0) return "samples must be a multiple of batch";
+    if (s[1] > (1 << 22)) return "at most 4194304 samples";
+    return "";
+  }
+
+  struct Problem : lab::Problem {
+    int batch, samples, steps;
+    std::vector<float> data;       // the dataset, samples x In, made once (a data loader's source)
+    std::vector<int> labels;
+    std::vector<float> params0;    // the initial weights
+    lab::PinnedBuffer<float> data_pinned;   // the same dataset in pinned memory (optimized loop)
+    lab::PinnedBuffer<int> labels_pinned;
+    lab::DeviceBuffer<float> params;        // trained in place
+    lab::DeviceBuffer<float> losses;        // one per step
+    lab::CublasHandle handle;
+    lab::DeviceBuffer<std::uint8_t> cublas_workspace;  // fixed, so that cuBLAS can be captured
+    // The optimized loop's state: preallocated workspace, two input slots, its graph.
+    std::unique_ptr<mlp::Workspace> ws;
+    lab::DeviceBuffer<float> x_slots;
+    lab::DeviceBuffer<int> y_slots;
+    lab::Stream copy_stream;
+    lab::Event slot_ready[2], slot_free[2], fork, join;
+    lab::GraphExec graph;
+    // Host-side losses the baseline reads back every step.
+    std::vector<float> host_losses;
+    double useful_s = -1, gemm_s = -1;  // measured once for the counters
+
+    Problem(const lab::Shape& s, lab::Rng& rng);
+    void poison(cudaStream_t s) override;
+    lab::Verdict verify() override;
+    std::vector<std::pair<std::string, double>> counters(double seconds, cudaStream_t s) override;
+  };
+};
