@@ -19,8 +19,8 @@ struct DoubleBuffering {
   static constexpr int chapter = 1;
   // floats moved each way; FMAs of compute per element (the kernel's weight against the copies).
   static std::vector<std::string> dims() { return {"floats", "fmas"}; }
-  // 256 MiB each way: compute about as long as a copy, and a copy-bound case.
-  static std::vector<lab::Shape> sweep() { return {{67108864, 2048}, {67108864, 256}}; }
+  // 256 MiB each way: compute twice as long as a copy, about as long, and much shorter.
+  static std::vector<lab::Shape> sweep() { return {{67108864, 4096}, {67108864, 2048}, {67108864, 256}}; }
   static std::vector<lab::Shape> checks() { return {{1, 1}, {1000003, 16}, {4097, 300}, {65536, 7}}; }
   static lab::Work work(const lab::Shape& s) {
     return {.bytes = 2.0 * s[0] * sizeof(float), .flops = 2.0 * s[0] * s[1]};

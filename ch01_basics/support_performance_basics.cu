@@ -195,9 +195,18 @@ void reference_training(const std::vector<float>& data, const std::vector<int>& 
   }
 }
 
-// fp32 training for k steps against double: rounding compounds, and a hidden unit sitting at the
-// ReLU's kink can go either way. Relative L2 within 1e-4 (about a thousand fp32 epsilons).
-const lab::Tolerance kTraining{1e-5, 1e-3, 1e-4, "fp32 training"};
+// fp32 training for k steps against double is chaotic at the ReLU's kink: a hidden unit whose
+// pre-activation is within rounding of zero goes one way in fp32 and the other in double, and its
+// weights then drift apart by far more than the rounding that caused it (seen on an H100: an
+// element 36 times the typical error after 128 steps). So the check is global: the relative L2
+// error of all weights within 1e-4 (about a thousand fp32 epsilons), no element off by more than
+// 1% of the largest weight (which a wrong gradient, a missed update or an unwritten element would
+// exceed), and the losses within 0.1% of the reference's. NaN never passes.
+lab::Tolerance training_tolerance(const std::vector<double>& ref, double rel_l2, double share_of_max) {
+  double m = 0;
+  for (double v : ref) m = std::max(m, std::fabs(v));
+  return {share_of_max * m, 0.0, rel_l2, "fp32 training"};
+}
 
 }  // namespace
 
@@ -247,8 +256,8 @@ lab::Verdict PerformanceBasics::Problem::verify() {
   reference_training(data, labels, params0, batch, steps, ref_params, ref_losses);
   const auto got = params.download();
   const auto got_losses = losses.download();
-  lab::Verdict v = lab::compare(got, ref_params, kTraining, "weights");
-  v.also(lab::compare(got_losses, ref_losses, kTraining, "losses"));
+  lab::Verdict v = lab::compare(got, ref_params, training_tolerance(ref_params, 1e-4, 1e-2), "weights");
+  v.also(lab::compare(got_losses, ref_losses, {1e-3, 1e-3, 1e-4, "fp32 training"}, "losses"));
   // Learning, not only arithmetic: over a run long enough to tell, the loss falls.
   if (v.pass && steps >= 32) {
     double first = 0, last = 0;
