@@ -13,6 +13,7 @@
 #include <map>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "compare.hpp"
 #include "lab/rng.hpp"
@@ -72,7 +73,7 @@ int main(int argc, char** argv) {
       "compare"};
   std::string manifest_path = default_manifest();
   bool do_list = false, all = false, quick = false, ignore_device = false, no_color = false;
-  std::string chapter, topic, json_path, csv_path, md_path, against_path;
+  std::string chapter, topic, json_path, csv_path, md_path, against_path, replay_path;
   compare::RunOptions o;
   std::uint64_t seed = 0;
   app.add_option("--manifest", manifest_path, "the build's manifest.json")->capture_default_str();
@@ -97,6 +98,9 @@ int main(int argc, char** argv) {
   app.add_option("--against", against_path, "compare this run with a saved --json run (regressions)");
   app.add_flag("--ignore-device", ignore_device, "with --against: accept a run from another device");
   app.add_flag("--no-color", no_color, "no color in the terminal table");
+  auto* replay_opt = app.add_option("--replay", replay_path,
+                                    "render a saved --json run again (table, --markdown, --csv) without running anything");
+  replay_opt->excludes(ch_opt)->excludes(topic_opt)->excludes(all_opt)->excludes(list_opt);
   app.footer(
       "Exit status: 0 all good; 1 a failure row or a regression; 2 bad usage; 3 no usable CUDA device.\n"
       "Example: compare --chapter 1 --markdown ch01.md && tools/update_readme_results.py ch01_basics/README.md ch01.md");
@@ -109,8 +113,27 @@ int main(int argc, char** argv) {
     std::cerr << "compare: error: " << e.what() << " (see --help)\n";
     return 2;
   }
+  const bool color = !no_color && isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr;
+  if (!replay_path.empty()) {
+    compare::Replayed r;
+    try {
+      std::ifstream in(replay_path);
+      if (!in) throw std::runtime_error("cannot read it");
+      compare::replay(nlohmann::json::parse(in), r);
+    } catch (const std::exception& e) {
+      std::cerr << "compare: error: --replay " << replay_path << ": " << e.what() << "\n";
+      return 2;
+    }
+    const compare::Analysis a = compare::analyse(r.collected, r.meta.seed);
+    compare::print_table(std::cout, a, r.meta, color);
+    bool wrote = true;
+    if (!json_path.empty()) wrote &= write_file(json_path, compare::to_json(r.collected, a, r.meta).dump(2) + "\n");
+    if (!csv_path.empty()) wrote &= write_file(csv_path, compare::csv(a, r.meta));
+    if (!md_path.empty()) wrote &= write_file(md_path, compare::markdown(a, r.meta, &r.collected));
+    return !wrote ? 2 : a.any_failure ? 1 : 0;
+  }
   if (!do_list && !all && chapter.empty() && topic.empty()) {
-    std::cerr << "compare: error: say what to run: --chapter N, --topic NAME, --all, or --list (see --help)\n";
+    std::cerr << "compare: error: say what to run: --chapter N, --topic NAME, --all, --list or --replay FILE (see --help)\n";
     return 2;
   }
   if (quick) {
@@ -168,7 +191,6 @@ int main(int argc, char** argv) {
   std::string command;
   for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
   const compare::Meta meta = compare::make_meta(c, o, m.source_dir, command);
-  const bool color = !no_color && isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr;
   compare::print_table(std::cout, a, meta, color);
 
   int status = a.any_failure ? 1 : 0;
@@ -187,7 +209,7 @@ int main(int argc, char** argv) {
   bool wrote = true;
   if (!json_path.empty()) wrote &= write_file(json_path, compare::to_json(c, a, meta).dump(2) + "\n");
   if (!csv_path.empty()) wrote &= write_file(csv_path, compare::csv(a, meta));
-  if (!md_path.empty()) wrote &= write_file(md_path, compare::markdown(a, meta));
+  if (!md_path.empty()) wrote &= write_file(md_path, compare::markdown(a, meta, &c));
   if (!wrote) status = std::max(status, 2);
   std::cerr << "compare: done in " << static_cast<int>(c.seconds) << " s\n";
   return status;

@@ -202,7 +202,7 @@ void print_table(std::ostream& out, const Analysis& a, const Meta& m, bool color
         << fixed(s.geomean, 2) << "x over " << s.matched << " matched shapes\n";
 }
 
-std::string markdown(const Analysis& a, const Meta& m) {
+std::string markdown(const Analysis& a, const Meta& m, const Collected* c) {
   std::ostringstream o;
   o << "Measured by `compare` on " << m.line() << ".\n\n";
   o << "| topic | shape | variant | compared with | their median | median | speedup | 95% CI | p | verdict | GB/s |\n";
@@ -219,6 +219,25 @@ std::string markdown(const Analysis& a, const Meta& m) {
   for (const auto& s : a.chapters)
     o << "Geometric mean speedup of the final optimized variants over their baselines (" << s.folder << ", "
       << s.matched << " matched shapes): **" << fixed(s.geomean, 2) << "x**\n";
+  if (c) {
+    o << "\nEvery program's median time and counters (medians over the samples):\n\n"
+      << "| program | shape | median | counters |\n| --- | --- | ---: | --- |\n";
+    for (const auto& pr : c->programs)
+      for (const auto& shape : pr.shape_order) {
+        const Cell& cl = pr.shapes.at(shape);
+        if (cl.samples.empty()) continue;
+        std::string counters;
+        for (const auto& [name, values] : cl.counters) {
+          if (values.empty()) continue;
+          char buf[64];
+          std::snprintf(buf, sizeof buf, "%.4g", lab::stats::median(values));
+          if (!counters.empty()) counters += ", ";
+          counters.append(name).append(" ").append(buf);
+        }
+        o << "| `" << pr.program->name << "` | " << shape << " | " << format_time(lab::stats::median(cl.samples))
+          << " | " << counters << " |\n";
+      }
+  }
   return o.str();
 }
 
@@ -278,6 +297,76 @@ nlohmann::json to_json(const Collected& c, const Analysis& a, const Meta& m) {
     j["chapters"].push_back({{"chapter", s.chapter}, {"folder", s.folder}, {"geomean_speedup", maybe(s.geomean)},
                              {"matched_shapes", s.matched}});
   return j;
+}
+
+namespace {
+Status status_from(const std::string& s) {
+  for (Status st : {Status::ok, Status::wrong, Status::crash, Status::timeout, Status::oom, Status::no_gpu,
+                    Status::not_built, Status::bad_output, Status::usage})
+    if (s == status_name(st)) return st;
+  throw std::runtime_error("unknown status '" + s + "'");
+}
+}  // namespace
+
+void replay(const nlohmann::json& j, Replayed& out) {
+  if (j.value("tool", "") != "cuda-perf-lab compare") throw std::runtime_error("not a compare --json file");
+  try {
+    const auto& d = j.at("device");
+    Meta& m = out.meta;
+    m.date = j.at("date");
+    m.commit = j.at("git_commit");
+    m.command = j.value("command", "");
+    m.device = d.at("name");
+    m.uuid = d.value("uuid", "");
+    m.arch = d.value("arch", "?");
+    m.driver = d.value("driver", "?");
+    m.runtime = d.value("cuda", "?");
+    m.sm_clock_mhz = d.value("sm_clock_mhz", "?");
+    m.mem_clock_mhz = d.value("mem_clock_mhz", "?");
+    m.peak_copy_gbs = d.value("peak_copy_gbs", "");
+    m.peak_fp32_tflops = d.value("peak_fp32_tflops", "");
+    const auto& o = j.at("options");
+    m.repetitions = o.at("repetitions");
+    m.rounds = o.at("rounds");
+    m.cache = o.at("cache");
+    m.seed = o.at("seed");
+    const auto& progs = j.at("programs");
+    out.programs.clear();
+    out.programs.reserve(progs.size());  // ProgramResult points into it
+    for (const auto& p : progs) {
+      Program g;
+      g.name = p.at("program");
+      g.topic = p.at("topic");
+      g.role = p.at("role");
+      g.step = p.at("step");
+      g.chapter = p.at("chapter");
+      g.folder = p.at("folder");
+      g.built = true;
+      out.programs.push_back(std::move(g));
+    }
+    Collected& c = out.collected;
+    c.context = {{"lab_device", m.device}, {"lab_device_uuid", m.uuid}};
+    for (std::size_t i = 0; i < progs.size(); ++i) {
+      const auto& p = progs[i];
+      ProgramResult pr;
+      pr.program = &out.programs[i];
+      pr.status = status_from(p.at("status"));
+      pr.message = p.value("message", "");
+      pr.seconds = p.value("seconds", 0.0);
+      for (const auto& sh : p.at("shapes")) {
+        const std::string name = sh.at("shape");
+        pr.shape_order.push_back(name);
+        Cell& cl = pr.shapes[name];
+        cl.status = status_from(sh.at("status"));
+        cl.message = sh.value("message", "");
+        cl.samples = sh.at("samples_s").get<std::vector<double>>();
+        cl.counters = sh.at("counters").get<std::map<std::string, std::vector<double>>>();
+      }
+      c.programs.push_back(std::move(pr));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(std::string("a field is missing or has the wrong type: ") + e.what());
+  }
 }
 
 void print_changes(std::ostream& out, const std::vector<Change>& changes, bool color) {

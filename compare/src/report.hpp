@@ -24,9 +24,19 @@ std::string git_commit(const std::string& source_dir);
 std::string format_time(double seconds);  // "7.27 us", "1.19 ms", "2.31 s"
 
 void print_table(std::ostream& out, const Analysis& a, const Meta& m, bool color);
-std::string markdown(const Analysis& a, const Meta& m);
+// With c, a second table lists every program's median time and counters at every shape.
+std::string markdown(const Analysis& a, const Meta& m, const Collected* c = nullptr);
 std::string csv(const Analysis& a, const Meta& m);
 nlohmann::json to_json(const Collected& c, const Analysis& a, const Meta& m);
+
+// A saved run (--json), read back: the programs (kept in `programs`, which must outlive the
+// result), their samples and counters, and the run's metadata. Throws std::runtime_error.
+struct Replayed {
+  std::vector<Program> programs;
+  Collected collected;
+  Meta meta;
+};
+void replay(const nlohmann::json& j, Replayed& out);
 void print_changes(std::ostream& out, const std::vector<Change>& changes, bool color);
 
 }  // namespace compare

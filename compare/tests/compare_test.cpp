@@ -327,6 +327,25 @@ TEST_F(FakeLab, CommandLineWritesEveryOutput) {
   EXPECT_NE(refused.err.find("--ignore-device"), std::string::npos) << refused.err;
 }
 
+TEST_F(FakeLab, ReplayRendersTheSameResults) {
+  const auto m = manifest({"baseline_fake", "optimized_fake_step", "optimized_fake"});
+  const auto j = dir_ / "r.json", md = dir_ / "r.md", md2 = dir_ / "r2.md", csv1 = dir_ / "r.csv", csv2 = dir_ / "r2.csv";
+  const auto r = compare::run_process({COMPARE_BIN, "--manifest", m.string(), "--chapter", "1", "--json", j.string(),
+                                       "--markdown", md.string(), "--csv", csv1.string()},
+                                      60);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto again = compare::run_process(
+      {COMPARE_BIN, "--replay", j.string(), "--markdown", md2.string(), "--csv", csv2.string()}, 60);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(read(md2), read(md));  // same rows, same intervals (the seed is in the file), same counters
+  EXPECT_EQ(read(csv2), read(csv1));
+  EXPECT_NE(read(md).find("| `optimized_fake` | 64x64 |"), std::string::npos);
+  EXPECT_NE(read(md).find("GB/s"), std::string::npos);
+  std::ofstream(dir_ / "bad.json") << R"({"tool": "cuda-perf-lab compare", "programs": 3})";
+  EXPECT_EQ(compare::run_process({COMPARE_BIN, "--replay", (dir_ / "bad.json").string()}, 60).exit_code, 2);
+  EXPECT_EQ(compare::run_process({COMPARE_BIN, "--replay", j.string(), "--chapter", "1"}, 60).exit_code, 2);
+}
+
 TEST_F(FakeLab, CommandLineStatuses) {
   const auto m = manifest({"baseline_fake", "optimized_fake_wrong"});
   auto run_cli = [&](std::vector<std::string> args) {
