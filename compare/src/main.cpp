@@ -184,7 +184,8 @@ int main(int argc, char** argv) {
             << " repetitions each, cache " << o.cache << ", seed " << o.seed << "\n";
   const compare::Collected c = compare::run_programs(programs, o, std::cerr);
   if (c.no_gpu) {
-    std::cerr << "compare: error: no usable CUDA device: " << c.no_gpu_message << "\n";
+    // The program's own line ("error: no usable CUDA device (...)") says why.
+    std::cerr << "compare: " << c.no_gpu_message << "\n";
     return 3;
   }
   const compare::Analysis a = compare::analyse(c, o.seed);
