@@ -1,0 +1,46 @@
+// The problem behind the reduction lesson: the mean of a large fp32 array. Every element is read
+// once and the arithmetic is one add each, so a good reduction runs at the speed of reading
+// memory. What separates a slow one from a fast one is how much of the GPU takes part in the
+// reading and how the partial sums are combined.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "lab/lab.hpp"
+
+struct Reduction {
+  static constexpr const char* name = "reduction";
+  static constexpr int chapter = 2;
+  static std::vector<std::string> dims() { return {"floats"}; }
+  static std::vector<lab::Shape> sweep() { return {{16777216}, {67108864}, {268435456}}; }
+  // One element, a prime, counts that are not multiples of 4 (the vector width) or of a block.
+  static std::vector<lab::Shape> checks() { return {{1}, {31}, {4097}, {1000003}, {1048577}, {16777219}}; }
+  static lab::Work work(const lab::Shape& s) { return {.bytes = 4.0 * s[0] + 4.0, .flops = double(s[0])}; }
+  static std::string validate(const lab::Shape& s) {
+    return s[0] > (std::int64_t{1} << 32) ? "at most 4294967296 floats" : "";
+  }
+  // fp32 partial sums of thousands of positive terms: about 1e-6 relative in practice, bounded
+  // well under 1e-5 by the summation lengths the variants use.
+  static lab::Tolerance tolerance() { return {0.0, 1e-5, 1e-5, "fp32 sum"}; }
+
+  struct Problem : lab::Problem {
+    std::size_t n;
+    lab::DeviceBuffer<float> x, mean;
+    lab::DeviceBuffer<float> partials;        // scratch for the multi-pass variants
+    lab::DeviceBuffer<std::uint8_t> scratch;  // the library's temporary storage (sized by it)
+
+    Problem(const lab::Shape& s, lab::Rng& rng)
+        : n(static_cast<std::size_t>(s[0])), x(n), mean(1), partials(2 * ((n + 1023) / 1024) + 4096) {
+      rng.uniform(x, 0.f, 1.f);  // positive: a mean near 0.5, no cancellation to hide errors in
+    }
+    void poison(cudaStream_t s) override { lab::poison(mean, s); }
+    lab::Verdict verify() override {
+      const auto h = x.download();
+      double sum = 0;
+      for (float v : h) sum += v;
+      const std::vector<double> ref{sum / static_cast<double>(n)};
+      return lab::compare(mean.download(), ref, tolerance(), "mean");
+    }
+  };
+};
