@@ -1,7 +1,7 @@
-// Optimized square: x * x, one FMUL. Whether it is also faster than the general power depends on
-// what bounds the kernel: each element costs 8 bytes of memory traffic, and at the H100's
-// bandwidth even powf's extra instructions may hide behind the loads. Compare the times, then
-// the SASS (`make square_sass`): the same speed does not mean the same code.
+// Optimized square: x * x, one FMUL. Each element costs 8 bytes of memory traffic, so one might
+// expect every version to run at the memory's speed; on an H100 the hundred-odd instructions of
+// powf do not hide behind the loads, and the multiply is the only one of the three that comes
+// near the copy bandwidth. Compare the times, then the SASS (`make square_sass`).
 // Run: make ch02 && ./ch02_profiling/optimized_square
 #include "square.cuh"
 

@@ -1,7 +1,7 @@
 // The problem behind the square lesson: y = x^2 over a large fp32 array, written three ways:
 // a general power with the exponent known only at run time, powf(x, 2.0f), and x * x. Do they
 // compile to the same instructions? The programs time them and `make square_sass` shows their
-// machine code (SASS) side by side.
+// machine code (SASS) side by side: on sm_90 with nvcc 13, only x * x becomes a multiply.
 #pragma once
 
 #include <string>
