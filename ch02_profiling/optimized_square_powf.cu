@@ -1,7 +1,6 @@
 // Step 1: powf(x, 2.0f), the exponent a compile-time constant. One might expect the compiler to
 // turn it into x * x; nvcc 13 does not: `make square_sass` shows nearly the whole general powf
-// still there (it keeps powf's exact results for every input, which x * x does not promise for
-// overflow and NaN corner cases). Knowing the exponent saves little; writing the multiply does.
+// still there. Knowing the exponent saves a little; writing the multiply saves the rest.
 // Run: make ch02 && ./ch02_profiling/optimized_square_powf
 #include "square.cuh"
 
