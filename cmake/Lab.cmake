@@ -57,8 +57,30 @@ function(lab_chapter short)
     list(APPEND objects $<TARGET_OBJECTS:${program}_variant>)
     file(RELATIVE_PATH rel "${PROJECT_SOURCE_DIR}" "${src}")
     set_property(GLOBAL APPEND PROPERTY LAB_MANIFEST_ENTRIES
-      "{\"program\": \"${program}\", \"chapter\": ${number}, \"folder\": \"${folder}\", \"source\": \"${rel}\", \"make_target\": \"${program}\", \"chapter_target\": \"${short}\", \"path\": \"$<TARGET_FILE:${program}>\"}")
+      "{\"program\": \"${program}\", \"kind\": \"variant\", \"chapter\": ${number}, \"folder\": \"${folder}\", \"source\": \"${rel}\", \"make_target\": \"${program}\", \"chapter_target\": \"${short}\", \"path\": \"$<TARGET_FILE:${program}>\"}")
     lab_program_contract_tests(${program} ${short})
+  endforeach()
+
+  # demo_*.cu: programs with their own main that show something no pair can (listed by compare,
+  # run directly).
+  file(GLOB demo_sources CONFIGURE_DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/demo_*.cu")
+  foreach(src IN LISTS demo_sources)
+    get_filename_component(program "${src}" NAME_WE)
+    add_executable(${program} "${src}")
+    target_link_libraries(${program} PRIVATE lab ${support} CLI11::CLI11)
+    lab_target_defaults(${program})
+    add_dependencies(${short} ${program})
+    file(RELATIVE_PATH rel "${PROJECT_SOURCE_DIR}" "${src}")
+    set_property(GLOBAL APPEND PROPERTY LAB_MANIFEST_ENTRIES
+      "{\"program\": \"${program}\", \"kind\": \"demo\", \"chapter\": ${number}, \"folder\": \"${folder}\", \"source\": \"${rel}\", \"make_target\": \"${program}\", \"chapter_target\": \"${short}\", \"path\": \"$<TARGET_FILE:${program}>\"}")
+    set(script "${PROJECT_SOURCE_DIR}/cmake/expect_exit.cmake")
+    add_test(NAME ${short}.${program}.help
+             COMMAND ${CMAKE_COMMAND} -DPROG=$<TARGET_FILE:${program}> -DARGS=--help -DEXPECT=0 "-DMATCH=Exit status" -P ${script})
+    add_test(NAME ${short}.${program}.unknown_flag
+             COMMAND ${CMAKE_COMMAND} -DPROG=$<TARGET_FILE:${program}> -DARGS=--no-such-flag -DEXPECT=2 -P ${script})
+    set_tests_properties(${short}.${program}.help ${short}.${program}.unknown_flag PROPERTIES LABELS "cpu;${short}")
+    add_test(NAME ${short}.${program}.run COMMAND ${program} --floats 1048576 --samples 5)
+    set_tests_properties(${short}.${program}.run PROPERTIES LABELS "gpu;${short}" SKIP_RETURN_CODE 3 TIMEOUT 120)
   endforeach()
 
   # The chapter's test binary: every variant on every check shape, plus the chapter's own tests.

@@ -55,6 +55,7 @@ Manifest load_manifest(const std::string& path) {
     g.make_target = p.value("make_target", g.name);
     g.chapter_target = p.value("chapter_target", "");
     g.chapter = p.value("chapter", 0);
+    g.kind = p.value("kind", "variant");
     m.programs.push_back(std::move(g));
   }
   return m;
@@ -93,7 +94,9 @@ void describe_programs(Manifest& m, double timeout_s) {
 
 namespace {
 
-int role_rank(const std::string& role) { return role == "baseline" ? 0 : role == "optimized" ? 1 : role == "library" ? 2 : 3; }
+int role_rank(const std::string& role) {
+  return role == "baseline" ? 0 : role == "optimized" ? 1 : role == "library" ? 2 : role == "demo" ? 4 : 3;
+}
 
 bool chapter_matches(const Program& p, const std::string& want) {
   if (want == p.folder) return true;

@@ -22,6 +22,7 @@ const char* status_name(Status);
 struct Program {
   // From the manifest.
   std::string name, path, folder, source, make_target, chapter_target;
+  std::string kind = "variant";  // or "demo": a program of its own, listed but not run by compare
   int chapter = 0;
   // From `program --describe`.
   bool built = false;
@@ -47,7 +48,7 @@ struct Selection {
   bool all = false;
 };
 // Programs of the selection, ordered by chapter, topic, then baseline, optimized steps, optimized,
-// library. Throws std::invalid_argument naming what exists when nothing matches.
+// library (demos last). Throws std::invalid_argument naming what exists when nothing matches.
 std::vector<const Program*> select_programs(const Manifest& m, const Selection& s);
 
 struct RunOptions {

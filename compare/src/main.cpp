@@ -170,6 +170,16 @@ int main(int argc, char** argv) {
     std::cerr << "compare: error: " << e.what() << "\n";
     return 2;
   }
+  // Demos are programs of their own: listed here, run directly.
+  std::vector<const compare::Program*> runnable;
+  for (const auto* p : programs) {
+    if (p->kind == "demo")
+      std::cerr << "compare: " << p->name << " is a demo, not a pair: run it directly (" << p->path << ")\n";
+    else
+      runnable.push_back(p);
+  }
+  programs = runnable;
+  if (programs.empty()) return 0;
   std::string against_text;
   if (!against_path.empty()) {
     std::ifstream in(against_path);

@@ -122,7 +122,7 @@ class FakeLab : public ::testing::Test {
     for (const auto& n : names) {
       const fs::path link = dir_ / "ch01_basics" / n;
       if (std::find(missing.begin(), missing.end(), n) == missing.end()) fs::create_symlink(FAKE_PROGRAM, link);
-      progs.push_back({{"program", n}, {"chapter", 1}, {"folder", "ch01_basics"}, {"source", "ch01_basics/" + n + ".cu"},
+      progs.push_back({{"program", n}, {"kind", n.rfind("demo_", 0) == 0 ? "demo" : "variant"}, {"chapter", 1}, {"folder", "ch01_basics"}, {"source", "ch01_basics/" + n + ".cu"},
                        {"make_target", n}, {"chapter_target", "ch01"}, {"path", link.string()}});
     }
     const fs::path m = dir_ / "manifest.json";
@@ -325,6 +325,18 @@ TEST_F(FakeLab, CommandLineWritesEveryOutput) {
                                             60);
   EXPECT_EQ(refused.exit_code, 2);
   EXPECT_NE(refused.err.find("--ignore-device"), std::string::npos) << refused.err;
+}
+
+TEST_F(FakeLab, DemosAreListedNotRun) {
+  const auto m = manifest({"baseline_fake", "optimized_fake", "demo_fake"});
+  const auto listed = compare::run_process({COMPARE_BIN, "--manifest", m.string(), "--list"}, 60);
+  EXPECT_EQ(listed.exit_code, 0);
+  EXPECT_NE(listed.out.find("demo_fake  [demo]"), std::string::npos) << listed.out;
+  const auto r = compare::run_process({COMPARE_BIN, "--manifest", m.string(), "--chapter", "1"}, 60);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("demo_fake is a demo, not a pair: run it directly"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("round 1/2 demo_fake"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("optimized_fake"), std::string::npos);
 }
 
 TEST_F(FakeLab, ReplayRendersTheSameResults) {

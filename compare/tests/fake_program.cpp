@@ -27,6 +27,11 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--describe") {
+      if (role == "demo") {
+        std::cout << "{\"program\": \"" << self << "\", \"kind\": \"demo\", \"topic\": \"" << topic
+                  << "\", \"chapter\": 1, \"role\": \"demo\", \"description\": \"a demo\", \"sweep\": []}\n";
+        return 0;
+      }
       std::cout << "{\"program\": \"" << self << "\", \"topic\": \"" << topic << "\", \"chapter\": 1, \"role\": \""
                 << role << "\", \"step\": " << (what == "step" ? 1 : 1000) << ", \"description\": \"fake " << what
                 << "\", \"sweep\": [{\"shape\": \"64x64\"}, {\"shape\": \"128x256\"}]}\n";
