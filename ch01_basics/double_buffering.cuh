@@ -39,7 +39,7 @@ struct DoubleBuffering {
     int fmas;
     lab::PinnedBuffer<float> in, out;
     lab::DeviceBuffer<float> dev;
-    std::array<lab::Stream, 3> streams;  // for the chunked pipeline
+    std::array<lab::Stream, 3> streams;  // the pipeline's stages: copies in, kernels, copies out
     std::vector<std::unique_ptr<lab::Event>> events;
     double ideal_s = -1;  // the slowest stage alone, measured once
 
