@@ -49,6 +49,10 @@ struct PerformanceBasics {
   static lab::Work work(const lab::Shape& s) {
     return {.bytes = double(s[1]) * (mlp::kIn + 1) * 4.0, .flops = double(s[1]) * mlp::kGemmFlopsPerSample};
   }
+  // fp32 and double training drift apart chaotically as steps accumulate (both loops' weights
+  // were bit-identical to each other and 5e-4 from double, in relative L2, after 256 steps on an
+  // H100), so the comparison with double is made after at most 64 steps, as "after k steps" asks.
+  static bool verifiable(const lab::Shape& s) { return s[1] / s[0] <= 64; }
   static std::string validate(const lab::Shape& s) {
     if (s[0] > 1024) return "batch at most 1024";
     if (s[1] % s[0] != 0) return "samples must be a multiple of batch";

@@ -70,6 +70,8 @@ struct TopicInfo {
   std::function<std::unique_ptr<Problem>(const Shape&, Rng&)> make;
   // Topic-specific limits on a shape; returns "" when the shape is acceptable.
   std::function<std::string(const Shape&)> validate;
+  // Whether a timed shape can be checked against the reference at all (beyond the cost limits).
+  std::function<bool(const Shape&)> verifiable;
   std::string folder() const;  // "ch01_basics"
 };
 
@@ -105,7 +107,8 @@ class Registry {
 std::string program_name_from_path(std::string_view path);
 
 // The topic's description for the registry, from its static members:
-//   name, chapter, dims(), sweep(), checks(), work(shape), Problem(shape, rng), optional validate(shape).
+//   name, chapter, dims(), sweep(), checks(), work(shape), Problem(shape, rng), optional validate(shape)
+//   and verifiable(shape).
 template <class T>
 TopicInfo topic_info() {
   TopicInfo t;
@@ -120,6 +123,11 @@ TopicInfo topic_info() {
     t.validate = [](const Shape& s) { return std::string(T::validate(s)); };
   } else {
     t.validate = [](const Shape&) { return std::string(); };
+  }
+  if constexpr (requires(const Shape& s) { T::verifiable(s); }) {
+    t.verifiable = [](const Shape& s) { return static_cast<bool>(T::verifiable(s)); };
+  } else {
+    t.verifiable = [](const Shape&) { return true; };
   }
   return t;
 }

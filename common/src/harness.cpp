@@ -146,7 +146,7 @@ std::string describe_json(const Variant& v) {
 std::vector<Shape> shapes_to_verify(const TopicInfo& t, const std::vector<Shape>& timed) {
   std::vector<Shape> out = t.checks;
   for (const auto& s : timed)
-    if (t.work(s).bytes <= kVerifyBytesLimit && t.work(s).flops <= kVerifyFlopsLimit &&
+    if (t.work(s).bytes <= kVerifyBytesLimit && t.work(s).flops <= kVerifyFlopsLimit && t.verifiable(s) &&
         std::find(out.begin(), out.end(), s) == out.end())
       out.push_back(s);
   return out;
@@ -301,7 +301,8 @@ int run(const Variant& v, const Options& opt, const std::string& argv0) {
     for (const auto& s : timed)
       if (std::find(shapes.begin(), shapes.end(), s) == shapes.end())
         out << "  " << s.str()
-            << ": not verified (its CPU reference is over 1 GiB or 4 GFLOP of work; the shapes above cover the same code)\n";
+            << ": not verified (over the CPU reference's limits: 1 GiB or 4 GFLOP of work, or the topic's own); the "
+               "shapes above cover the same code\n";
     if (failed) {
       std::cerr << "error: verification FAILED on " << failed << " of " << shapes.size() << " shapes (seed " << seed
                 << "); not timing a wrong result\n";

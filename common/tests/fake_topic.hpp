@@ -14,6 +14,7 @@ struct FakeTopic {
   static std::vector<lab::Shape> checks() { return {{1, 1}, {3, 5}}; }
   static lab::Work work(const lab::Shape& s) { return {.bytes = 8.0 * s[0] * s[1], .flops = 2.0 * s[0] * s[1]}; }
   static std::string validate(const lab::Shape& s) { return s[1] > 1000 ? "at most 1000 columns" : ""; }
+  static bool verifiable(const lab::Shape& s) { return s[0] != 7; }  // a topic's own limit
   struct Problem : lab::Problem {
     Problem(const lab::Shape&, lab::Rng&) {}
     void poison(cudaStream_t) override {}
