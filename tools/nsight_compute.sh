@@ -12,21 +12,14 @@
 # runs them (--clock-control none), as the lab's own timings are.
 # Writes OUTDIR/<program>.ncu-rep (open it in the Nsight Compute GUI) and OUTDIR/<program>.txt.
 set -u
-usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; }
-if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then usage; exit 0; fi
-if [ $# -lt 2 ]; then usage >&2; exit 2; fi
-out=$1
-shift
-prog=$1
-shift
-[ -x "$prog" ] || { echo "nsight_compute: $prog is not an executable (build it first)" >&2; exit 2; }
-ncu=${NCU:-$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)}
-[ -n "$ncu" ] && [ -x "$ncu" ] || { echo "nsight_compute: ncu (Nsight Compute) not found; set NCU=path" >&2; exit 2; }
-mkdir -p "$out" || exit 2
-name=$(basename "$prog")
+HELP_LAST=13
+source "$(dirname "$0")/profiler_args.sh"
+lab_profiler_args nsight_compute "${NCU:-$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)}" \
+  "ncu (Nsight Compute; NCU=path)" "$@"
+set -- "${PROGRAM_ARGS[@]}"
 filter=()
 [ -n "${KERNEL:-}" ] && filter=(-k "regex:$KERNEL")
-"$ncu" --clock-control none --launch-count "${LAUNCHES:-5}" "${filter[@]}" \
+"$tool" --clock-control none --launch-count "${LAUNCHES:-5}" "${filter[@]}" \
   --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
   --section WarpStateStats --section SchedulerStats \
   -f -o "$out/$name" "$prog" --no-check --benchmark_repetitions=1 --benchmark_min_time=0.01 "$@" \
@@ -37,5 +30,5 @@ if [ $rc -ne 0 ]; then
   tail -5 "$out/$name.log" >&2
   exit 1
 fi
-"$ncu" --import "$out/$name.ncu-rep" --page details > "$out/$name.txt" 2>&1
+"$tool" --import "$out/$name.ncu-rep" --page details > "$out/$name.txt" 2>&1
 echo "nsight_compute: $out/$name.ncu-rep and $out/$name.txt ($(grep -c '^  [^ ].*Context' "$out/$name.txt") kernels)"
