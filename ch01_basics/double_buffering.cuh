@@ -41,7 +41,9 @@ struct DoubleBuffering {
     lab::DeviceBuffer<float> dev;
     std::array<lab::Stream, 3> streams;  // the pipeline's stages: copies in, kernels, copies out
     std::vector<std::unique_ptr<lab::Event>> events;
-    double ideal_s = -1;  // the slowest stage alone, measured once
+    double ideal_s = -1;      // the slowest stage alone, measured once
+    double both_ways_s = -1;  // copying in and out at the same time
+    double bus_bound_s = -1;  // the slower of the kernel alone and both copies at once
 
     Problem(const lab::Shape& s, lab::Rng& rng)
         : n(static_cast<std::size_t>(s[0])), fmas(static_cast<int>(s[1])), in(n), out(n), dev(n) {
@@ -81,9 +83,11 @@ inline void double_buffering_launch(float* data, std::size_t n, int fmas, cudaSt
 }
 
 // Overlap efficiency: the slowest stage alone (the best any pipeline can do) over the time taken.
+// And the bound this machine's bus sets: both copy directions at once share the link, so a
+// pipeline cannot beat the time of copying in and out concurrently (nor the kernel alone).
 inline std::vector<std::pair<std::string, double>> DoubleBuffering::Problem::counters(double seconds, cudaStream_t s) {
   if (ideal_s < 0) {
-    lab::Event a, b;
+    lab::Event a, b, fork, in_done, out_done;
     const std::size_t bytes = n * sizeof(float);
     auto best = [&](auto&& f) {
       float m = 1e30f;
@@ -93,7 +97,23 @@ inline std::vector<std::pair<std::string, double>> DoubleBuffering::Problem::cou
     const double h2d = best([&] { LAB_CHECK(cudaMemcpyAsync(dev.data(), in.data(), bytes, cudaMemcpyHostToDevice, s)); });
     const double kernel = best([&] { double_buffering_launch(dev.data(), n, fmas, s); });
     const double d2h = best([&] { LAB_CHECK(cudaMemcpyAsync(out.data(), dev.data(), bytes, cudaMemcpyDeviceToHost, s)); });
+    // Both directions at once, on the pipeline's copy streams (the data is not used afterwards).
+    const double both = best([&] {
+      fork.record(s);
+      for (int k : {0, 2}) LAB_CHECK(cudaStreamWaitEvent(streams[k], fork));
+      LAB_CHECK(cudaMemcpyAsync(dev.data(), in.data(), bytes, cudaMemcpyHostToDevice, streams[0]));
+      LAB_CHECK(cudaMemcpyAsync(out.data(), dev.data(), bytes, cudaMemcpyDeviceToHost, streams[2]));
+      in_done.record(streams[0]);
+      out_done.record(streams[2]);
+      LAB_CHECK(cudaStreamWaitEvent(s, in_done));
+      LAB_CHECK(cudaStreamWaitEvent(s, out_done));
+    });
     ideal_s = std::max({h2d, kernel, d2h});
+    bus_bound_s = std::max(kernel, both);
+    both_ways_s = both;
   }
-  return {{"ideal_ms", ideal_s * 1e3}, {"overlap_%", 100.0 * ideal_s / seconds}};
+  return {{"ideal_ms", ideal_s * 1e3},
+          {"overlap_%", 100.0 * ideal_s / seconds},
+          {"both_ways_ms", both_ways_s * 1e3},
+          {"of_bus_bound_%", 100.0 * bus_bound_s / seconds}};
 }

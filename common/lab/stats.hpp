@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 namespace lab::stats {
 
@@ -40,5 +41,14 @@ struct Interval {
 };
 Interval bootstrap_median_ratio_ci(std::span<const double> a, std::span<const double> b, double level = 0.95,
                                    int resamples = 4000, std::uint64_t seed = 1);
+
+// The same interval when each side's samples come in groups (compare's rounds: one process each):
+// a two-stage bootstrap that first draws whole groups with replacement, then samples within each
+// drawn group. Samples of one process share that process's state, so they are not independent:
+// when the groups disagree the interval widens to say so, where the plain bootstrap would report
+// the within-process spread only. With one group a side it is the plain bootstrap above.
+Interval bootstrap_median_ratio_ci_grouped(std::span<const std::vector<double>> a,
+                                           std::span<const std::vector<double>> b, double level = 0.95,
+                                           int resamples = 4000, std::uint64_t seed = 1);
 
 }  // namespace lab::stats

@@ -147,19 +147,37 @@ UTest mann_whitney_u(std::span<const double> x, std::span<const double> y, UMeth
 
 Interval bootstrap_median_ratio_ci(std::span<const double> a, std::span<const double> b, double level, int resamples,
                                    std::uint64_t seed) {
-  if (a.empty() || b.empty()) throw std::invalid_argument("bootstrap: empty sample");
+  const std::vector<double> ga(a.begin(), a.end()), gb(b.begin(), b.end());
+  return bootstrap_median_ratio_ci_grouped(std::span(&ga, 1), std::span(&gb, 1), level, resamples, seed);
+}
+
+Interval bootstrap_median_ratio_ci_grouped(std::span<const std::vector<double>> a,
+                                           std::span<const std::vector<double>> b, double level, int resamples,
+                                           std::uint64_t seed) {
+  auto usable = [](std::span<const std::vector<double>> g) {
+    return !g.empty() && std::all_of(g.begin(), g.end(), [](const auto& x) { return !x.empty(); });
+  };
+  if (!usable(a) || !usable(b)) throw std::invalid_argument("bootstrap: empty sample or group");
   if (!(level > 0 && level < 1) || resamples < 10) throw std::invalid_argument("bootstrap: bad level or count");
   std::vector<double> ratios;
   ratios.reserve(static_cast<std::size_t>(resamples));
-  std::vector<double> ra(a.size()), rb(b.size());
   std::uint64_t counter = 0;
   const std::uint64_t key = rng_detail::mix64(seed);
-  auto pick = [&](std::size_t n) {
+  auto pick = [&](std::size_t n) -> std::size_t {
+    if (n == 1) return 0;  // no draw: one group a side is exactly the plain bootstrap
     return static_cast<std::size_t>(((rng_detail::bits(key, counter++) >> 32) * n) >> 32);
   };
+  std::vector<double> ra, rb;
+  auto resample = [&](std::span<const std::vector<double>> groups, std::vector<double>& out) {
+    out.clear();
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      const auto& drawn = groups[pick(groups.size())];
+      for (std::size_t i = 0; i < drawn.size(); ++i) out.push_back(drawn[pick(drawn.size())]);
+    }
+  };
   for (int i = 0; i < resamples; ++i) {
-    for (auto& v : ra) v = a[pick(a.size())];
-    for (auto& v : rb) v = b[pick(b.size())];
+    resample(a, ra);
+    resample(b, rb);
     ratios.push_back(median(ra) / median(rb));
   }
   const double alpha = (1.0 - level) / 2.0;

@@ -131,4 +131,38 @@ TEST(Bootstrap, ReproducibleForASeedAndCoversTheEstimate) {
   EXPECT_GE(wide.hi, i1.hi);
 }
 
+TEST(Stats, GroupedBootstrapIsThePlainOneForOneGroupAndWidensWhenGroupsDisagree) {
+  // Two "processes" per side: within each the samples agree to 1%, but the baseline's second
+  // process ran 30% slower (a busy host). The optimized side is steady.
+  std::vector<double> b1, b2, v1, v2;
+  for (int i = 0; i < 6; ++i) {
+    b1.push_back(10.0 + 0.02 * i);
+    b2.push_back(13.0 + 0.02 * i);
+    v1.push_back(2.0 + 0.004 * i);
+    v2.push_back(2.0 + 0.004 * (5 - i));
+  }
+  std::vector<double> b_all(b1), v_all(v1);
+  b_all.insert(b_all.end(), b2.begin(), b2.end());
+  v_all.insert(v_all.end(), v2.begin(), v2.end());
+
+  const std::vector<std::vector<double>> one_b{b_all}, one_v{v_all};
+  const auto plain = lab::stats::bootstrap_median_ratio_ci(b_all, v_all, 0.95, 2000, 7);
+  const auto single = lab::stats::bootstrap_median_ratio_ci_grouped(one_b, one_v, 0.95, 2000, 7);
+  EXPECT_EQ(plain.lo, single.lo);
+  EXPECT_EQ(plain.hi, single.hi);
+
+  const std::vector<std::vector<double>> gb{b1, b2}, gv{v1, v2};
+  const auto grouped = lab::stats::bootstrap_median_ratio_ci_grouped(gb, gv, 0.95, 2000, 7);
+  const auto again = lab::stats::bootstrap_median_ratio_ci_grouped(gb, gv, 0.95, 2000, 7);
+  EXPECT_EQ(grouped.lo, again.lo);
+  EXPECT_EQ(grouped.hi, again.hi);
+  // Resampling whole processes reaches the all-fast and all-slow baselines: the interval spans
+  // both processes' ratios (about 5.0 and 6.5), wider than the pooled interval.
+  EXPECT_LT(grouped.lo, 5.1);
+  EXPECT_GT(grouped.hi, 6.4);
+  EXPECT_GT(grouped.hi - grouped.lo, plain.hi - plain.lo);
+  EXPECT_THROW(lab::stats::bootstrap_median_ratio_ci_grouped(std::vector<std::vector<double>>{{}}, gv),
+               std::invalid_argument);
+}
+
 }  // namespace

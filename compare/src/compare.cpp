@@ -179,11 +179,12 @@ std::string failure_message(const std::string& err) {
   return picked.empty() ? "(no message)" : picked;
 }
 
-void add_samples(ProgramResult& pr, const BenchmarkRun& run) {
+void add_samples(ProgramResult& pr, const BenchmarkRun& run, int round) {
   for (const auto& s : run.samples) {
     if (!pr.shapes.count(s.shape)) pr.shape_order.push_back(s.shape);
     Cell& c = pr.shapes[s.shape];
     c.samples.push_back(s.seconds);
+    c.rounds.push_back(round);
     for (const auto& [k, v] : s.counters) c.counters[k].push_back(v);
   }
   for (const auto& e : run.errors) {
@@ -249,7 +250,7 @@ Collected run_programs(const std::vector<const Program*>& programs, const RunOpt
       } else if (r.exit_code == 0 || r.exit_code == 4) {
         try {
           const BenchmarkRun run = parse_benchmark_json(r.out);
-          add_samples(pr, run);
+          add_samples(pr, run, round);
           for (const auto& [key, value] : run.context)
             if (key.rfind("lab_", 0) == 0 && !c.context.count(key)) c.context[key] = value;
           if (r.exit_code == 4 && run.errors.empty()) {
@@ -271,6 +272,15 @@ Collected run_programs(const std::vector<const Program*>& programs, const RunOpt
   }
   c.seconds = elapsed();
   return c;
+}
+
+std::vector<std::vector<double>> sample_groups(const Cell& c) {
+  if (c.rounds.size() != c.samples.size()) return {c.samples};
+  std::map<int, std::vector<double>> by_round;
+  for (std::size_t i = 0; i < c.samples.size(); ++i) by_round[c.rounds[i]].push_back(c.samples[i]);
+  std::vector<std::vector<double>> out;
+  for (auto& [round, v] : by_round) out.push_back(std::move(v));
+  return out;
 }
 
 std::string verdict_for(double speedup, double lo, double hi, double p) {
@@ -336,7 +346,8 @@ Row compare_pair(const ProgramResult& base, const ProgramResult& var, const std:
   r.base_median = lab::stats::median(b.samples);
   r.var_median = lab::stats::median(v.samples);
   r.speedup = r.base_median / r.var_median;
-  const auto ci = lab::stats::bootstrap_median_ratio_ci(b.samples, v.samples, 0.95, 4000, seed);
+  // Resampling whole rounds: samples of one process are not independent (see stats.hpp).
+  const auto ci = lab::stats::bootstrap_median_ratio_ci_grouped(sample_groups(b), sample_groups(v), 0.95, 4000, seed);
   r.ci_lo = ci.lo;
   r.ci_hi = ci.hi;
   r.p = lab::stats::mann_whitney_u(b.samples, v.samples).p;
@@ -453,7 +464,10 @@ std::vector<Change> against(const std::string& text, const Collected& now, bool 
     for (const auto& ps : pp.value("shapes", nlohmann::json::array())) {
       const std::string shape = ps.value("shape", "");
       const auto cit = cur->shapes.find(shape);
-      const auto samples = ps.value("samples_s", std::vector<double>{});
+      Cell before;
+      before.samples = ps.value("samples_s", std::vector<double>{});
+      before.rounds = ps.value("rounds", std::vector<int>{});
+      const auto& samples = before.samples;
       if (cit == cur->shapes.end() || cit->second.samples.empty() || samples.empty()) continue;
       Change ch;
       ch.program = name;
@@ -462,7 +476,8 @@ std::vector<Change> against(const std::string& text, const Collected& now, bool 
       ch.after = lab::stats::median(cit->second.samples);
       ch.ratio = ch.before / ch.after;
       ch.p = lab::stats::mann_whitney_u(samples, cit->second.samples).p;
-      const auto ci = lab::stats::bootstrap_median_ratio_ci(samples, cit->second.samples, 0.95, 4000, 1);
+      const auto ci = lab::stats::bootstrap_median_ratio_ci_grouped(sample_groups(before), sample_groups(cit->second),
+                                                                    0.95, 4000, 1);
       const std::string v = verdict_for(ch.ratio, ci.lo, ci.hi, ch.p);
       ch.verdict = v == "FASTER" ? (ch.ratio >= 1.05 ? "IMPROVED" : "SAME")
                    : v == "SLOWER" ? (ch.ratio <= 1 / 1.05 ? "REGRESSED" : "SAME")
@@ -471,6 +486,50 @@ std::vector<Change> against(const std::string& text, const Collected& now, bool 
     }
   }
   return out;
+}
+
+Agreement row_agreement(const std::string& text, const Analysis& now) {
+  Agreement a;
+  nlohmann::json prev;
+  try {
+    prev = nlohmann::json::parse(text);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string("the previous run is not valid JSON: ") + e.what());
+  }
+  std::map<std::string, const nlohmann::json*> before;
+  auto key = [](const std::string& v, const std::string& k, const std::string& ag, const std::string& s) {
+    return v + "|" + k + "|" + ag + "|" + s;
+  };
+  if (!prev.is_object() || !prev.contains("rows") || !prev["rows"].is_array())
+    throw std::runtime_error("the previous run has no rows (not a compare --json file)");
+  for (const auto& r : prev["rows"])  // pointers into prev: no copy of the array
+    before[key(r.value("variant", ""), r.value("kind", ""), r.value("against", ""), r.value("shape", ""))] = &r;
+  for (const auto& r : now.rows) {
+    const auto it = before.find(key(r.variant, r.kind, r.against, r.shape));
+    if (it == before.end()) continue;
+    const nlohmann::json& o = *it->second;
+    RowChange c;
+    c.variant = r.variant;
+    c.kind = r.kind;
+    c.against = r.against;
+    c.shape = r.shape;
+    c.verdict_before = o.value("verdict", "");
+    c.verdict_after = r.verdict;
+    if (o.contains("speedup") && o["speedup"].is_number()) c.before = o["speedup"].get<double>();
+    c.after = r.speedup;
+    if (c.before > 0 && c.after > 0) {
+      c.diff_pct = 100.0 * (c.after / c.before - 1.0);
+      c.within_ci = c.before >= r.ci_lo && c.before <= r.ci_hi;
+    }
+    a.rows.push_back(c);
+  }
+  for (const auto& c : a.rows) {
+    if (c.verdict_before != c.verdict_after) ++a.verdicts_differ;
+    if (std::fabs(c.diff_pct) > 5.0) ++a.over_5pct;
+    if (!std::isnan(c.diff_pct) && (!a.largest || std::fabs(c.diff_pct) > std::fabs(a.largest->diff_pct)))
+      a.largest = &c;
+  }
+  return a;
 }
 
 }  // namespace compare

@@ -52,8 +52,8 @@ struct Selection {
 std::vector<const Program*> select_programs(const Manifest& m, const Selection& s);
 
 struct RunOptions {
-  int repetitions = 5;  // Google Benchmark repetitions per program run
-  int rounds = 2;       // ABAB rounds: samples per side = repetitions * rounds
+  int repetitions = 3;  // Google Benchmark repetitions per program run
+  int rounds = 4;       // ABAB rounds: samples per side = repetitions * rounds
   bool quick = false;   // each topic's first (smallest) sweep shape only
   std::vector<std::string> shapes;
   double timeout_s = 600;
@@ -64,6 +64,7 @@ struct RunOptions {
 
 struct Cell {
   std::vector<double> samples;  // seconds per iteration, one per repetition
+  std::vector<int> rounds;      // the round (program run) of each sample; empty: one group
   std::map<std::string, std::vector<double>> counters;
   Status status = Status::ok;
   std::string message;
@@ -125,6 +126,9 @@ std::string verdict_for(double speedup, double ci_lo, double ci_hi, double p);
 
 Analysis analyse(const Collected& c, std::uint64_t seed);
 
+// A cell's samples grouped by round (one group per program run), for the grouped bootstrap.
+std::vector<std::vector<double>> sample_groups(const Cell& c);
+
 // --against: this run against a saved compare JSON.
 struct Change {
   std::string program, shape;
@@ -135,5 +139,23 @@ struct Change {
 };
 std::vector<Change> against(const std::string& previous_json_text, const Collected& now, bool ignore_device,
                             std::string& error);
+
+// --against, row by row: do two runs tell the same story? Same verdict, and how far apart the
+// speedups are, next to how wide this run's interval says they may be.
+struct RowChange {
+  std::string variant, kind, against, shape;
+  double before = NAN, after = NAN;  // speedups
+  double diff_pct = NAN;             // after / before - 1, in %
+  std::string verdict_before, verdict_after;
+  bool within_ci = false;  // the previous speedup lies inside this run's 95% interval
+};
+struct Agreement {
+  std::vector<RowChange> rows;
+  int verdicts_differ = 0;
+  int over_5pct = 0;
+  const RowChange* largest = nullptr;
+};
+// Throws std::runtime_error when the previous run is not compare JSON.
+Agreement row_agreement(const std::string& previous_json_text, const Analysis& now);
 
 }  // namespace compare

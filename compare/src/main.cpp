@@ -83,9 +83,9 @@ int main(int argc, char** argv) {
   auto* all_opt = app.add_flag("--all", all, "every chapter");
   all_opt->excludes(ch_opt)->excludes(topic_opt);
   list_opt->excludes(ch_opt)->excludes(topic_opt)->excludes(all_opt);
-  app.add_option("--repetitions", o.repetitions, "Google Benchmark repetitions per program run (default 5)")
+  app.add_option("--repetitions", o.repetitions, "Google Benchmark repetitions per program run (default 3)")
       ->check(CLI::Range(1, 1000));
-  app.add_option("--rounds", o.rounds, "interleaved rounds (ABAB); samples per side = repetitions x rounds (default 2)")
+  app.add_option("--rounds", o.rounds, "interleaved rounds (ABAB), one process per program each; samples per side = repetitions x rounds (default 4)")
       ->check(CLI::Range(1, 100));
   app.add_flag("--quick", quick, "smoke run: each topic's smallest shape, 5 repetitions, 1 round, short samples");
   app.add_option("--shape", o.shapes, "shapes passed to the programs instead of their sweeps (repeatable)");
@@ -215,6 +215,12 @@ int main(int argc, char** argv) {
       compare::print_changes(std::cout, changes, color);
       for (const auto& ch : changes)
         if (ch.verdict == "REGRESSED") status = std::max(status, 1);
+      try {
+        compare::print_agreement(std::cout, compare::row_agreement(against_text, a));
+      } catch (const std::exception& e) {
+        std::cerr << "compare: error: --against: " << e.what() << "\n";
+        status = 2;
+      }
     }
   }
   bool wrote = true;

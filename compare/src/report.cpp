@@ -278,7 +278,7 @@ nlohmann::json to_json(const Collected& c, const Analysis& a, const Meta& m) {
     for (const auto& s : pr.shape_order) {
       const Cell& cl = pr.shapes.at(s);
       nlohmann::json e = {{"shape", s}, {"status", status_name(cl.status)}, {"message", cl.message},
-                          {"samples_s", cl.samples}, {"counters", cl.counters}};
+                          {"samples_s", cl.samples}, {"rounds", cl.rounds}, {"counters", cl.counters}};
       e["median_s"] = cl.samples.empty() ? nlohmann::json(nullptr) : nlohmann::json(lab::stats::median(cl.samples));
       p["shapes"].push_back(e);
     }
@@ -360,6 +360,7 @@ void replay(const nlohmann::json& j, Replayed& out) {
         cl.status = status_from(sh.at("status"));
         cl.message = sh.value("message", "");
         cl.samples = sh.at("samples_s").get<std::vector<double>>();
+        cl.rounds = sh.value("rounds", std::vector<int>{});  // absent in runs before rounds were kept
         cl.counters = sh.at("counters").get<std::map<std::string, std::vector<double>>>();
       }
       c.programs.push_back(std::move(pr));
@@ -379,6 +380,28 @@ void print_changes(std::ostream& out, const std::vector<Change>& changes, bool c
         << "x  p " << pvalue(ch.p) << "  " << v << "\n";
   }
   if (changes.empty()) out << "  (no program and shape in common)\n";
+}
+
+void print_agreement(std::ostream& out, const Agreement& a) {
+  const int n = static_cast<int>(a.rows.size());
+  out << "\nagreement with the previous run (the speedups, row by row):\n";
+  if (n == 0) {
+    out << "  (no row in common)\n";
+    return;
+  }
+  out << "  " << n << " rows in both runs; same verdict: " << n - a.verdicts_differ << "; speedups within 5%: "
+      << n - a.over_5pct;
+  if (a.largest)
+    out << "; largest difference " << (a.largest->diff_pct >= 0 ? "+" : "") << fixed(a.largest->diff_pct, 1) << "% ("
+        << a.largest->variant << " " << a.largest->shape << " " << a.largest->kind << ")";
+  out << "\n";
+  for (const auto& c : a.rows) {
+    if (c.verdict_before == c.verdict_after && !(std::fabs(c.diff_pct) > 5.0)) continue;
+    out << "  " << std::left << std::setw(34) << c.variant << std::setw(18) << c.shape << std::setw(18) << c.kind
+        << std::right << std::setw(9) << fixed(c.before, 2) << "x -> " << std::setw(9) << fixed(c.after, 2) << "x ("
+        << (c.diff_pct >= 0 ? "+" : "") << fixed(c.diff_pct, 1) << "%)  " << c.verdict_before << " -> "
+        << c.verdict_after << (c.within_ci ? "; the previous speedup is inside this run's 95% interval" : "") << "\n";
+  }
 }
 
 }  // namespace compare

@@ -38,5 +38,6 @@ struct Replayed {
 };
 void replay(const nlohmann::json& j, Replayed& out);
 void print_changes(std::ostream& out, const std::vector<Change>& changes, bool color);
+void print_agreement(std::ostream& out, const Agreement& a);
 
 }  // namespace compare

@@ -189,6 +189,56 @@ TEST_F(FakeLab, SpeedupsStepsAndLibrary) {
   EXPECT_NE(progress_.find("[8/8] round 2/2 library_fake"), std::string::npos) << progress_;
 }
 
+TEST(Agreement, RowByRowAgainstAPreviousRun) {
+  compare::Analysis now;
+  compare::Row a;
+  a.variant = "optimized_x";
+  a.kind = "vs baseline";
+  a.against = "baseline_x";
+  a.shape = "64";
+  a.speedup = 4.0;
+  a.ci_lo = 3.5;
+  a.ci_hi = 4.6;
+  a.verdict = "FASTER";
+  compare::Row b = a;
+  b.shape = "128";
+  b.speedup = 1.01;
+  b.ci_lo = 0.99;
+  b.ci_hi = 1.02;
+  b.verdict = "SAME";
+  compare::Row only_now = a;
+  only_now.shape = "256";
+  now.rows = {a, b, only_now};
+  const nlohmann::json prev = {
+      {"rows",
+       {{{"variant", "optimized_x"}, {"kind", "vs baseline"}, {"against", "baseline_x"}, {"shape", "64"},
+         {"speedup", 3.6}, {"verdict", "FASTER"}},
+        {{"variant", "optimized_x"}, {"kind", "vs baseline"}, {"against", "baseline_x"}, {"shape", "128"},
+         {"speedup", 1.03}, {"verdict", "FASTER"}}}}};
+  const auto g = compare::row_agreement(prev.dump(), now);
+  ASSERT_EQ(g.rows.size(), 2u);  // the 256 row has no partner
+  EXPECT_EQ(g.verdicts_differ, 1);
+  EXPECT_EQ(g.over_5pct, 1);
+  ASSERT_NE(g.largest, nullptr);
+  EXPECT_EQ(g.largest->shape, "64");
+  EXPECT_NEAR(g.largest->diff_pct, 100.0 * (4.0 / 3.6 - 1.0), 1e-9);
+  EXPECT_TRUE(g.largest->within_ci);  // 3.6 lies in [3.5, 4.6]
+  EXPECT_FALSE(g.rows[1].within_ci);  // 1.03 is outside [0.99, 1.02]
+  EXPECT_THROW(compare::row_agreement("not json", now), std::runtime_error);
+}
+
+TEST(Groups, SamplesGroupedByRound) {
+  compare::Cell c;
+  c.samples = {1, 2, 3, 4, 5};
+  c.rounds = {1, 1, 2, 2, 2};
+  const auto g = compare::sample_groups(c);
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_EQ(g[0], (std::vector<double>{1, 2}));
+  EXPECT_EQ(g[1], (std::vector<double>{3, 4, 5}));
+  c.rounds.clear();  // a run saved before rounds were kept: one group
+  EXPECT_EQ(compare::sample_groups(c).size(), 1u);
+}
+
 TEST_F(FakeLab, FailuresAreRowsNeverGaps) {
   const auto m = manifest({"baseline_fake", "optimized_fake_crash", "baseline_two", "optimized_two_wrong",
                            "baseline_three", "optimized_three_garbage", "baseline_four", "optimized_four_oom",
@@ -297,10 +347,14 @@ TEST_F(FakeLab, CommandLineWritesEveryOutput) {
   EXPECT_NE(r.out.find("FASTER"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Fake GPU"), std::string::npos);
   EXPECT_EQ(r.out.find("\033["), std::string::npos);  // no color into a pipe
-  EXPECT_NE(r.err.find("[4/4] round 2/2 optimized_fake"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("[8/8] round 4/4 optimized_fake"), std::string::npos) << r.err;  // 4 rounds by default
   const auto js = nlohmann::json::parse(read(j));
   EXPECT_EQ(js["device"]["name"], "Fake GPU");
-  EXPECT_EQ(js["programs"][1]["shapes"][0]["samples_s"].size(), 10u);
+  const auto& shape0 = js["programs"][1]["shapes"][0];
+  EXPECT_EQ(shape0["samples_s"].size(), 20u);  // 5 repetitions x 4 rounds
+  ASSERT_EQ(shape0["rounds"].size(), 20u);     // the round of every sample, for the grouped bootstrap
+  EXPECT_EQ(shape0["rounds"][0], 1);
+  EXPECT_EQ(shape0["rounds"][19], 4);
   EXPECT_EQ(js["rows"][0]["verdict"], "FASTER");
   EXPECT_FALSE(js["git_commit"].get<std::string>().empty());
   const std::string csv = read(c);
@@ -317,6 +371,8 @@ TEST_F(FakeLab, CommandLineWritesEveryOutput) {
   EXPECT_EQ(again.exit_code, 0) << again.err;
   EXPECT_NE(again.out.find("against the previous run"), std::string::npos);
   EXPECT_EQ(again.out.find("REGRESSED"), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find("agreement with the previous run"), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find("2 rows in both runs; same verdict: 2;"), std::string::npos) << again.out;
   auto other = js;
   other["device"]["uuid"] = "GPU-other";
   std::ofstream(dir_ / "other.json") << other.dump();
@@ -335,7 +391,7 @@ TEST_F(FakeLab, DemosAreListedNotRun) {
   const auto r = compare::run_process({COMPARE_BIN, "--manifest", m.string(), "--chapter", "1"}, 60);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("demo_fake is a demo, not a pair: run it directly"), std::string::npos) << r.err;
-  EXPECT_EQ(r.err.find("round 1/2 demo_fake"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(" demo_fake:"), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("optimized_fake"), std::string::npos);
 }
 
