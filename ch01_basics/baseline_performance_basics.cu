@@ -7,6 +7,8 @@
 // kernels are a few microseconds and the loop's overhead is most of the step (low goodput).
 // optimized_performance_basics.cu removes all four.
 // Run: make ch01 && ./ch01_basics/baseline_performance_basics
+#include <optional>
+
 #include "performance_basics.cuh"
 
 LAB_VARIANT(PerformanceBasics, baseline, "naive loop: host batch in pageable memory, malloc per step, sync copies, loss read back") {
@@ -14,15 +16,23 @@ LAB_VARIANT(PerformanceBasics, baseline, "naive loop: host batch in pageable mem
   const std::size_t xs = std::size_t(p.batch) * mlp::kIn;
   p.host_losses.resize(p.steps);
   for (int t = 0; t < p.steps; ++t) {
+    // Phases as NVTX ranges: Nsight Systems and `--trace` show where each step's time goes.
+    lab::prof::Range step("step");
+    std::optional<lab::prof::Range> phase(std::in_place, "host batch");
     std::vector<float> xb(p.data.begin() + t * xs, p.data.begin() + (t + 1) * xs);
     std::vector<int> yb(p.labels.begin() + std::size_t(t) * p.batch, p.labels.begin() + std::size_t(t + 1) * p.batch);
+    phase.emplace("allocate");
     mlp::Workspace ws(p.batch);
     lab::DeviceBuffer<float> x(xs);
     lab::DeviceBuffer<int> y(p.batch);
+    phase.emplace("copy in");
     LAB_CHECK(cudaMemcpy(x.data(), xb.data(), xs * sizeof(float), cudaMemcpyHostToDevice));
     LAB_CHECK(cudaMemcpy(y.data(), yb.data(), p.batch * sizeof(int), cudaMemcpyHostToDevice));
+    phase.emplace("train step");
     mlp::train_step(p.handle, p.params.data(), ws, x.data(), y.data(), p.batch, p.losses.data() + t, stream);
+    phase.emplace("sync + loss");
     LAB_CHECK(cudaStreamSynchronize(stream));
     LAB_CHECK(cudaMemcpy(&p.host_losses[t], p.losses.data() + t, sizeof(float), cudaMemcpyDeviceToHost));
+    phase.emplace("free");
   }  // ws, x and y are freed here, every step
 }

@@ -21,6 +21,8 @@ struct Options {
   bool check_only = false;
   bool no_check = false;
   bool remeasure_peaks = false;
+  bool profile = false;     // --profile: the per-kernel table, from a pass of its own after the timing
+  std::string trace;        // --trace FILE: a Chrome trace of that pass
   std::vector<Shape> shapes;  // empty: the topic's sweep
   CacheMode cache = CacheMode::cold;
   std::optional<std::uint64_t> seed;

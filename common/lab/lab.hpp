@@ -4,6 +4,7 @@
 #include "lab/check.hpp"
 #include "lab/graph.hpp"
 #include "lab/memory.hpp"
+#include "lab/profiler.hpp"
 #include "lab/registry.hpp"
 #include "lab/rng.hpp"
 #include "lab/timing.hpp"

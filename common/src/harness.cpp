@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -13,6 +14,7 @@
 #include "lab/check.hpp"
 #include "lab/device.hpp"
 #include "lab/memory.hpp"
+#include "lab/profiler.hpp"
 
 namespace lab {
 
@@ -80,6 +82,10 @@ struct Cli {
         ->check(CLI::IsMember({"cold", "hot"}));
     app.add_option("--seed", seed, "seed for the random inputs (default: a fresh one, printed)");
     app.add_flag("--remeasure-peaks", o.remeasure_peaks, "measure the device's peak bandwidth and FP32 rate again");
+    app.add_flag("--profile", o.profile,
+                 "after the timing, profile a pass of its own (CUPTI): per-kernel, copy and memset table by total GPU time");
+    app.add_option("--trace", o.trace, "with that pass, write a Chrome trace (Perfetto, chrome://tracing) to FILE")
+        ->type_name("FILE.json");
     app.add_flag("--describe", o.describe, "print this variant's description as JSON and exit (no GPU needed)");
     app.footer(footer(v));
   }
@@ -153,6 +159,7 @@ std::vector<Shape> shapes_to_verify(const TopicInfo& t, const std::vector<Shape>
 }
 
 Verdict check_variant(const Variant& v, const Shape& s, std::uint64_t seed, cudaStream_t stream) {
+  prof::Range phase("verify " + s.str());
   Rng rng(seed);
   auto p = v.topic->make(s, rng);
   LAB_CHECK(cudaDeviceSynchronize());  // inputs are complete before the variant's stream starts
@@ -214,12 +221,19 @@ void bench_shape(benchmark::State& st, BenchContext& c, const Shape& s) {
     return;
   }
   try {
-    Problem& p = c.problem_for(s);
-    for (int i = 0; i < kWarmupRuns; ++i) {  // module load, first-launch and library setup costs
-      c.v.run(p, c.stream);
-      LAB_CHECK_LAUNCH();
+    Problem& p = [&]() -> Problem& {
+      prof::Range phase("setup " + s.str());
+      return c.problem_for(s);
+    }();
+    {
+      prof::Range phase("warm-up " + s.str());
+      for (int i = 0; i < kWarmupRuns; ++i) {  // module load, first-launch and library setup costs
+        c.v.run(p, c.stream);
+        LAB_CHECK_LAUNCH();
+      }
+      c.stream.sync();
     }
-    c.stream.sync();
+    prof::Range phase("timed " + s.str());
     double total_ms = 0;
     std::int64_t n = 0;
     for (auto _ : st) {
@@ -259,11 +273,68 @@ bool has_flag(const std::vector<std::string>& args, std::string_view name) {
   return std::any_of(args.begin(), args.end(), [&](const std::string& a) { return starts_with(a, name); });
 }
 
+constexpr int kProfiledRuns = 5;
+
+// --profile / --trace: a pass of its own after the timing, under CUPTI. Per shape: the problem is
+// made, warmed up and run kProfiledRuns times back to back (no L2 flush); the table covers those runs.
+void profile_pass(const Variant& v, const Options& opt, const std::vector<Shape>& shapes, std::uint64_t seed,
+                  std::ostream& out) {
+  const TopicInfo& t = *v.topic;
+  Stream stream;
+  std::vector<std::pair<Shape, std::pair<std::uint64_t, std::uint64_t>>> windows;
+  prof::Session session;
+  for (const auto& s : shapes) {
+    std::unique_ptr<Problem> p;
+    {
+      prof::Range phase("setup " + s.str());
+      Rng rng(seed);
+      p = t.make(s, rng);
+      LAB_CHECK(cudaDeviceSynchronize());
+    }
+    {
+      prof::Range phase("warm-up " + s.str());
+      for (int i = 0; i < kWarmupRuns; ++i) v.run(*p, stream);
+      LAB_CHECK_LAUNCH();
+      stream.sync();
+    }
+    const std::uint64_t t0 = prof::now_ns();
+    {
+      prof::Range phase("profiled " + s.str());
+      for (int i = 0; i < kProfiledRuns; ++i) v.run(*p, stream);
+      LAB_CHECK_LAUNCH();
+      stream.sync();
+    }
+    windows.push_back({s, {t0, prof::now_ns()}});
+  }
+  const std::vector<prof::Record> records = session.stop();
+  if (opt.profile) {
+    for (const auto& [s, w] : windows) {
+      std::vector<prof::Record> in;
+      for (const auto& r : records)
+        if (r.start_ns >= w.first && r.start_ns <= w.second) in.push_back(r);
+      out << "\nprofile " << s.str() << ": " << kProfiledRuns << " runs back to back after " << kWarmupRuns
+          << " warm-up runs (L2 not flushed), GPU times from CUPTI, sorted by total:\n"
+          << prof::format_table(prof::key_averages(in));
+    }
+  }
+  if (!opt.trace.empty()) {
+    std::ofstream f(opt.trace);
+    f << prof::chrome_trace(records, v.program);
+    if (!f) throw Error("cannot write the trace to " + opt.trace);
+    out << "\ntrace: " << opt.trace << " (" << records.size()
+        << " events: kernels and copies per stream, runtime calls per thread, the phases; open it in "
+           "https://ui.perfetto.dev or chrome://tracing)\n";
+  }
+  out.flush();
+}
+
 int run(const Variant& v, const Options& opt, const std::string& argv0) {
   std::ostream& out = opt.machine_readable ? std::cerr : std::cout;
   const TopicInfo& t = *v.topic;
   const std::vector<Shape> timed = opt.shapes.empty() ? t.sweep : opt.shapes;
 
+  if (!opt.trace.empty() && !std::ofstream(opt.trace))
+    throw UsageError("--trace " + opt.trace + ": cannot create the file");
   DeviceFacts dev = init_device();
   out << v.program << ": " << role_name(v.role) << " variant of '" << t.name << "' (" << t.folder() << ")\n  "
       << v.description << "\n"
@@ -375,6 +446,8 @@ int run(const Variant& v, const Options& opt, const std::string& argv0) {
     return kExitUsage;
   }
   for (const auto& f : ctx.failures) std::cerr << "error: " << f << "\n";
+  if ((opt.profile || !opt.trace.empty()) && ctx.exit_code == kExitOk && !listing)
+    profile_pass(v, opt, timed, seed, out);
   return ctx.exit_code;
 }
 

@@ -182,3 +182,62 @@ TEST(Gpu, MeasuredPeaksStayUnderTheDatasheet) {
 }
 
 }  // namespace
+
+namespace {
+
+__global__ void lab_test_twice(float* x, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= 2.f;
+}
+
+TEST(Gpu, ProfilerRecordsKernelsCopiesCallsAndRanges) {
+  LAB_REQUIRE_GPU();
+  lab::init_device();
+  const int n = 1 << 20;
+  std::vector<float> h(n, 1.f);
+  lab::DeviceBuffer<float> d(n);
+  for (int session = 0; session < 2; ++session) {  // a second session after the first works too
+    std::vector<lab::prof::Record> rec;
+    {
+      lab::prof::Session s;
+      {
+        lab::prof::Range r("work");
+        LAB_CHECK(cudaMemcpy(d.data(), h.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+        lab_test_twice<<<n / 256, 256>>>(d.data(), n);
+        LAB_CHECK_LAUNCH();
+        LAB_CHECK(cudaMemset(d.data(), 0, 4096));
+        LAB_CHECK(cudaDeviceSynchronize());
+      }
+      rec = s.stop();
+    }
+    const lab::prof::Record *kernel = nullptr, *copy = nullptr, *set = nullptr, *launch = nullptr, *range = nullptr;
+    for (const auto& r : rec) {
+      if (r.kind == lab::prof::Kind::kernel && r.name.rfind("lab_test_twice(float*, int)", 0) == 0) kernel = &r;
+      if (r.kind == lab::prof::Kind::memcpy) copy = &r;
+      if (r.kind == lab::prof::Kind::memset) set = &r;
+      if (r.kind == lab::prof::Kind::api && r.name == "cudaLaunchKernel") launch = &r;
+      if (r.kind == lab::prof::Kind::range && r.name == "work") range = &r;
+    }
+    ASSERT_NE(kernel, nullptr) << "session " << session << ": " << rec.size() << " records";
+    ASSERT_NE(copy, nullptr);
+    ASSERT_NE(set, nullptr);
+    ASSERT_NE(launch, nullptr);
+    ASSERT_NE(range, nullptr);
+    EXPECT_EQ(copy->name, "memcpy HtoD (pageable -> device)");
+    EXPECT_EQ(copy->bytes, n * sizeof(float));
+    EXPECT_EQ(set->bytes, 4096u);
+    EXPECT_GT(kernel->end_ns, kernel->start_ns);
+    // One clock for host and GPU: the launch call precedes the kernel, and the range, closed after
+    // a synchronize, holds both.
+    EXPECT_LE(launch->start_ns, kernel->start_ns);
+    EXPECT_LE(range->start_ns, launch->start_ns);
+    EXPECT_GE(range->end_ns, kernel->end_ns);
+    const auto rows = lab::prof::key_averages(rec);
+    ASSERT_GE(rows.size(), 3u);
+    double pct = 0;
+    for (const auto& r : rows) pct += r.percent;
+    EXPECT_NEAR(pct, 100.0, 1e-6);
+  }
+}
+
+}  // namespace

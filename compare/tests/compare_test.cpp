@@ -227,6 +227,44 @@ TEST(Agreement, RowByRowAgainstAPreviousRun) {
   EXPECT_THROW(compare::row_agreement("not json", now), std::runtime_error);
 }
 
+TEST(Against, OneSlowProcessIsNotARegression) {
+  compare::Program prog;
+  prog.name = "baseline_x";
+  auto cell = [](std::vector<double> round_level) {
+    compare::Cell c;
+    for (std::size_t r = 0; r < round_level.size(); ++r)
+      for (int i = 0; i < 3; ++i) {
+        c.samples.push_back(round_level[r] * (1.0 + 0.001 * i));
+        c.rounds.push_back(static_cast<int>(r) + 1);
+      }
+    return c;
+  };
+  auto previous = [&](const compare::Cell& c) {
+    return nlohmann::json{{"device", {{"uuid", "GPU-1"}}},
+                          {"programs", {{{"program", "baseline_x"},
+                                         {"shapes", {{{"shape", "64"}, {"samples_s", c.samples}, {"rounds", c.rounds}}}}}}}}
+        .dump();
+  };
+  compare::Collected now;
+  now.context["lab_device_uuid"] = "GPU-1";
+  compare::ProgramResult pr;
+  pr.program = &prog;
+  pr.shape_order = {"64"};
+  pr.shapes["64"] = cell({1.16, 1.17, 1.15, 1.16});  // every process in the host's slow mode
+  now.programs.push_back(pr);
+  std::string error;
+  // Before: two fast processes and two slow ones. The medians differ by 7%, but the rounds overlap.
+  auto ch = compare::against(previous(cell({1.0, 1.16, 1.16, 1.0})), now, false, error);
+  ASSERT_TRUE(error.empty()) << error;
+  ASSERT_EQ(ch.size(), 1u);
+  EXPECT_LT(ch[0].ratio, 1 / 1.05);
+  EXPECT_NE(ch[0].verdict, "REGRESSED");
+  // Before: every process fast. Now every one is slower: a regression.
+  ch = compare::against(previous(cell({1.0, 1.01, 0.99, 1.0})), now, false, error);
+  ASSERT_EQ(ch.size(), 1u);
+  EXPECT_EQ(ch[0].verdict, "REGRESSED");
+}
+
 TEST(Groups, SamplesGroupedByRound) {
   compare::Cell c;
   c.samples = {1, 2, 3, 4, 5};

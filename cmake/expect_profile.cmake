@@ -1,0 +1,37 @@
+# Runs PROG with --profile and --trace TRACE on SHAPE and fails unless the table names KERNEL and
+# the trace is a Chrome trace-event document holding that kernel on a stream track. Without a GPU
+# the program says so and the test is skipped (SKIP_REGULAR_EXPRESSION on the caller's side).
+file(REMOVE "${TRACE}")
+execute_process(COMMAND "${PROG}" --shape ${SHAPE} --no-check --benchmark_repetitions=1 --benchmark_min_time=0.01
+                        --profile --trace "${TRACE}"
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
+if(rc EQUAL 3)
+  message("${err}")  # "no usable CUDA device": the caller skips
+  return()
+endif()
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "${PROG}: exit status ${rc}\nstdout:\n${out}\nstderr:\n${err}")
+endif()
+if(NOT out MATCHES "profile ${SHAPE}: 5 runs" OR NOT out MATCHES "  ${KERNEL}[^\n]* kernel +5 " OR NOT out MATCHES "% GPU")
+  message(FATAL_ERROR "${PROG}: no profile table naming ${KERNEL} with 5 calls\nstdout:\n${out}")
+endif()
+file(READ "${TRACE}" trace)
+string(JSON n LENGTH "${trace}" traceEvents)
+set(found OFF)
+math(EXPR last "${n} - 1")
+foreach(i RANGE ${last})
+  string(JSON name GET "${trace}" traceEvents ${i} name)
+  string(JSON ph GET "${trace}" traceEvents ${i} ph)
+  if(ph STREQUAL "X" AND name MATCHES "^${KERNEL}")
+    string(JSON cat GET "${trace}" traceEvents ${i} cat)
+    string(JSON dur GET "${trace}" traceEvents ${i} dur)
+    if(cat STREQUAL "kernel" AND dur GREATER 0)
+      set(found ON)
+      break()
+    endif()
+  endif()
+endforeach()
+if(NOT found)
+  message(FATAL_ERROR "${TRACE}: no kernel event named ${KERNEL} among ${n} events")
+endif()
+message(STATUS "${PROG}: profile table and trace (${n} events) name ${KERNEL}")
