@@ -41,8 +41,8 @@ struct Row {
 
 // GPU records (kernels, copies, memsets) grouped by kind and name, sorted by total time.
 std::vector<Row> key_averages(const std::vector<Record>& records);
-// The table as text, names cut to `name_width` characters.
-std::string format_table(const std::vector<Row>& rows, std::size_t name_width = 60);
+// The table as text, names cut to `name_width` characters ("(anonymous namespace)::" dropped).
+std::string format_table(const std::vector<Row>& rows, std::size_t name_width = 64);
 // The records as a Chrome trace-event JSON document; times relative to the earliest record.
 std::string chrome_trace(const std::vector<Record>& records, std::string_view process_name);
 

@@ -46,6 +46,9 @@ TEST(Profiler, KeyAveragesGroupsSortsAndPercentages) {
   EXPECT_NE(table.find("60.000 us"), std::string::npos) << table;
   EXPECT_NE(table.find("69.8%"), std::string::npos) << table;
   EXPECT_NE(table.find("(all GPU activity)"), std::string::npos) << table;
+  auto anon = rows;
+  anon[0].name = "(anonymous namespace)::square(float*, int)";
+  EXPECT_EQ(lab::prof::format_table(anon), table);  // the namespace noise is dropped from the table
   const std::string narrow = lab::prof::format_table(rows, 10);
   EXPECT_NE(narrow.find("square(..."), std::string::npos) << narrow;
 }
