@@ -6,14 +6,14 @@
 //   5. median of many, cache flushed          - what every lab program reports
 // It is not a baseline/optimized pair: compare lists it, and you run it directly.
 // Run: make ch02 && ./ch02_profiling/demo_timing_pitfalls
+// ctest-args: --floats 1048576 --samples 5
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-
+#include "lab/demo.hpp"
 #include "lab/device.hpp"
 #include "lab/lab.hpp"
 #include "lab/stats.hpp"
@@ -34,29 +34,14 @@ constexpr const char* kDescription = "five ways to time one kernel, side by side
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{std::string("demo_timing_pitfalls: ") + kDescription, "demo_timing_pitfalls"};
   std::int64_t n = std::int64_t{1} << 26;
   int samples = 50;
-  bool describe = false;
-  app.add_option("--floats", n, "elements the kernel reads and writes (default 67108864)")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 32));
-  app.add_option("--samples", samples, "launches for the median (default 50)")->check(CLI::Range(3, 100000));
-  app.add_flag("--describe", describe, "print this program's description as JSON and exit (no GPU needed)");
-  app.footer("Exit status: 0 ok; 2 bad usage; 3 no usable CUDA device; 4 out of device memory.");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return lab::kExitOk;
-  } catch (const CLI::ParseError& e) {
-    std::cerr << "error: " << e.what() << " (see --help)\n";
-    return lab::kExitUsage;
-  }
-  if (describe) {
-    std::cout << "{\"program\": \"demo_timing_pitfalls\", \"kind\": \"demo\", \"chapter\": 2, \"role\": \"demo\", "
-                 "\"topic\": \"timing_pitfalls\", \"description\": \"" << kDescription << "\", \"sweep\": []}\n";
-    return lab::kExitOk;
-  }
-  try {
+  auto options = [&](CLI::App& app) {
+    app.add_option("--floats", n, "elements the kernel reads and writes (default 67108864)")
+        ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 32));
+    app.add_option("--samples", samples, "launches for the median (default 50)")->check(CLI::Range(3, 100000));
+  };
+  return lab::demo_main(argc, argv, {"demo_timing_pitfalls", "timing_pitfalls", kDescription, 2}, options, [&] {
     const lab::DeviceFacts dev = lab::init_device();
     std::cout << dev.describe() << "\n";
     const std::size_t count = static_cast<std::size_t>(n);
@@ -115,8 +100,5 @@ int main(int argc, char** argv) {
       std::printf("%-34s %9.2f us %10.0f %8.2fx  %s\n", l.method, l.seconds * 1e6, bytes / l.seconds / 1e9,
                   l.seconds / median, l.why);
     return lab::kExitOk;
-  } catch (const lab::Error& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return e.exit_code();
-  }
+  });
 }

@@ -79,7 +79,11 @@ function(lab_chapter short)
     add_test(NAME ${short}.${program}.unknown_flag
              COMMAND ${CMAKE_COMMAND} -DPROG=$<TARGET_FILE:${program}> -DARGS=--no-such-flag -DEXPECT=2 -P ${script})
     set_tests_properties(${short}.${program}.help ${short}.${program}.unknown_flag PROPERTIES LABELS "cpu;${short}")
-    add_test(NAME ${short}.${program}.run COMMAND ${program} --floats 1048576 --samples 5)
+    # A demo's GPU smoke run takes the arguments its source names on a line "// ctest-args: ...".
+    file(STRINGS "${src}" ctest_args_line REGEX "^// ctest-args: " LIMIT_COUNT 1)
+    string(REPLACE "// ctest-args: " "" ctest_args "${ctest_args_line}")
+    separate_arguments(ctest_args UNIX_COMMAND "${ctest_args}")
+    add_test(NAME ${short}.${program}.run COMMAND ${program} ${ctest_args})
     set_tests_properties(${short}.${program}.run PROPERTIES LABELS "gpu;${short}" SKIP_RETURN_CODE 3 TIMEOUT 120)
   endforeach()
 

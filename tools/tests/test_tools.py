@@ -71,5 +71,45 @@ class Plot(unittest.TestCase):
         os.unlink(f.name)
 
 
+ROOFLINE = {
+    "tool": "cuda-perf-lab roofline",
+    "device": "Fake GPU",
+    "ceilings": {"copy_gbs": 3000, "fp32_tflops": 60, "sgemm_tflops": 50, "tf32_tflops": 400, "bf16_tflops": 750},
+    "points": [
+        {"name": "saxpy", "flop_per_byte": 1 / 6, "gbs": 2900, "tflops": 0.48, "percent_of_roof": 96.7},
+        {"name": "transpose", "flop_per_byte": 0, "gbs": 2850, "tflops": 0, "percent_of_roof": 95.0},
+        {"name": "sgemm", "flop_per_byte": 1365, "gbs": 36, "tflops": 50, "percent_of_roof": 83.3},
+    ],
+}
+
+
+@unittest.skipIf(importlib.util.find_spec("matplotlib") is None, "matplotlib is not installed")
+class PlotRoofline(unittest.TestCase):
+    def test_writes_png_and_svg(self):
+        import plot_roofline
+
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "r.json")
+            with open(path, "w") as f:
+                json.dump(ROOFLINE, f)
+            written = plot_roofline.plot(plot_roofline.load(path), d)
+            self.assertEqual(sorted(os.path.basename(p) for p in written), ["roofline.png", "roofline.svg"])
+            for p in written:
+                self.assertGreater(os.path.getsize(p), 1000)
+            with open(os.path.join(d, "roofline.svg")) as f:
+                svg = f.read()
+            self.assertIn("transpose", svg)  # the bandwidth-only kernel is listed under the plot
+
+    def test_rejects_other_json(self):
+        import plot_roofline
+
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "x.json")
+            with open(path, "w") as f:
+                json.dump({"tool": "cuda-perf-lab compare"}, f)
+            with self.assertRaises(ValueError):
+                plot_roofline.load(path)
+
+
 if __name__ == "__main__":
     unittest.main()

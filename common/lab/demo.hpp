@@ -1,0 +1,56 @@
+// The main of a demo: a program of its own rather than a baseline/optimized pair, with the lab's
+// contract all the same: --help, --describe (JSON, no GPU), the exit statuses, one clear line on error.
+#pragma once
+
+#include <functional>
+#include <iostream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "lab/check.hpp"
+
+namespace lab {
+
+struct DemoInfo {
+  std::string program, topic, description;
+  int chapter = 0;
+};
+
+// `options` adds the demo's flags; `body` runs it and returns the exit status. lab::Error and its
+// kinds (usage, no device, out of memory) become their exit statuses.
+inline int demo_main(int argc, char** argv, const DemoInfo& d, const std::function<void(CLI::App&)>& options,
+                     const std::function<int()>& body) {
+  CLI::App app{d.program + ": " + d.description, d.program};
+  bool describe = false;
+  options(app);
+  app.add_flag("--describe", describe, "print this program's description as JSON and exit (no GPU needed)");
+  app.footer("Exit status: 0 ok; 1 a wrong result or GPU fault; 2 bad usage; 3 no usable CUDA device; "
+             "4 out of device memory.");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return kExitOk;
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "error: " << e.what() << " (see --help)\n";
+    return kExitUsage;
+  }
+  if (describe) {
+    std::cout << "{\"program\": \"" << d.program << "\", \"kind\": \"demo\", \"chapter\": " << d.chapter
+              << ", \"role\": \"demo\", \"topic\": \"" << d.topic << "\", \"description\": \"" << d.description
+              << "\", \"sweep\": []}\n";
+    return kExitOk;
+  }
+  try {
+    return body();
+  } catch (const Error& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return kExitWrongResult;
+  }
+}
+
+}  // namespace lab
