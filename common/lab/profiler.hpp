@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include <cuda_runtime.h>
+
 namespace lab::prof {
 
 enum class Kind { kernel, memcpy, memset, api, range };
@@ -66,6 +68,8 @@ class Session {
 
 // The clock the records use (CUPTI's, in ns).
 std::uint64_t now_ns();
+// The id a stream's records carry (Record::stream, the trace's "stream N" tracks).
+std::uint32_t stream_id(cudaStream_t s);
 
 // A named phase: an NVTX range for Nsight Systems, and a record for --trace while a Session runs.
 class Range {

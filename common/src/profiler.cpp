@@ -253,6 +253,12 @@ std::uint64_t now_ns() {
   return t;
 }
 
+std::uint32_t stream_id(cudaStream_t s) {
+  std::uint32_t id = 0;
+  LAB_CHECK(cuptiGetStreamIdEx(nullptr, s, 0, &id));
+  return id;
+}
+
 Session::Session() {
   if (g_active.exchange(true)) throw Error("profiler: a profiling session is already running in this process");
   {

@@ -240,4 +240,36 @@ TEST(Gpu, ProfilerRecordsKernelsCopiesCallsAndRanges) {
   }
 }
 
+TEST(Gpu, ProfilerPutsWorkOnItsStreams) {
+  LAB_REQUIRE_GPU();
+  lab::init_device();
+  const int n = 1 << 16;
+  lab::PinnedBuffer<float> h(n);
+  lab::DeviceBuffer<float> d(n);
+  lab::Stream compute, copies;
+  lab::prof::Session s;
+  const std::uint32_t compute_id = lab::prof::stream_id(compute), copies_id = lab::prof::stream_id(copies);
+  ASSERT_NE(compute_id, copies_id);
+  lab_test_twice<<<n / 256, 256, 0, compute>>>(d.data(), n);
+  LAB_CHECK_LAUNCH();
+  compute.sync();
+  LAB_CHECK(cudaMemcpyAsync(h.data(), d.data(), n * sizeof(float), cudaMemcpyDeviceToHost, copies));
+  copies.sync();
+  const auto rec = s.stop();
+  int kernels = 0, memcpys = 0;
+  for (const auto& r : rec) {
+    if (r.kind == lab::prof::Kind::kernel) {
+      ++kernels;
+      EXPECT_EQ(r.stream, compute_id);
+    }
+    if (r.kind == lab::prof::Kind::memcpy) {
+      ++memcpys;
+      EXPECT_EQ(r.stream, copies_id);
+      EXPECT_EQ(r.name, "memcpy DtoH (device -> pinned)");
+    }
+  }
+  EXPECT_EQ(kernels, 1);
+  EXPECT_EQ(memcpys, 1);
+}
+
 }  // namespace

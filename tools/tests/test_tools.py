@@ -98,7 +98,7 @@ class PlotRoofline(unittest.TestCase):
                 self.assertGreater(os.path.getsize(p), 1000)
             with open(os.path.join(d, "roofline.svg")) as f:
                 svg = f.read()
-            self.assertIn("transpose", svg)  # the bandwidth-only kernel is listed under the plot
+            self.assertIn("transpose", svg)  # the bandwidth-only kernel is listed in the key
 
     def test_rejects_other_json(self):
         import plot_roofline
