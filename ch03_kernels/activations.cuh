@@ -76,7 +76,7 @@ struct Activation {
       const auto hx = x.download();
       std::vector<double> ref(n);
       for (std::size_t i = 0; i < n; ++i) ref[i] = Op::reference(hx[i]);
-      return lab::compare(y.download(), ref, lab::Tolerance::fp32(), "y");
+      return lab::compare(y.download(), ref, tolerance_or(lab::Tolerance::fp32()), "y");
     }
   };
 };

@@ -92,3 +92,21 @@ TEST(Shape, ErrorsNameTheFlagAndTheProblem) {
 }
 
 }  // namespace
+
+namespace {
+
+struct ToleranceProbe : lab::Problem {
+  void poison(cudaStream_t) override {}
+  lab::Verdict verify() override { return {}; }
+};
+
+TEST(Problem, AVariantMayNameItsOwnTolerance) {
+  ToleranceProbe p;
+  EXPECT_STREQ(p.tolerance_or(lab::Tolerance::fp32()).name, "fp32");  // the topic's default
+  p.tolerance_override = lab::Tolerance{5e-4, 1e-5, 2e-4, "gelu tanh approximation"};
+  const lab::Tolerance t = p.tolerance_or(lab::Tolerance::fp32());
+  EXPECT_STREQ(t.name, "gelu tanh approximation");
+  EXPECT_DOUBLE_EQ(t.atol, 5e-4);
+}
+
+}  // namespace
