@@ -158,3 +158,19 @@ TEST(Verify, PresetsGrowLooserWithLowerPrecision) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Tolerance, PerElementBoundHasNoL2Bound) {
+  const auto t = lab::Tolerance::per_element(5e-4, 1e-5, "approximation");
+  // One element, near zero, off by 2e-4: within the per-element bound, hopeless in relative terms.
+  const std::vector<float> got{0.0012f};
+  const std::vector<double> ref{0.0010};
+  EXPECT_TRUE(lab::compare(got, ref, t, "y").pass);
+  // Outside the per-element bound: a failure, whatever the L2 says.
+  const std::vector<float> far{0.0020f};
+  EXPECT_FALSE(lab::compare(far, ref, t, "y").pass);
+  EXPECT_FALSE(lab::compare(got, ref, lab::Tolerance::fp32(), "y").pass);
+}
+
+}  // namespace
