@@ -48,22 +48,24 @@ struct SwishOp {
   }
 };
 
-inline std::string at_most_2_pow_32(const lab::Shape& s) {
-  return s[0] > (std::int64_t{1} << 32) ? "at most 4294967296 elements" : "";
-}
-
 }  // namespace act
 
-// y = op(x)
-template <class Op>
-struct Activation {
-  static constexpr const char* name = Op::name;
+// What every activation topic shares: one dimension, the same sweep and awkward sizes.
+struct ActivationShapes {
   static constexpr int chapter = 3;
   static std::vector<std::string> dims() { return {"elements"}; }
   static std::vector<lab::Shape> sweep() { return {{16777216}, {268435456}}; }
   static std::vector<lab::Shape> checks() { return {{1}, {3}, {4097}, {1000003}}; }
+  static std::string validate(const lab::Shape& s) {
+    return s[0] > (std::int64_t{1} << 32) ? "at most 4294967296 elements" : "";
+  }
+};
+
+// y = op(x)
+template <class Op>
+struct Activation : ActivationShapes {
+  static constexpr const char* name = Op::name;
   static lab::Work work(const lab::Shape& s) { return {.bytes = 8.0 * double(s[0]), .flops = 0}; }
-  static std::string validate(const lab::Shape& s) { return act::at_most_2_pow_32(s); }
 
   struct Problem : lab::Problem {
     std::size_t n;
@@ -83,14 +85,9 @@ struct Activation {
 
 // dx = dy * op'(x)
 template <class Op>
-struct ActivationBackward {
+struct ActivationBackward : ActivationShapes {
   static constexpr const char* name = Op::backward_name;
-  static constexpr int chapter = 3;
-  static std::vector<std::string> dims() { return {"elements"}; }
-  static std::vector<lab::Shape> sweep() { return {{16777216}, {268435456}}; }
-  static std::vector<lab::Shape> checks() { return {{1}, {3}, {4097}, {1000003}}; }
   static lab::Work work(const lab::Shape& s) { return {.bytes = 12.0 * double(s[0]), .flops = 0}; }
-  static std::string validate(const lab::Shape& s) { return act::at_most_2_pow_32(s); }
 
   struct Problem : lab::Problem {
     std::size_t n;

@@ -7,10 +7,11 @@
 
   tools/plot_compare.py results.json --out plots/
 """
-import argparse
 import json
 import os
 import sys
+
+import plotting
 
 
 def load(path):
@@ -86,25 +87,5 @@ def plot(data, out):
     return written
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("json", help="a file written by compare --json")
-    ap.add_argument("--out", default="plots", help="folder for the images (default plots/)")
-    a = ap.parse_args()
-    try:
-        data = load(a.json)
-    except (OSError, ValueError) as err:
-        print("plot_compare: error: %s" % err, file=sys.stderr)
-        return 2
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        print("plot_compare: error: matplotlib is not installed (apt-get install python3-matplotlib)", file=sys.stderr)
-        return 2
-    for path in plot(data, a.out):
-        print(path)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(plotting.main("plot_compare", __doc__, "compare --json", load, plot))

@@ -6,10 +6,11 @@ without arithmetic (intensity 0) cannot sit on a log axis: they are listed in th
 
   tools/plot_roofline.py roofline.json --out plots/     (writes plots/roofline.png and .svg)
 """
-import argparse
 import json
 import os
 import sys
+
+import plotting
 
 
 def load(path):
@@ -81,25 +82,5 @@ def plot(data, out):
     return written
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("json", help="a file written by demo_roofline --json")
-    ap.add_argument("--out", default="plots", help="folder for the images (default plots/)")
-    a = ap.parse_args()
-    try:
-        data = load(a.json)
-    except (OSError, ValueError, KeyError) as err:
-        print("plot_roofline: error: %s" % err, file=sys.stderr)
-        return 2
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        print("plot_roofline: error: matplotlib is not installed (apt-get install python3-matplotlib)", file=sys.stderr)
-        return 2
-    for path in plot(data, a.out):
-        print(path)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(plotting.main("plot_roofline", __doc__, "demo_roofline --json", load, plot))

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <stdexcept>
+#include <functional>
 #include <string>
 
 #include <cublas_v2.h>
@@ -64,6 +65,11 @@ class UsageError : public Error {
  public:
   explicit UsageError(const std::string& what) : Error(what, kExitUsage) {}
 };
+
+// Runs body() and returns its exit status; a lab::Error becomes its one-line message on stderr
+// ("error: ...") and its own exit status (usage 2, no device 3, out of memory 4, else 1), any
+// other exception the same with status 1. Every program's main goes through here.
+int run_reporting_errors(const std::function<int()>& body);
 
 // The architectures this binary was compiled for, e.g. "sm_90" (set by the build).
 const char* built_architectures();

@@ -42,15 +42,7 @@ inline int demo_main(int argc, char** argv, const DemoInfo& d, const std::functi
               << "\", \"sweep\": []}\n";
     return kExitOk;
   }
-  try {
-    return body();
-  } catch (const Error& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return e.exit_code();
-  } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return kExitWrongResult;
-  }
+  return run_reporting_errors(body);
 }
 
 }  // namespace lab

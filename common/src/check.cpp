@@ -1,5 +1,6 @@
 #include "lab/check.hpp"
 
+#include <iostream>
 #include <sstream>
 
 #ifndef LAB_CUDA_ARCHITECTURES
@@ -17,6 +18,18 @@ std::string mib(std::size_t b) {
   return o.str();
 }
 }  // namespace
+
+int run_reporting_errors(const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const Error& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return kExitWrongResult;
+  }
+}
 
 OutOfMemory::OutOfMemory(std::size_t wanted, std::size_t free_bytes, std::size_t total_bytes)
     : Error("out of device memory: wanted " + std::to_string(wanted) + " bytes (" + mib(wanted) + "), " +

@@ -454,34 +454,19 @@ int run(const Variant& v, const Options& opt, const std::string& argv0) {
 }  // namespace
 
 int run_main(const Variant& v, int argc, char** argv) {
-  try {
+  return run_reporting_errors([&] {
     const std::vector<std::string> args(argv + 1, argv + argc);
     const Options opt = parse_options(v, args);
     if (opt.help) {
       std::cout << help_text(v);
-      return kExitOk;
+      return int{kExitOk};
     }
     if (opt.describe) {
       std::cout << describe_json(v) << "\n";
-      return kExitOk;
+      return int{kExitOk};
     }
     return run(v, opt, argv[0]);
-  } catch (const UsageError& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return kExitUsage;
-  } catch (const NoDevice& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return kExitNoDevice;
-  } catch (const OutOfMemory& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return kExitOutOfMemory;
-  } catch (const Error& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return e.exit_code();
-  } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return kExitWrongResult;
-  }
+  });
 }
 
 int run_main(int argc, char** argv) {
