@@ -66,16 +66,8 @@ struct Timer {
   Timer(lab::Stream& stream, lab::L2Flusher& f) : s(stream), flusher(f) {}
   lab::Stream& s;
   lab::L2Flusher& flusher;
-  lab::Event a, b;
   double seconds(const std::function<void()>& f) {
-    for (int i = 0; i < 3; ++i) f();
-    s.sync();
-    std::vector<double> ms;
-    for (int i = 0; i < 10; ++i) {
-      flusher.flush(s);
-      ms.push_back(lab::time_once_ms(f, s, a, b));
-    }
-    return lab::stats::median(ms) * 1e-3;
+    return lab::stats::median(lab::flushed_samples_ms(f, s, &flusher, 10)) * 1e-3;
   }
 };
 

@@ -72,11 +72,8 @@ int main(int argc, char** argv) {
     // 4. Events, one launch, after the warm-up above (the L2 still holds what the last run touched).
     const double one_event = lab::time_once_ms(launch, s, a, b) * 1e-3;
     // 5. The lab's way: the median of many event-timed launches, each after an L2 flush.
-    std::vector<double> t;
-    for (int i = 0; i < samples; ++i) {
-      flusher.flush(s);
-      t.push_back(lab::time_once_ms(launch, s, a, b) * 1e-3);
-    }
+    std::vector<double> t = lab::flushed_samples_ms(launch, s, &flusher, samples, /*warmup=*/0);
+    for (double& x : t) x *= 1e-3;
     const double median = lab::stats::median(t);
     const double cv = lab::stats::cv(t);
 

@@ -2,27 +2,41 @@
 // weight vector w of D: one dot product per row. Each element of x is read once and used for one
 // multiply-add, so the whole operation is a stream through x (arithmetic intensity 0.5 FLOP/byte):
 // memory-bound, and how the threads walk x decides everything. The yardstick is cuBLAS's gemv.
+//
+// Its backward, given dy (B): dx = dy w^T (B x D, an outer product: a write of B x D floats that
+// reads only the two vectors) and dw = x^T dy (D: a sum over the rows, down each column of x).
+// Minimal traffic: read x and write dx once each, so the yardstick is again the copy bandwidth,
+// and cuBLAS (gemm with k = 1 for dx, gemv for dw) is the library to beat.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "lab/lab.hpp"
+#include "rows.cuh"
 
-struct WeightedSum {
-  static constexpr const char* name = "weighted_sum";
+// Shapes for both directions: the users' (64x128, 256x512, 1024x2048) and one that leaves the L2
+// far behind; awkward ones: one row, one column, D not a multiple of 4 or of the warp, more rows
+// than a grid row.
+struct WeightedSumShapes {
   static constexpr int chapter = 3;
   static std::vector<std::string> dims() { return {"rows", "dim"}; }
-  // The users' shapes (64x128, 256x512, 1024x2048) and one that leaves the L2 far behind.
   static std::vector<lab::Shape> sweep() { return {{64, 128}, {256, 512}, {1024, 2048}, {16384, 16384}}; }
-  // Awkward: one row, one column, D not a multiple of 4 or of the warp, more rows than a grid row.
   static std::vector<lab::Shape> checks() { return {{1, 1}, {3, 5}, {7, 33}, {33, 1000}, {5, 4097}, {70000, 3}}; }
+  static std::string validate(const lab::Shape& s) {
+    return double(s[0]) * double(s[1]) > double(std::int64_t{1} << 32) ? "at most 2^32 elements in x" : "";
+  }
+};
+
+// Relative 1e-4, as the users' guide asks: fp32 sums of up to 16384 products, in any order.
+inline lab::Tolerance weighted_sum_tolerance() { return {1e-4, 1e-4, 1e-4, "relative 1e-4"}; }
+
+struct WeightedSum : WeightedSumShapes {
+  static constexpr const char* name = "weighted_sum";
   static lab::Work work(const lab::Shape& s) {
     const double b = double(s[0]), d = double(s[1]);
     return {.bytes = 4.0 * (b * d + d + b), .flops = 2.0 * b * d};
-  }
-  static std::string validate(const lab::Shape& s) {
-    return double(s[0]) * double(s[1]) > double(std::int64_t{1} << 32) ? "at most 2^32 elements in x" : "";
   }
 
   struct Problem : lab::Problem {
@@ -43,8 +57,74 @@ struct WeightedSum {
         for (int j = 0; j < dim; ++j) acc += double(hx[std::size_t(r) * dim + j]) * double(hw[j]);
         ref[r] = acc;
       }
-      // Relative 1e-4, as the users' guide asks: fp32 sums of up to 16384 products, in any order.
-      return lab::compare(y.download(), ref, lab::Tolerance{1e-4, 1e-4, 1e-4, "relative 1e-4"}, "y");
+      return lab::compare(y.download(), ref, weighted_sum_tolerance(), "y");
+    }
+  };
+};
+
+// How the optimized backward splits the work: each thread owns V consecutive columns (V = 4 when
+// D is a multiple of 4) and walks down `rows_per_part` rows of them; blockIdx.y picks the part.
+// Enough parts to give every SM 2048 threads, each writing one partial dw per column; a second
+// kernel adds the parts (rows::sum_partials).
+struct WeightedSumBackwardPlan {
+  int vec, threads, parts, rows_per_part;
+  unsigned col_blocks;
+  WeightedSumBackwardPlan(int rows, int dim, int sms) {
+    vec = dim % 4 == 0 ? 4 : 1;
+    const int col_threads = dim / vec;
+    threads = std::min(256, (col_threads + 31) / 32 * 32);
+    col_blocks = static_cast<unsigned>((col_threads + threads - 1) / threads);
+    const long long wanted = (2048LL * sms + std::int64_t(col_blocks) * threads - 1) / (std::int64_t(col_blocks) * threads);
+    parts = static_cast<int>(std::clamp<long long>(wanted, 1, std::min(rows, 65535)));
+    rows_per_part = (rows + parts - 1) / parts;
+    parts = (rows + rows_per_part - 1) / rows_per_part;
+  }
+};
+
+struct WeightedSumBackward : WeightedSumShapes {
+  static constexpr const char* name = "weighted_sum_backward";
+  static lab::Work work(const lab::Shape& s) {
+    const double b = double(s[0]), d = double(s[1]);
+    // read x, w, dy; write dx, dw. dx: one multiply an element; dw: one multiply-add.
+    return {.bytes = 4.0 * (2 * b * d + 2 * d + b), .flops = 3.0 * b * d};
+  }
+
+  struct Problem : lab::Problem {
+    int rows, dim;
+    WeightedSumBackwardPlan plan;
+    lab::DeviceBuffer<float> x, w, dy, dx, dw;
+    lab::DeviceBuffer<float> partial;  // the optimized variant's per-part dw, parts x D
+    lab::CublasHandle handle;          // for the library variant
+    Problem(const lab::Shape& s, lab::Rng& rng)
+        : rows(static_cast<int>(s[0])),
+          dim(static_cast<int>(s[1])),
+          plan(rows, dim, rows::sm_count()),
+          x(std::size_t(rows) * dim),
+          w(dim),
+          dy(rows),
+          dx(std::size_t(rows) * dim),
+          dw(dim),
+          partial(std::size_t(plan.parts) * dim) {
+      rng.uniform(x, -1.f, 1.f);
+      rng.uniform(w, -1.f, 1.f);
+      rng.uniform(dy, -1.f, 1.f);
+    }
+    void poison(cudaStream_t s) override {
+      lab::poison(dx, s);
+      lab::poison(dw, s);
+      lab::poison(partial, s);
+    }
+    lab::Verdict verify() override {
+      const auto hx = x.download(), hw = w.download(), hdy = dy.download();
+      std::vector<double> rdx(std::size_t(rows) * dim), rdw(dim, 0.0);
+      for (int r = 0; r < rows; ++r)
+        for (int j = 0; j < dim; ++j) {
+          const std::size_t i = std::size_t(r) * dim + j;
+          rdx[i] = double(hdy[r]) * double(hw[j]);
+          rdw[j] += double(hx[i]) * double(hdy[r]);
+        }
+      lab::Verdict v = lab::compare(dx.download(), rdx, weighted_sum_tolerance(), "dx", {rows, dim});
+      return v.also(lab::compare(dw.download(), rdw, weighted_sum_tolerance(), "dw"));
     }
   };
 };

@@ -62,12 +62,13 @@ function(lab_chapter short)
   endforeach()
 
   # demo_*.cu: programs with their own main that show something no pair can (listed by compare,
-  # run directly).
+  # run directly). They link the chapter's variants, so a demo can run them from the registry.
   file(GLOB demo_sources CONFIGURE_DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/demo_*.cu")
   foreach(src IN LISTS demo_sources)
     get_filename_component(program "${src}" NAME_WE)
-    add_executable(${program} "${src}")
-    target_link_libraries(${program} PRIVATE lab ${support} CLI11::CLI11)
+    add_executable(${program} "${src}" ${objects})
+    target_link_libraries(${program} PRIVATE lab ${support} CLI11::CLI11 nlohmann_json::nlohmann_json)
+    set_target_properties(${program} PROPERTIES LINKER_LANGUAGE CXX)
     lab_target_defaults(${program})
     add_dependencies(${short} ${program})
     file(RELATIVE_PATH rel "${PROJECT_SOURCE_DIR}" "${src}")

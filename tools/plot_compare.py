@@ -34,15 +34,6 @@ def final_rows(data):
     return [r for r in data["rows"] if r["kind"] == "vs baseline" and r["variant"] in names and r["speedup"]]
 
 
-def save(plt, fig, out, stem):
-    fig.tight_layout()
-    paths = [os.path.join(out, "%s.%s" % (stem, ext)) for ext in ("png", "svg")]
-    for path in paths:
-        fig.savefig(path)
-    plt.close(fig)
-    return paths
-
-
 def plot(data, out):
     import matplotlib
 
@@ -68,7 +59,7 @@ def plot(data, out):
         ax.set_xticklabels(labels, fontsize=8)
         ax.set_ylabel("speedup over baseline (x)")
         ax.set_title("%s: final optimized vs baseline\n%s" % (folder, title), fontsize=9)
-        written += save(plt, fig, out, "speedup_" + folder)
+        written += plotting.save(plt, fig, out, "speedup_" + folder)
     topics = {}
     for p in data["programs"]:
         pts = [(s["shape"], s["median_s"]) for s in p["shapes"] if s.get("median_s")]
@@ -83,7 +74,7 @@ def plot(data, out):
         ax.set_ylabel("median time (us, log scale)")
         ax.set_title("%s\n%s" % (topic, title), fontsize=9)
         ax.legend(fontsize=8)
-        written += save(plt, fig, out, "time_" + topic)
+        written += plotting.save(plt, fig, out, "time_" + topic)
     return written
 
 

@@ -73,13 +73,7 @@ def plot(data, out):
     ax.set_title("Roofline of %s" % data.get("device", "?"), fontsize=10)
     ax.legend(fontsize=7, loc="lower right")
     ax.grid(True, which="both", lw=0.3)
-    written = []
-    for ext in ("png", "svg"):
-        path = os.path.join(out, "roofline." + ext)
-        fig.savefig(path, dpi=130)
-        written.append(path)
-    plt.close(fig)
-    return written
+    return plotting.save(plt, fig, out, "roofline", dpi=130)
 
 
 if __name__ == "__main__":

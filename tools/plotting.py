@@ -1,7 +1,19 @@
-"""Shared by the lab's plotting scripts (plot_compare.py, plot_roofline.py): the command line,
-the checks before anything is drawn, and the error lines. Not a program of its own."""
+"""Shared by the lab's plotting scripts (plot_compare.py, plot_roofline.py, plot_sweep.py): the
+command line, the checks before anything is drawn, the error lines, and saving a figure as PNG and
+SVG. Not a program of its own."""
 import argparse
+import os
 import sys
+
+
+def save(plt, fig, out, stem, dpi=None):
+    """Writes fig as out/stem.png and out/stem.svg, closes it, returns the two paths."""
+    fig.tight_layout()
+    paths = [os.path.join(out, "%s.%s" % (stem, ext)) for ext in ("png", "svg")]
+    for path in paths:
+        fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return paths
 
 
 def main(prog, doc, what, load, plot):

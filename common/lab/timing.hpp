@@ -7,7 +7,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string_view>
+#include <vector>
 
 #include <cuda_runtime.h>
 
@@ -44,5 +46,11 @@ float time_once_ms(F&& fn, cudaStream_t s, Event& start, Event& stop) {
   LAB_CHECK_LAUNCH();
   return stop.elapsed_ms_since(start);
 }
+
+// The samples every lab tool outside Google Benchmark takes (the demos, the sweep report):
+// `warmup` untimed calls, then `samples` calls timed one by one with events on s, each after an
+// L2 flush when a flusher is given (cold cache, as in every program). Milliseconds, in order.
+std::vector<double> flushed_samples_ms(const std::function<void()>& fn, cudaStream_t s, L2Flusher* flusher,
+                                       int samples, int warmup = 3);
 
 }  // namespace lab

@@ -22,4 +22,18 @@ L2Flusher::L2Flusher(std::size_t l2_bytes, int sms)
 
 void L2Flusher::flush(cudaStream_t s) { read_through(buf_.data(), buf_.bytes(), sink_.data(), sms_, s); }
 
+std::vector<double> flushed_samples_ms(const std::function<void()>& fn, cudaStream_t s, L2Flusher* flusher,
+                                       int samples, int warmup) {
+  for (int i = 0; i < warmup; ++i) fn();
+  LAB_CHECK(cudaStreamSynchronize(s));
+  Event start, stop;
+  std::vector<double> ms;
+  ms.reserve(static_cast<std::size_t>(std::max(samples, 0)));
+  for (int i = 0; i < samples; ++i) {
+    if (flusher) flusher->flush(s);
+    ms.push_back(time_once_ms(fn, s, start, stop));
+  }
+  return ms;
+}
+
 }  // namespace lab

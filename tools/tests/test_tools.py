@@ -111,5 +111,49 @@ class PlotRoofline(unittest.TestCase):
                 plot_roofline.load(path)
 
 
+SWEEP = [
+    {"operation": "layernorm", "implementation": impl, "program": impl + "_layernorm", "batch_size": 32,
+     "sequence_length": seq, "tensor_dimension": dim, "time_ms": t, "memory_mb": 1.0, "inference_speed": 1000 / t,
+     "gpu_efficiency": 50.0, "throughput_gbps": 1500.0, "peak_gbps": 3000.0, "verified": True, "status": "ok"}
+    for impl, scale in (("baseline", 2.0), ("optimized", 1.0))
+    for seq in (512, 2048)
+    for dim, t in ((8, 0.01 * scale), (768, 0.05 * scale), (4096, 0.2 * scale))
+] + [
+    {"operation": "mse", "implementation": "baseline", "program": "baseline_mse", "batch_size": 128,
+     "sequence_length": 2048, "tensor_dimension": 4096, "time_ms": None, "memory_mb": None,
+     "inference_speed": None, "gpu_efficiency": None, "throughput_gbps": None, "peak_gbps": 3000.0,
+     "verified": False, "status": "OOM"},
+]
+
+
+@unittest.skipIf(importlib.util.find_spec("matplotlib") is None, "matplotlib is not installed")
+class PlotSweep(unittest.TestCase):
+    def test_one_figure_per_operation_with_a_line_per_program_and_tokens(self):
+        import plot_sweep
+
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "s.json")
+            with open(path, "w") as f:
+                json.dump(SWEEP, f)
+            written = plot_sweep.plot(plot_sweep.load(path), d)
+            # mse has only an OOM record: no figure for it
+            self.assertEqual(sorted(os.path.basename(p) for p in written), ["sweep_layernorm.png", "sweep_layernorm.svg"])
+            with open(os.path.join(d, "sweep_layernorm.svg")) as f:
+                svg = f.read()
+            for label in ("baseline_layernorm, 32x512", "optimized_layernorm, 32x2048"):
+                self.assertIn(label, svg)
+
+    def test_rejects_other_json(self):
+        import plot_sweep
+
+        with tempfile.TemporaryDirectory() as d:
+            for bad in ({"tool": "cuda-perf-lab compare"}, [], [{"operation": "gelu"}]):
+                path = os.path.join(d, "x.json")
+                with open(path, "w") as f:
+                    json.dump(bad, f)
+                with self.assertRaises(ValueError):
+                    plot_sweep.load(path)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -1,0 +1,55 @@
+// Baseline cross-entropy: the formula as separate kernels, as eager frameworks run it: each row's
+// maximum (a block per row), then each row's sum of exp(x - max) (the row read again), then a
+// thread per row takes log, adds the max back and subtracts the label's logit (the gather), then
+// the mean. Two full reads of the logits where one is the minimum, and four launches.
+// Run: make ch03 && ./ch03_kernels/baseline_cross_entropy
+#include "losses.cuh"
+
+namespace {
+constexpr int kThreads = 256;
+
+__global__ void row_max(const float* __restrict__ logits, float* __restrict__ out, int classes) {
+  __shared__ float scratch[32];
+  const float* row = logits + std::size_t(blockIdx.x) * classes;
+  float m = -INFINITY;
+  for (int j = threadIdx.x; j < classes; j += kThreads) m = fmaxf(m, row[j]);
+  m = rows::group_reduce<kThreads>(m, rows::Max{}, scratch);
+  if (threadIdx.x == 0) out[blockIdx.x] = m;
+}
+
+__global__ void row_sum_exp(const float* __restrict__ logits, const float* __restrict__ row_max,
+                            float* __restrict__ out, int classes) {
+  __shared__ float scratch[32];
+  const float* row = logits + std::size_t(blockIdx.x) * classes;
+  const float m = row_max[blockIdx.x];
+  float s = 0.f;
+  for (int j = threadIdx.x; j < classes; j += kThreads) s += __expf(row[j] - m);
+  s = rows::group_sum<kThreads>(s, scratch);
+  if (threadIdx.x == 0) out[blockIdx.x] = s;
+}
+
+// row_loss holds the row maxima on entry and the losses on exit; row_sum the sums of exp.
+__global__ void gather_loss(const float* __restrict__ logits, const std::int32_t* __restrict__ labels,
+                            const float* __restrict__ row_sum, float* __restrict__ row_loss, long long* bad_row,
+                            int rows, int classes) {
+  const int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= rows) return;
+  const int label = labels[r];
+  row_loss[r] = loss::label_ok(label, classes, r, bad_row)
+                    ? row_loss[r] + __logf(row_sum[r]) - logits[std::size_t(r) * classes + label]
+                    : NAN;
+}
+}  // namespace
+
+LAB_VARIANT(CrossEntropy, baseline, "four kernels: row max, sum of exp, log and gather, mean") {
+  p.clear_bad_row(stream);
+  float* maxima = p.row_loss.data();  // becomes the row losses in place
+  row_max<<<p.rows, kThreads, 0, stream>>>(p.logits.data(), maxima, p.classes);
+  LAB_CHECK_LAUNCH();
+  row_sum_exp<<<p.rows, kThreads, 0, stream>>>(p.logits.data(), maxima, p.row_sum.data(), p.classes);
+  LAB_CHECK_LAUNCH();
+  gather_loss<<<(p.rows + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
+      p.logits.data(), p.labels.data(), p.row_sum.data(), maxima, p.bad_row.data(), p.rows, p.classes);
+  LAB_CHECK_LAUNCH();
+  loss::sum_over(maxima, p.rows, p.rows, p.loss.data(), stream);
+}

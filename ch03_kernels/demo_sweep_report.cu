@@ -1,0 +1,293 @@
+// Demo: the sweep report, the C++ counterpart of the benchmark our users ran in Python. For each
+// operation (LayerNorm, GELU, Swish and the losses by default) and each of its implementations in
+// this chapter (baseline, optimized, library), over batch x sequence x dimension, it times the
+// operation and writes one JSON record per measurement:
+//   {operation, implementation, program, batch_size, sequence_length, tensor_dimension, time_ms,
+//    memory_mb, inference_speed, gpu_efficiency, throughput_gbps, peak_gbps, verified, status}
+// and prints a table per operation. The definitions (also in the chapter README):
+//   time_ms          median of --reps runs, each timed with CUDA events after an L2 flush
+//   throughput_gbps  the operation's minimal bytes (each input read once, each output written
+//                    once: the topic's work count) over time_ms, in GB/s (10^9 bytes/s)
+//   gpu_efficiency   throughput_gbps over peak_gbps, in percent: achieved over the measured peak
+//                    of the resource that bounds these operations, device memory bandwidth
+//                    (peak_gbps = this GPU's measured device-to-device copy rate). It is not
+//                    "GPU utilization": a kernel at 100% moves bytes as fast as a copy does.
+//   memory_mb        the most device memory the operation's buffers (inputs, outputs, scratch)
+//                    held at once, in MiB (2^20 bytes); the CUDA context and libraries excluded
+//   inference_speed  calls per second, 1000 / time_ms, as the users' guide defines it
+// A shape maps onto a topic as (batch * seq * dim) elements for the element-wise operations and
+// the MSE, and (batch * seq) rows of dim for LayerNorm and the cross-entropy (dim classes).
+// Results up to --verify-mb of traffic are checked against the double reference before timing.
+// Run: make ch03 && ./ch03_kernels/demo_sweep_report --json sweep.json && python3 tools/plot_sweep.py sweep.json
+// ctest-args: --batch 2 --seq 8 --dim 8,33,768 --reps 3
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lab/demo.hpp"
+#include "lab/device.hpp"
+#include "lab/lab.hpp"
+#include "lab/stats.hpp"
+
+namespace {
+
+constexpr const char* kDescription =
+    "the sweep report: every implementation of LayerNorm, GELU, Swish and the losses over batch x seq x dim";
+
+// The users' grid, and the default subset of it (every operation at its ends and at the
+// transformer widths, in a minute or two).
+const std::vector<std::int64_t> kFullBatch{16, 32, 64, 128}, kFullSeq{256, 512, 1024, 2048},
+    kFullDim{8, 16, 32, 64, 128, 256, 512, 768, 4096};
+const std::vector<std::int64_t> kDefaultBatch{32}, kDefaultSeq{512, 2048}, kDefaultDim{8, 64, 512, 768, 4096};
+const std::vector<std::string> kDefaultOps{"layernorm", "gelu", "swish", "mse", "cross_entropy"};
+
+struct Settings {
+  std::vector<std::string> ops = kDefaultOps;
+  std::vector<std::int64_t> batch, seq, dim;
+  bool full = false;
+  int reps = 10;
+  double verify_mb = 256;
+  std::string json;
+  std::uint64_t seed = 1;
+};
+
+struct Record {
+  std::string operation, implementation, program, status = "ok";
+  std::int64_t batch = 0, seq = 0, dim = 0;
+  std::optional<double> time_ms, memory_mb, throughput_gbps;
+  bool verified = false;
+  bool final_optimized = false;  // the topic's last optimized step: the speedup column's numerator
+};
+
+// The topic's shape for batch x seq x dim; throws UsageError for a topic of another rank.
+lab::Shape shape_for(const lab::TopicInfo& t, std::int64_t b, std::int64_t s, std::int64_t d) {
+  if (t.dims.size() == 1) return lab::Shape{b * s * d};
+  if (t.dims.size() == 2) return lab::Shape{b * s, d};
+  throw lab::UsageError("--ops " + t.name + ": its shape (" + std::to_string(t.dims.size()) +
+                        " dimensions) cannot be built from batch x seq x dim");
+}
+
+std::vector<std::string> chapter_topics() {
+  std::vector<std::string> names;
+  for (const lab::Variant* v : lab::Registry::global().variants())
+    if (std::find(names.begin(), names.end(), v->topic->name) == names.end()) names.push_back(v->topic->name);
+  return names;
+}
+
+// Variants come in topic, role, step order: the last optimized one is the final step.
+const lab::Variant* last_optimized(const std::vector<const lab::Variant*>& vs) {
+  const lab::Variant* last = nullptr;
+  for (const lab::Variant* v : vs)
+    if (v->role == lab::Role::optimized) last = v;
+  return last;
+}
+
+std::string join(const std::vector<std::string>& v, const std::string& sep = ", ") {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
+  return s;
+}
+
+Record measure(const lab::Variant& v, const lab::Shape& shape, const Settings& cfg, lab::L2Flusher& flusher) {
+  Record r;
+  const lab::Work work = v.topic->work(shape);
+  const std::size_t before = lab::device_memory_stats().current;
+  lab::reset_device_memory_peak();
+  try {
+    lab::Rng rng(cfg.seed);
+    auto problem = v.topic->make(shape, rng);
+    lab::Stream stream;
+    if (work.bytes <= cfg.verify_mb * 1e6 && v.topic->verifiable(shape)) {
+      problem->poison(stream);
+      v.run(*problem, stream);
+      stream.sync();
+      const lab::Verdict verdict = problem->verify();
+      if (!verdict.pass)
+        throw lab::Error(v.program + " at " + shape.str() + ": wrong result: " + verdict.details());
+      r.verified = true;
+    }
+    const auto ms = lab::flushed_samples_ms([&] { v.run(*problem, stream); }, stream, &flusher, cfg.reps);
+    r.time_ms = lab::stats::median(ms);
+    r.memory_mb = double(lab::device_memory_stats().peak - before) / double(1 << 20);
+  } catch (const lab::OutOfMemory&) {
+    r.status = "OOM";  // this shape does not fit; the sweep goes on
+  }
+  if (r.time_ms) r.throughput_gbps = work.bytes / (*r.time_ms * 1e-3) / 1e9;
+  return r;
+}
+
+nlohmann::json to_json(const Record& r, double peak_gbps) {
+  auto opt = [](const std::optional<double>& x) { return x ? nlohmann::json(*x) : nlohmann::json(nullptr); };
+  nlohmann::json j = {{"operation", r.operation},
+                      {"implementation", r.implementation},
+                      {"program", r.program},
+                      {"batch_size", r.batch},
+                      {"sequence_length", r.seq},
+                      {"tensor_dimension", r.dim},
+                      {"time_ms", opt(r.time_ms)},
+                      {"memory_mb", opt(r.memory_mb)},
+                      {"inference_speed", r.time_ms ? nlohmann::json(1000.0 / *r.time_ms) : nlohmann::json(nullptr)},
+                      {"gpu_efficiency", r.throughput_gbps ? nlohmann::json(100.0 * *r.throughput_gbps / peak_gbps)
+                                                           : nlohmann::json(nullptr)},
+                      {"throughput_gbps", opt(r.throughput_gbps)},
+                      {"peak_gbps", peak_gbps},
+                      {"verified", r.verified},
+                      {"status", r.status}};
+  return j;
+}
+
+std::string fixed(double x, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, x);
+  return buf;
+}
+
+// One table per operation: a row per shape, for each implementation its time, GB/s and
+// efficiency, and the final optimized variant's speedup over the baseline.
+void print_tables(const std::vector<Record>& records, const std::vector<std::string>& ops, double peak_gbps) {
+  for (const auto& op : ops) {
+    std::vector<std::string> impls;
+    for (const auto& r : records)
+      if (r.operation == op && std::find(impls.begin(), impls.end(), r.program) == impls.end())
+        impls.push_back(r.program);
+    if (impls.empty()) continue;
+    std::cout << "\n" << op << " (time ms / GB/s / % of the " << fixed(peak_gbps, 0) << " GB/s copy)\n";
+    std::printf("%6s %6s %6s", "batch", "seq", "dim");
+    for (const auto& p : impls) std::printf(" | %-28s", p.c_str());
+    std::printf(" | %s\n", "speedup (final optimized over baseline)");
+    std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, std::map<std::string, const Record*>> rows;
+    for (const auto& r : records)
+      if (r.operation == op) rows[{r.batch, r.seq, r.dim}][r.program] = &r;
+    for (const auto& [key, by_program] : rows) {
+      std::printf("%6lld %6lld %6lld", (long long)std::get<0>(key), (long long)std::get<1>(key),
+                  (long long)std::get<2>(key));
+      std::optional<double> base, best;
+      for (const auto& p : impls) {
+        const auto it = by_program.find(p);
+        if (it == by_program.end() || !it->second->time_ms) {
+          std::printf(" | %-28s", it == by_program.end() ? "-" : it->second->status.c_str());
+          continue;
+        }
+        const Record& r = *it->second;
+        const std::string cell = fixed(*r.time_ms, 4) + " / " + fixed(*r.throughput_gbps, 0) + " / " +
+                                 fixed(100.0 * *r.throughput_gbps / peak_gbps, 1) + "%";
+        std::printf(" | %-28s", cell.c_str());
+        if (r.implementation == "baseline") base = *r.time_ms;
+        if (r.final_optimized) best = *r.time_ms;
+      }
+      if (base && best)
+        std::printf(" | %.2fx\n", *base / *best);
+      else
+        std::printf(" | -\n");
+    }
+  }
+}
+
+int run(const Settings& in) {
+  Settings cfg = in;
+  if (cfg.batch.empty()) cfg.batch = cfg.full ? kFullBatch : kDefaultBatch;
+  if (cfg.seq.empty()) cfg.seq = cfg.full ? kFullSeq : kDefaultSeq;
+  if (cfg.dim.empty()) cfg.dim = cfg.full ? kFullDim : kDefaultDim;
+  const auto known = chapter_topics();
+  std::vector<std::vector<const lab::Variant*>> variants;
+  for (const auto& op : cfg.ops) {
+    auto vs = lab::Registry::global().of_topic(op);
+    if (vs.empty()) throw lab::UsageError("--ops " + op + ": no such operation in this chapter (known: " + join(known) + ")");
+    for (const auto b : cfg.batch)
+      for (const auto s : cfg.seq)
+        for (const auto d : cfg.dim) {
+          const lab::Shape shape = shape_for(*vs.front()->topic, b, s, d);
+          if (const std::string why = vs.front()->topic->validate(shape); !why.empty())
+            throw lab::UsageError(op + " at batch " + std::to_string(b) + ", seq " + std::to_string(s) + ", dim " +
+                                  std::to_string(d) + " (shape " + shape.str() + "): " + why);
+        }
+    variants.push_back(std::move(vs));
+  }
+
+  if (!cfg.json.empty() && !std::ofstream(cfg.json, std::ios::app))  // before the sweep, not after it
+    throw lab::UsageError("--json " + cfg.json + ": cannot write");
+  const lab::DeviceFacts dev = lab::init_device();
+  const double peak_gbps = lab::measured_peaks(dev).copy_gbs;
+  lab::L2Flusher flusher(dev.l2_bytes, dev.sms);
+  std::size_t total = 0;
+  for (const auto& vs : variants) total += vs.size() * cfg.batch.size() * cfg.seq.size() * cfg.dim.size();
+  std::cerr << dev.describe() << "\n"
+            << "sweep: " << total << " measurements (" << join(cfg.ops) << "), median of " << cfg.reps
+            << " runs each, L2 flushed before every run; efficiency against the measured copy rate, "
+            << fixed(peak_gbps, 0) << " GB/s\n";
+
+  std::vector<Record> records;
+  std::size_t done = 0;
+  for (std::size_t o = 0; o < cfg.ops.size(); ++o)
+    for (const auto b : cfg.batch)
+      for (const auto s : cfg.seq)
+        for (const auto d : cfg.dim)
+          for (const lab::Variant* v : variants[o]) {
+            const lab::Shape shape = shape_for(*v->topic, b, s, d);
+            Record r = measure(*v, shape, cfg, flusher);
+            r.operation = cfg.ops[o];
+            r.implementation = lab::role_name(v->role);
+            r.program = v->program;
+            r.final_optimized = v->role == lab::Role::optimized && v == last_optimized(variants[o]);
+            r.batch = b, r.seq = s, r.dim = d;
+            std::fprintf(stderr, "[%zu/%zu] %s %s %lldx%lldx%lld: %s\n", ++done, total, r.operation.c_str(),
+                         r.program.c_str(), (long long)b, (long long)s, (long long)d,
+                         r.time_ms ? (fixed(*r.time_ms, 4) + " ms, " + fixed(*r.throughput_gbps, 0) + " GB/s" +
+                                      (r.verified ? ", verified" : ""))
+                                         .c_str()
+                                   : r.status.c_str());
+            records.push_back(std::move(r));
+          }
+
+  print_tables(records, cfg.ops, peak_gbps);
+  if (!cfg.json.empty()) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : records) out.push_back(to_json(r, peak_gbps));
+    std::ofstream f(cfg.json);
+    if (!f) throw lab::UsageError("--json " + cfg.json + ": cannot write");
+    f << out.dump(2) << "\n";
+    if (!f) throw lab::Error("--json " + cfg.json + ": write failed");
+    std::cerr << "wrote " << records.size() << " records to " << cfg.json << "\n";
+  }
+  return lab::kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Settings cfg;
+  return lab::demo_main(
+      argc, argv, {"demo_sweep_report", "sweep_report", kDescription, 3},
+      [&](CLI::App& app) {
+        app.add_option("--ops", cfg.ops, "operations (topics) to sweep, comma-separated (default: " + join(kDefaultOps, ",") +
+                                             "; backward topics such as layernorm_backward work too)")
+            ->delimiter(',');
+        app.add_option("--batch", cfg.batch, "batch sizes, comma-separated (default 32; --full: 16,32,64,128)")
+            ->delimiter(',')
+            ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
+        app.add_option("--seq", cfg.seq, "sequence lengths (default 512,2048; --full: 256,512,1024,2048)")
+            ->delimiter(',')
+            ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
+        app.add_option("--dim", cfg.dim, "tensor dimensions (default 8,64,512,768,4096; --full: 8,16,...,512,768,4096)")
+            ->delimiter(',')
+            ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
+        app.add_flag("--full", cfg.full, "the users' whole grid: 4 batch sizes x 4 sequence lengths x 9 dimensions");
+        app.add_option("--reps", cfg.reps, "timed runs per measurement, the median reported (default 10)")
+            ->check(CLI::Range(1, 100000));
+        app.add_option("--verify-mb", cfg.verify_mb,
+                       "check results against the double reference when the operation moves at most this many MB "
+                       "(default 256; 0: never)")
+            ->check(CLI::NonNegativeNumber);
+        app.add_option("--seed", cfg.seed, "seed of the inputs (default 1)");
+        app.add_option("--json", cfg.json, "write the records to this file (a JSON array)");
+      },
+      [&] { return run(cfg); });
+}

@@ -1,0 +1,14 @@
+// Library weighted-sum backward: cuBLAS, the yardstick. In cuBLAS's column-major view x is a
+// D x B matrix with leading dimension D, and so is dx: dx = w dy^T is a gemm with k = 1 (an outer
+// product), and dw = x dy is a gemv without transpose. Two calls, two passes.
+// Run: make ch03 && ./ch03_kernels/library_weighted_sum_backward
+#include "weighted_sum.cuh"
+
+LAB_VARIANT(WeightedSumBackward, library, "cuBLAS: Sgemm with k = 1 for dx, Sgemv for dw") {
+  p.handle.set_stream(stream);
+  const float one = 1.f, zero = 0.f;
+  LAB_CHECK(cublasSgemm(p.handle, CUBLAS_OP_N, CUBLAS_OP_N, p.dim, p.rows, 1, &one, p.w.data(), p.dim, p.dy.data(),
+                        1, &zero, p.dx.data(), p.dim));
+  LAB_CHECK(cublasSgemv(p.handle, CUBLAS_OP_N, p.dim, p.rows, &one, p.x.data(), p.dim, p.dy.data(), 1, &zero,
+                        p.dw.data(), 1));
+}

@@ -1,0 +1,278 @@
+// The losses: mean softmax cross-entropy over N rows of C logits, and mean squared error.
+//   cross_entropy = mean_r (lse_r - logits[r][label_r]),   lse_r = log sum_j exp(logits[r][j])
+//   d cross_entropy / d logits[r][j] = (exp(logits[r][j] - lse_r) - [j == label_r]) / N
+//   mse = mean_i (pred_i - target_i)^2,                    d mse / d pred_i = 2 (pred_i - target_i) / n
+// One read of the logits (or of pred and target) and, backward, one write of the gradient is the
+// minimum; the yardstick is the copy bandwidth. The backward of the cross-entropy takes each row's
+// log-sum-exp from the forward (N floats), as a framework would keep it.
+//
+// A label outside [0, C) cannot be read safely and has no loss: every cross-entropy kernel checks
+// it, writes NaN for that row (loss or gradient row) instead of reading out of bounds, and records
+// the row in `bad_row`, which verify() reports as the error ("label 40000 at row 17 is outside
+// [0, 32768)"), never as a wrong number.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "lab/lab.hpp"
+#include "rows.cuh"
+
+namespace loss {
+
+// A running softmax denominator: s = sum exp(x - m) over the values seen, m their maximum.
+// Merging two is exact up to rounding; it lets one pass over a row find its log-sum-exp (the
+// online softmax).
+// A plain aggregate (it lives in shared memory too): start from Online::empty().
+struct Online {
+  float m, s;
+  __device__ __forceinline__ static Online empty() { return {-INFINITY, 0.f}; }
+  __device__ __forceinline__ void add(float x) {
+    if (x > m) {
+      s = s * __expf(m - x) + 1.f;
+      m = x;
+    } else {
+      s += __expf(x - m);
+    }
+  }
+  __device__ __forceinline__ void merge(Online o) {
+    const float mm = fmaxf(m, o.m);
+    if (mm == -INFINITY) return;  // both empty
+    s = s * __expf(m - mm) + o.s * __expf(o.m - mm);
+    m = mm;
+  }
+  __device__ __forceinline__ float lse() const { return m + __logf(s); }
+};
+
+// The same over the kLanes threads of a row group (rows.cuh's convention); every thread gets it.
+template <int kLanes>
+__device__ __forceinline__ Online group_merge(Online v, Online* scratch) {
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) {
+    v.merge({__shfl_xor_sync(0xffffffffu, v.m, o), __shfl_xor_sync(0xffffffffu, v.s, o)});
+  }
+  if constexpr (kLanes > 32) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    __syncthreads();
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    v = scratch[0];
+    for (int w = 1; w < kLanes / 32; ++w) v.merge(scratch[w]);
+  }
+  return v;
+}
+
+// Whether a label can be used; if not, remember the row (any one of the bad rows).
+__device__ __forceinline__ bool label_ok(int label, int classes, std::size_t row, long long* bad_row) {
+  if (label >= 0 && label < classes) return true;
+  *bad_row = static_cast<long long>(row);
+  return false;
+}
+
+// Threads per row for the row-wise cross-entropy kernels: a warp for rows up to 8192 classes (a
+// lane streams up to 64 float4s: plenty in flight, no block-wide barrier per row), 512 beyond;
+// 16-byte loads when the row length is a multiple of 4. Calls
+// f(std::integral_constant<int, lanes>, std::integral_constant<int, V>).
+template <class F>
+void with_row_lanes(int classes, F&& f) {
+  using std::integral_constant;
+  const bool vec = classes % 4 == 0;
+  if (classes <= 8192)
+    vec ? f(integral_constant<int, 32>{}, integral_constant<int, 4>{}) : f(integral_constant<int, 32>{}, integral_constant<int, 1>{});
+  else
+    vec ? f(integral_constant<int, 512>{}, integral_constant<int, 4>{}) : f(integral_constant<int, 512>{}, integral_constant<int, 1>{});
+}
+
+// The last step of every loss: *out = (sum of the n values, added in a fixed order by one block)
+// / divisor. The cross-entropy divides its N row losses by N; the MSE its per-block partial sums
+// by the element count.
+void sum_over(const float* values, std::size_t n, double divisor, float* out, cudaStream_t s);
+
+}  // namespace loss
+
+// What both cross-entropy topics hold and check.
+struct CrossEntropyShapes {
+  static constexpr int chapter = 3;
+  static std::vector<std::string> dims() { return {"rows", "classes"}; }
+  // A language model's vocabularies: 32768 and GPT-2's 50304.
+  static std::vector<lab::Shape> sweep() { return {{8192, 32768}, {4096, 50304}}; }
+  // No single class: with C = 1 the loss and its gradient are zero whatever the kernel computes,
+  // which no check can tell from an unwritten output.
+  static std::vector<lab::Shape> checks() {
+    return {{1, 2}, {3, 5}, {7, 33}, {1000, 10}, {64, 768}, {5, 2048}, {5, 2049}, {3, 4096}, {2, 50304}, {2, 50257}};
+  }
+  static std::string validate(const lab::Shape& s) {
+    if (s[1] > std::numeric_limits<std::int32_t>::max()) return "classes below 2^31 (labels are int32)";
+    return double(s[0]) * double(s[1]) > double(std::int64_t{1} << 32) ? "at most 2^32 logits" : "";
+  }
+};
+
+// Shared by both directions: logits, labels, the bad-label slot, and the check that reads it.
+struct CrossEntropyInputs : lab::Problem {
+  int rows, classes;
+  lab::DeviceBuffer<float> logits;
+  lab::DeviceBuffer<std::int32_t> labels;
+  lab::DeviceBuffer<long long> bad_row;  // -1, or a row whose label is outside [0, classes)
+  CrossEntropyInputs(const lab::Shape& s, lab::Rng& rng)
+      : rows(static_cast<int>(s[0])), classes(static_cast<int>(s[1])), logits(std::size_t(rows) * classes),
+        labels(rows), bad_row(1) {
+    rng.uniform(logits, -8.f, 8.f);  // e^16 between the largest and smallest: max subtraction matters
+    rng.integers(labels, 0, classes);
+  }
+  // Every variant calls this first: no bad row yet.
+  void clear_bad_row(cudaStream_t s) { LAB_CHECK(cudaMemsetAsync(bad_row.data(), 0xff, sizeof(long long), s)); }
+  // "" when every label was in range; otherwise the error, naming the label and the row.
+  std::string label_error() {
+    const long long r = bad_row.download()[0];
+    if (r < 0) return "";
+    const auto hl = labels.download();
+    return "label " + std::to_string(hl[static_cast<std::size_t>(r)]) + " at row " + std::to_string(r) +
+           " is outside [0, " + std::to_string(classes) + ")";
+  }
+  // The log-sum-exp of every row, in double.
+  std::vector<double> reference_lse(const std::vector<float>& hx) const {
+    std::vector<double> lse(rows);
+    for (int r = 0; r < rows; ++r) {
+      const float* row = hx.data() + std::size_t(r) * classes;
+      double m = -INFINITY, s = 0;
+      for (int j = 0; j < classes; ++j) m = std::max(m, double(row[j]));
+      for (int j = 0; j < classes; ++j) s += std::exp(row[j] - m);
+      lse[r] = m + std::log(s);
+    }
+    return lse;
+  }
+  static lab::Verdict label_failure(std::string what, std::string error) {
+    lab::Verdict v;
+    v.what = std::move(what);
+    v.reason = std::move(error);
+    return v;
+  }
+};
+
+struct CrossEntropy : CrossEntropyShapes {
+  static constexpr const char* name = "cross_entropy";
+  static lab::Work work(const lab::Shape& s) {
+    const double n = double(s[0]), c = double(s[1]);
+    return {.bytes = 4.0 * (n * c + n + 1), .flops = 0};  // logits and labels in, the loss out
+  }
+  struct Problem : CrossEntropyInputs {
+    lab::DeviceBuffer<float> row_loss, row_sum, loss;  // per-row losses and sums of exp (scratch), the mean
+    Problem(const lab::Shape& s, lab::Rng& rng)
+        : CrossEntropyInputs(s, rng), row_loss(rows), row_sum(rows), loss(1) {}
+    void poison(cudaStream_t s) override {
+      lab::poison(loss, s);
+      lab::poison(row_loss, s);
+    }
+    lab::Verdict verify() override {
+      if (const std::string e = label_error(); !e.empty()) return label_failure("loss", e);
+      const auto hx = logits.download();
+      const auto hl = labels.download();
+      const auto lse = reference_lse(hx);
+      double total = 0;
+      for (int r = 0; r < rows; ++r) total += lse[r] - hx[std::size_t(r) * classes + hl[r]];
+      const std::vector<double> ref{total / rows};
+      // Each row's loss is lse - x[label], a difference of two numbers of about |lse|: fp32 gets
+      // it to a few ulps of |lse|, not of the loss, which is tiny when the label's logit dominates
+      // (C = 2, a confident row). So the absolute bound is relative to the mean |lse|; the relative
+      // one is fp32's; no L2 bound (for one number it is the ill-conditioned relative error).
+      double mean_abs_lse = 0;
+      for (double l : lse) mean_abs_lse += std::abs(l) / rows;
+      const lab::Tolerance tol =
+          lab::Tolerance::per_element(1e-6 * std::max(1.0, mean_abs_lse), 1e-5, "fp32, atol 1e-6 of |lse|");
+      return lab::compare(loss.download(), ref, tol, "loss");
+    }
+  };
+};
+
+struct CrossEntropyBackward : CrossEntropyShapes {
+  static constexpr const char* name = "cross_entropy_backward";
+  static lab::Work work(const lab::Shape& s) {
+    const double n = double(s[0]), c = double(s[1]);
+    return {.bytes = 4.0 * (2 * n * c + 2 * n), .flops = 0};  // logits, labels, lse in; dlogits out
+  }
+  struct Problem : CrossEntropyInputs {
+    lab::DeviceBuffer<float> lse, dlogits;
+    Problem(const lab::Shape& s, lab::Rng& rng) : CrossEntropyInputs(s, rng), lse(rows), dlogits(logits.size()) {
+      const auto r = reference_lse(logits.download());  // the forward's saved statistic
+      lse.upload(std::vector<float>(r.begin(), r.end()));
+    }
+    void poison(cudaStream_t s) override { lab::poison(dlogits, s); }
+    lab::Verdict verify() override {
+      if (const std::string e = label_error(); !e.empty()) return label_failure("dlogits", e);
+      const auto hx = logits.download();
+      const auto hl = labels.download();
+      const auto hlse = lse.download();
+      std::vector<double> ref(hx.size());
+      for (int r = 0; r < rows; ++r)
+        for (int j = 0; j < classes; ++j) {
+          const std::size_t i = std::size_t(r) * classes + j;
+          ref[i] = (std::exp(double(hx[i]) - hlse[r]) - (j == hl[r] ? 1.0 : 0.0)) / rows;
+        }
+      // softmax - [j == label] loses up to an ulp of 1 (6e-8) where the probability is near 1,
+      // whatever the gradient's size, and then carries the 1/N: so every element within 1e-6 / N
+      // plus fp32's relative 1e-5, and no L2 bound (a confident row's gradient is all rounding).
+      const lab::Tolerance tol = lab::Tolerance::per_element(1e-6 / rows, 1e-5, "fp32 per element, atol 1e-6/N");
+      return lab::compare(dlogits.download(), ref, tol, "dlogits", {rows, classes});
+    }
+  };
+};
+
+// Mean squared error over n elements (pred and target: any shape, flattened).
+struct MseShapes {
+  static constexpr int chapter = 3;
+  static std::vector<std::string> dims() { return {"elements"}; }
+  static std::vector<lab::Shape> sweep() { return {{16777216}, {268435456}}; }
+  static std::vector<lab::Shape> checks() { return {{1}, {3}, {4097}, {1000003}}; }
+  static std::string validate(const lab::Shape& s) {
+    return s[0] > (std::int64_t{1} << 32) ? "at most 4294967296 elements" : "";
+  }
+};
+
+struct MseInputs : lab::Problem {
+  std::size_t n;
+  lab::DeviceBuffer<float> pred, target;
+  MseInputs(const lab::Shape& s, lab::Rng& rng) : n(static_cast<std::size_t>(s[0])), pred(n), target(n) {
+    rng.uniform(pred, -1.f, 1.f);
+    rng.uniform(target, -1.f, 1.f);
+  }
+};
+
+struct Mse : MseShapes {
+  static constexpr const char* name = "mse";
+  static lab::Work work(const lab::Shape& s) { return {.bytes = 8.0 * double(s[0]) + 4, .flops = 0}; }
+  struct Problem : MseInputs {
+    lab::DeviceBuffer<float> partial, loss;  // per-block sums (scratch), the mean
+    Problem(const lab::Shape& s, lab::Rng& rng) : MseInputs(s, rng), partial(kMaxBlocks), loss(1) {}
+    static constexpr int kMaxBlocks = 4096;
+    void poison(cudaStream_t s) override {
+      lab::poison(loss, s);
+      lab::poison(partial, s);
+    }
+    lab::Verdict verify() override {
+      const auto hp = pred.download(), ht = target.download();
+      double total = 0;
+      for (std::size_t i = 0; i < n; ++i) total += (double(hp[i]) - ht[i]) * (double(hp[i]) - ht[i]);
+      const std::vector<double> ref{total / double(n)};
+      return lab::compare(loss.download(), ref, lab::Tolerance::fp32(), "loss");
+    }
+  };
+};
+
+struct MseBackward : MseShapes {
+  static constexpr const char* name = "mse_backward";
+  static lab::Work work(const lab::Shape& s) { return {.bytes = 12.0 * double(s[0]), .flops = 0}; }
+  struct Problem : MseInputs {
+    lab::DeviceBuffer<float> dpred;
+    Problem(const lab::Shape& s, lab::Rng& rng) : MseInputs(s, rng), dpred(n) {}
+    void poison(cudaStream_t s) override { lab::poison(dpred, s); }
+    lab::Verdict verify() override {
+      const auto hp = pred.download(), ht = target.download();
+      std::vector<double> ref(n);
+      for (std::size_t i = 0; i < n; ++i) ref[i] = 2.0 * (double(hp[i]) - ht[i]) / double(n);
+      return lab::compare(dpred.download(), ref, lab::Tolerance::fp32(), "dpred");
+    }
+  };
+};

@@ -1,0 +1,73 @@
+// Optimized LayerNorm: one pass. A row is loaded once into registers by a warp (D up to 1024) or
+// a whole block (up to 32768), with 16-byte loads; the mean is a sum over the group (shuffles,
+// and shared memory across warps), the variance a second sum over the registers around that
+// mean (two-pass accuracy, no second read), then y is written from the same registers. Memory
+// sees x once and y once: the minimum. The tile (threads x float4s a thread) is the smallest of
+// rows.cuh's list that holds D; D not a multiple of 4 uses the same kernel with 4-byte loads, and
+// rows longer than the largest tile fall back to the unfused kernels.
+// Run: make ch03 && ./ch03_kernels/optimized_layernorm
+#include "layernorm.cuh"
+
+namespace {
+template <int kLanes, int kItems, int V>
+__global__ void __launch_bounds__(rows::block_threads<kLanes>())
+    layernorm_rows(const float* __restrict__ x, const float* __restrict__ gamma, const float* __restrict__ beta,
+                   float* __restrict__ y, float* __restrict__ mean, float* __restrict__ rstd, int rows, int dim) {
+  using Chunk = rows::Chunk<V>;
+  __shared__ float scratch[32];
+  const int lane = threadIdx.x % kLanes;
+  const std::size_t row = std::size_t(blockIdx.x) * rows::rows_per_block<kLanes>() + threadIdx.x / kLanes;
+  if (row >= std::size_t(rows)) return;  // a whole warp (or, for a block per row, the whole block)
+  const float* xr = x + row * dim;
+  Chunk v[kItems];
+  float sum = 0.f;
+#pragma unroll
+  for (int k = 0; k < kItems; ++k) {
+    const int c = (lane + k * kLanes) * V;
+    if (c < dim) {
+      v[k] = Chunk::load(xr + c);
+#pragma unroll
+      for (int i = 0; i < V; ++i) sum += v[k].v[i];
+    }
+  }
+  const float mu = rows::group_sum<kLanes>(sum, scratch) / dim;
+  float sq = 0.f;
+#pragma unroll
+  for (int k = 0; k < kItems; ++k)
+    if ((lane + k * kLanes) * V < dim) {
+#pragma unroll
+      for (int i = 0; i < V; ++i) sq += (v[k].v[i] - mu) * (v[k].v[i] - mu);
+    }
+  const float rs = rsqrtf(rows::group_sum<kLanes>(sq, scratch) / dim + ln::kEps);
+#pragma unroll
+  for (int k = 0; k < kItems; ++k) {
+    const int c = (lane + k * kLanes) * V;
+    if (c < dim) {
+      const Chunk g = Chunk::load(gamma + c), b = Chunk::load(beta + c);
+      Chunk out;
+#pragma unroll
+      for (int i = 0; i < V; ++i) out.v[i] = (v[k].v[i] - mu) * rs * g.v[i] + b.v[i];
+      out.store(y + row * dim + c);
+    }
+  }
+  if (lane == 0) mean[row] = mu, rstd[row] = rs;
+}
+
+template <int V>
+bool launch(LayerNorm::Problem& p, cudaStream_t stream) {
+  return rows::with_tile<V>(p.dim, [&](auto lanes, auto items) {
+    constexpr int kLanes = decltype(lanes)::value, kItems = decltype(items)::value;
+    layernorm_rows<kLanes, kItems, V><<<rows::blocks_for_rows<kLanes>(p.rows), rows::block_threads<kLanes>(), 0,
+                                        stream>>>(p.x.data(), p.gamma.data(), p.beta.data(), p.y.data(),
+                                                  p.mean.data(), p.rstd.data(), p.rows, p.dim);
+    LAB_CHECK_LAUNCH();
+  });
+}
+}  // namespace
+
+LAB_VARIANT(LayerNorm, optimized, "one pass: the row in registers (a warp or a block per row), float4 loads") {
+  const bool launched = p.dim % 4 == 0 ? launch<4>(p, stream) : launch<1>(p, stream);
+  if (!launched)
+    ln::unfused::forward(p.x.data(), p.gamma.data(), p.beta.data(), p.y.data(), p.mean.data(), p.rstd.data(),
+                         p.rows, p.dim, stream);
+}

@@ -1,0 +1,120 @@
+// What this chapter's row-wise kernels share (LayerNorm, cross-entropy, the weighted sum's
+// backward): a row held in registers by a group of threads, sums over that group, and the second
+// stage of a column reduction.
+//
+// A row tile is kLanes threads x kItems chunks of V floats (V = 4: 16-byte loads; V = 1: rows
+// whose length is not a multiple of 4). Lane l holds columns (l + k kLanes) V ... + V - 1 for
+// k < kItems, so each load instruction of a warp reads 32 consecutive chunks: coalesced. kLanes
+// = 32 is a warp per row (8 rows to a 256-thread block); kLanes > 32 is a block per row. The
+// tiles are listed smallest first, and a kernel is instantiated for each: the row lives in
+// registers, so it is read from memory once.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <type_traits>
+
+#include <cuda_runtime.h>
+
+#include "lab/check.hpp"
+
+namespace rows {
+
+// Threads of a block: 256 for warp-per-row tiles (8 rows a block), kLanes for block-per-row tiles
+// (exactly one row a block: their sums synchronize the whole block, so a block never holds a
+// second row, nor a thread that has no row).
+template <int kLanes>
+__host__ __device__ constexpr int block_threads() { return kLanes == 32 ? 256 : kLanes; }
+template <int kLanes>
+__host__ __device__ constexpr int rows_per_block() { return block_threads<kLanes>() / kLanes; }
+
+// Sum (or max) over the kLanes threads that share a row; every one of them gets the result.
+// scratch: 32 floats of shared memory, used only when the row spans warps (kLanes > 32); the row
+// is then the whole block (block_threads), and every thread of it must call.
+struct Sum {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct Max {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+template <int kLanes, class Op>
+__device__ __forceinline__ float group_reduce(float v, Op op, float* scratch) {
+  static_assert(kLanes >= 32 && kLanes % 32 == 0 && kLanes <= 1024);
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  if constexpr (kLanes > 32) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    __syncthreads();  // the previous call's readers are done with scratch
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    v = scratch[0];
+    for (int w = 1; w < kLanes / 32; ++w) v = op(v, scratch[w]);  // same order in every thread
+  }
+  return v;
+}
+template <int kLanes>
+__device__ __forceinline__ float group_sum(float v, float* scratch) { return group_reduce<kLanes>(v, Sum{}, scratch); }
+
+// V consecutive floats, 16-byte aligned when V = 4.
+template <int V>
+struct Chunk {
+  float v[V];
+  __device__ __forceinline__ static Chunk load(const float* p) {
+    Chunk c;
+    if constexpr (V == 4) {
+      const float4 t = *reinterpret_cast<const float4*>(p);
+      c.v[0] = t.x, c.v[1] = t.y, c.v[2] = t.z, c.v[3] = t.w;
+    } else {
+#pragma unroll
+      for (int i = 0; i < V; ++i) c.v[i] = p[i];
+    }
+    return c;
+  }
+  __device__ __forceinline__ void store(float* p) const {
+    if constexpr (V == 4) {
+      *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < V; ++i) p[i] = v[i];
+    }
+  }
+};
+
+// The tiles, smallest first: {lanes, items}. Capacity lanes * items * V floats.
+struct Tile {
+  int lanes, items;
+};
+inline constexpr Tile kTiles[] = {{32, 1}, {32, 2}, {32, 4}, {32, 8}, {128, 8}, {256, 8}, {512, 8}, {1024, 8}};
+inline constexpr int kTileCount = sizeof(kTiles) / sizeof(kTiles[0]);
+
+// Calls f(std::integral_constant<int, lanes>, std::integral_constant<int, items>) with the smallest
+// of the first kCount tiles that holds `dim` floats at vector width V; returns false when none does
+// (the caller falls back to a kernel that streams the row). Only those tiles are instantiated.
+template <int V, int kCount = kTileCount, int I = 0, class F>
+bool with_tile(int dim, F&& f) {
+  if constexpr (I >= kCount) {
+    return false;
+  } else {
+    constexpr Tile t = kTiles[I];
+    if (dim <= t.lanes * t.items * V) {
+      f(std::integral_constant<int, t.lanes>{}, std::integral_constant<int, t.items>{});
+      return true;
+    }
+    return with_tile<V, kCount, I + 1>(dim, std::forward<F>(f));
+  }
+}
+
+// Blocks for a row-tiled kernel over `rows` rows, one tile per group of threads.
+template <int kLanes>
+unsigned blocks_for_rows(std::size_t rows) {
+  return static_cast<unsigned>((rows + rows_per_block<kLanes>() - 1) / rows_per_block<kLanes>());
+}
+
+// Streaming multiprocessors of the current device (cached).
+int sm_count();
+
+// The second stage of a column reduction: out[c] = sum over p < parts of partial[p * pitch + c]
+// for c < cols, in a fixed order (deterministic), 32 columns a block, coalesced.
+void sum_partials(const float* partial, int parts, int cols, std::size_t pitch, float* out, cudaStream_t s);
+
+}  // namespace rows

@@ -1,0 +1,65 @@
+// The host-side choices behind the row-wise kernels (CPU only): which register tile a row length
+// gets, and how the weighted sum's backward splits its rows.
+#include <gtest/gtest.h>
+
+#include "rows.cuh"
+#include "weighted_sum.cuh"
+
+namespace {
+
+rows::Tile chosen(int dim, bool vec4) {
+  rows::Tile t{0, 0};
+  auto pick = [&](auto lanes, auto items) { t = {decltype(lanes)::value, decltype(items)::value}; };
+  const bool ok = vec4 ? rows::with_tile<4>(dim, pick) : rows::with_tile<1>(dim, pick);
+  return ok ? t : rows::Tile{0, 0};
+}
+
+TEST(RowTiles, TheSmallestTileThatHoldsTheRow) {
+  for (const bool vec4 : {true, false}) {
+    const int v = vec4 ? 4 : 1;
+    for (int dim : {1, 5, 33, 128, 129, 768, 1024, 1025, 4096, 16384, 32768}) {
+      const rows::Tile t = chosen(dim, vec4);
+      if (t.lanes == 0) {
+        EXPECT_GT(dim, 1024 * 8 * v) << "no tile for " << dim << " though the largest holds it";
+        continue;
+      }
+      EXPECT_GE(t.lanes * t.items * v, dim) << dim;
+      // No smaller tile in the list would have held it.
+      for (const rows::Tile& smaller : rows::kTiles) {
+        if (smaller.lanes * smaller.items >= t.lanes * t.items) break;
+        EXPECT_LT(smaller.lanes * smaller.items * v, dim) << dim;
+      }
+    }
+  }
+  EXPECT_EQ(chosen(768, true).lanes, 32);    // a warp per row
+  EXPECT_EQ(chosen(16384, true).lanes, 512); // a block per row
+  EXPECT_EQ(chosen(40000, true).lanes, 0);   // longer than any tile: the fallback
+  EXPECT_EQ(chosen(9001, false).lanes, 0);
+}
+
+TEST(RowTiles, OnlyTheFirstTilesWhenLimited) {
+  int calls = 0;
+  EXPECT_FALSE((rows::with_tile<4, 7>(32768, [&](auto, auto) { ++calls; })));
+  EXPECT_TRUE((rows::with_tile<4, 7>(16384, [&](auto, auto) { ++calls; })));
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(WeightedSumBackwardPlan, PartsCoverEveryRowOnce) {
+  for (int sms : {1, 132}) {
+    for (auto [rows, dim] : {std::pair{1, 1}, {64, 128}, {70000, 3}, {16384, 16384}, {5, 4097}, {1 << 20, 4}}) {
+      const WeightedSumBackwardPlan plan(rows, dim, sms);
+      SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(dim) + " on " + std::to_string(sms) + " SMs");
+      EXPECT_EQ(plan.vec, dim % 4 == 0 ? 4 : 1);
+      EXPECT_GE(std::int64_t(plan.col_blocks) * plan.threads * plan.vec, dim);
+      EXPECT_EQ(plan.threads % 32, 0);
+      EXPECT_LE(plan.threads, 256);
+      EXPECT_GE(plan.parts, 1);
+      EXPECT_LE(plan.parts, 65535);
+      // Every row in exactly one part, and no empty part.
+      EXPECT_GE(std::int64_t(plan.parts) * plan.rows_per_part, rows);
+      EXPECT_LT(std::int64_t(plan.parts - 1) * plan.rows_per_part, rows);
+    }
+  }
+}
+
+}  // namespace
