@@ -155,5 +155,24 @@ class PlotSweep(unittest.TestCase):
                     plot_sweep.load(path)
 
 
+class TorchReference(unittest.TestCase):
+    def run_tool(self, *args):
+        import subprocess
+
+        tool = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "torch_reference.py")
+        return subprocess.run([sys.executable, tool, *args], capture_output=True, text=True)
+
+    def test_a_program_that_does_not_exist_is_exit_2_with_one_line(self):
+        r = self.run_tool("/no/such/program")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("torch_reference: error:", r.stderr)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1)
+
+    def test_reps_below_one_is_exit_2(self):
+        r = self.run_tool("--reps", "0", "/bin/true")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--reps", r.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()
