@@ -42,10 +42,49 @@ void split_name(const std::string& name, std::string& topic, std::string& progra
 
 }  // namespace
 
+std::string null_non_finite(const std::string& text) {
+  static const char* const kTokens[] = {"-Infinity", "Infinity", "-inf", "inf", "-nan", "nan", "NaN", "-NaN"};
+  std::string out;
+  out.reserve(text.size());
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size();) {
+    const char ch = text[i];
+    if (in_string) {
+      out += ch;
+      if (ch == '\\' && i + 1 < text.size()) {
+        out += text[i + 1];
+        i += 2;
+        continue;
+      }
+      if (ch == '"') in_string = false;
+      ++i;
+      continue;
+    }
+    if (ch == '"') {
+      in_string = true;
+      out += ch;
+      ++i;
+      continue;
+    }
+    bool replaced = false;
+    for (const char* tok : kTokens) {
+      const std::size_t len = std::char_traits<char>::length(tok);
+      if (text.compare(i, len, tok) == 0) {
+        out += "null";
+        i += len;
+        replaced = true;
+        break;
+      }
+    }
+    if (!replaced) out += text[i++];
+  }
+  return out;
+}
+
 BenchmarkRun parse_benchmark_json(const std::string& text) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text);
+    j = nlohmann::json::parse(null_non_finite(text));
   } catch (const nlohmann::json::parse_error& e) {
     throw std::runtime_error(std::string("output is not JSON: ") + e.what());
   }

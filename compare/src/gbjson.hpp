@@ -28,4 +28,9 @@ struct BenchmarkRun {
 // Throws std::runtime_error naming what is wrong when the text is not such JSON.
 BenchmarkRun parse_benchmark_json(const std::string& text);
 
+// Google Benchmark writes NaN and infinities as bare words (NaN, -nan, inf: the coefficient of
+// variation of a counter that is 0 in every repetition is 0/0), which JSON has no word for. This
+// turns them into null outside strings; a counter that is not a number is then left out.
+std::string null_non_finite(const std::string& text);
+
 }  // namespace compare

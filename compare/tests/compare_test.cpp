@@ -56,6 +56,19 @@ TEST(BenchmarkJson, ReadsGoogleBenchmark18FromTheH100) {
   EXPECT_TRUE(run.errors.empty());
 }
 
+TEST(GbJson, NonFiniteNumbersBecomeNullAndTheirCountersAreLeftOut) {
+  EXPECT_EQ(compare::null_non_finite(R"({"a": NaN, "b": -nan, "c": inf, "d": "NaN inf", "e": "q\"NaN"})"),
+            R"({"a": null, "b": null, "c": null, "d": "NaN inf", "e": "q\"NaN"})");
+  const auto run = compare::parse_benchmark_json(R"({"benchmarks": [
+    {"name": "t/p/8/manual_time", "run_name": "t/p/8/manual_time", "run_type": "iteration", "real_time": 2.0,
+     "time_unit": "us", "ok": 1.5, "zero_cv": -nan},
+    {"name": "t/p/8/manual_time_cv", "run_name": "t/p/8/manual_time", "run_type": "aggregate", "real_time": 0.1,
+     "time_unit": "us", "zero_cv": NaN}]})");
+  ASSERT_EQ(run.samples.size(), 1u);
+  EXPECT_EQ(run.samples[0].counters.count("ok"), 1u);
+  EXPECT_EQ(run.samples[0].counters.count("zero_cv"), 0u);
+}
+
 TEST(BenchmarkJson, GarbageIsAnError) {
   EXPECT_THROW(compare::parse_benchmark_json("not json"), std::runtime_error);
   EXPECT_THROW(compare::parse_benchmark_json("{\"context\": {}}"), std::runtime_error);
