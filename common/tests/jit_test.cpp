@@ -67,7 +67,7 @@ TEST(Jit, SourceHasBothKernelsAndComputesASharedNodeOnce) {
   EXPECT_NE(src.find("extern \"C\" __global__ void chain_scalar(const LabJitArgs a)"), std::string::npos) << src;
   EXPECT_NE(src.find("extern \"C\" __global__ void chain_vec4(const LabJitArgs a)"), std::string::npos) << src;
   EXPECT_NE(src.find("erff("), std::string::npos);
-  EXPECT_NE(src.find("reinterpret_cast<const float4*>(a.in[0])[q]"), std::string::npos);
+  EXPECT_NE(src.find("__ldg(reinterpret_cast<const float4*>(a.in[0]) + q)"), std::string::npos) << src;
   EXPECT_NE(src.find("i % a.cols"), std::string::npos);  // the column broadcast
   // x is used twice and z twice: each is read or computed once.
   EXPECT_EQ(count(src, "= in0;"), 1u) << src;
@@ -79,7 +79,7 @@ TEST(Jit, SourceHasBothKernelsAndComputesASharedNodeOnce) {
 TEST(Jit, WithoutColumnsNoModulo) {
   const std::string src = generate(exp(Expr::input(0)) * Expr::input(1));
   EXPECT_EQ(src.find("% a.cols"), std::string::npos) << src;
-  EXPECT_NE(src.find("a.in[1]"), std::string::npos);
+  EXPECT_NE(src.find("__ldg(a.in[1] + i)"), std::string::npos) << src;
 }
 
 TEST(Jit, NvrtcCompilesTheSourceToPtxWithoutAGpu) {
@@ -87,7 +87,7 @@ TEST(Jit, NvrtcCompilesTheSourceToPtxWithoutAGpu) {
   const std::string ptx(b.image.begin(), b.image.end());
   EXPECT_NE(ptx.find(".entry chain_scalar"), std::string::npos);
   EXPECT_NE(ptx.find(".entry chain_vec4"), std::string::npos);
-  EXPECT_NE(ptx.find("ld.global.v4.f32"), std::string::npos) << "the float4 kernel loads 16 bytes at a time";
+  EXPECT_NE(ptx.find("ld.global.nc.v4.f32"), std::string::npos) << "the float4 kernel loads 16 bytes at a time, read-only";
   EXPECT_GT(b.compile_ms, 0.0);
   EXPECT_FALSE(b.from_memory || b.from_disk);
 }
