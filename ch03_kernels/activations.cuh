@@ -50,16 +50,8 @@ struct SwishOp {
 
 }  // namespace act
 
-// What every activation topic shares: one dimension, the same sweep and awkward sizes.
-struct ActivationShapes {
-  static constexpr int chapter = 3;
-  static std::vector<std::string> dims() { return {"elements"}; }
-  static std::vector<lab::Shape> sweep() { return {{16777216}, {268435456}}; }
-  static std::vector<lab::Shape> checks() { return {{1}, {3}, {4097}, {1000003}}; }
-  static std::string validate(const lab::Shape& s) {
-    return s[0] > (std::int64_t{1} << 32) ? "at most 4294967296 elements" : "";
-  }
-};
+// What every activation topic shares: one flat array (elementwise.cuh).
+using ActivationShapes = ew::FlatShapes;
 
 // y = op(x)
 template <class Op>

@@ -7,8 +7,26 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lab/registry.hpp"
 
 namespace ew {
+
+// The shapes of every topic over one flat array (the activations, the MSE): one dimension, a size
+// that fits the L2 and one far beyond it; awkward sizes: one element, fewer than a float4, a
+// float4 and one, a large odd count.
+struct FlatShapes {
+  static constexpr int chapter = 3;
+  static std::vector<std::string> dims() { return {"elements"}; }
+  static std::vector<lab::Shape> sweep() { return {{16777216}, {268435456}}; }
+  static std::vector<lab::Shape> checks() { return {{1}, {3}, {4097}, {1000003}}; }
+  static std::string validate(const lab::Shape& s) {
+    return s[0] > (std::int64_t{1} << 32) ? "at most 4294967296 elements" : "";
+  }
+};
 
 constexpr int kThreads = 256;
 

@@ -43,6 +43,25 @@ inline int backward_parts(int rows, int rows_per_block, int sms, int blocks_per_
   return std::max(1, std::min(groups, sms * std::clamp(blocks_per_sm, 1, kMaxBlocksPerSm)));
 }
 
+// Each row's mean and 1 / sqrt(var + eps) in double, two-pass: the forward's reference and the
+// backward's saved statistics.
+struct RowStats {
+  std::vector<double> mean, rstd;
+};
+inline RowStats reference_stats(const std::vector<float>& x, int rows, int dim) {
+  RowStats st{std::vector<double>(rows), std::vector<double>(rows)};
+  for (int r = 0; r < rows; ++r) {
+    const float* row = x.data() + std::size_t(r) * dim;
+    double m = 0, v = 0;
+    for (int j = 0; j < dim; ++j) m += row[j];
+    m /= dim;
+    for (int j = 0; j < dim; ++j) v += (row[j] - m) * (row[j] - m);
+    st.mean[r] = m;
+    st.rstd[r] = 1.0 / std::sqrt(v / dim + double(kEps));
+  }
+  return st;
+}
+
 }  // namespace ln
 
 // The shapes both directions share. Sweep: the issue's three (a transformer's 768, and two wide
@@ -97,20 +116,16 @@ struct LayerNorm : LayerNormShapes {
     }
     lab::Verdict verify() override {
       const auto hx = x.download(), hg = gamma.download(), hb = beta.download();
-      std::vector<double> ry(hx.size()), rm(rows), rr(rows);
-      for (int r = 0; r < rows; ++r) {
-        const float* row = hx.data() + std::size_t(r) * dim;
-        double m = 0, v = 0;
-        for (int j = 0; j < dim; ++j) m += row[j];
-        m /= dim;
-        for (int j = 0; j < dim; ++j) v += (row[j] - m) * (row[j] - m);
-        const double rs = 1.0 / std::sqrt(v / dim + double(ln::kEps));
-        for (int j = 0; j < dim; ++j) ry[std::size_t(r) * dim + j] = (row[j] - m) * rs * hg[j] + hb[j];
-        rm[r] = m, rr[r] = rs;
-      }
+      const ln::RowStats st = ln::reference_stats(hx, rows, dim);
+      std::vector<double> ry(hx.size());
+      for (int r = 0; r < rows; ++r)
+        for (int j = 0; j < dim; ++j) {
+          const std::size_t i = std::size_t(r) * dim + j;
+          ry[i] = (hx[i] - st.mean[r]) * st.rstd[r] * hg[j] + hb[j];
+        }
       lab::Verdict v = lab::compare(y.download(), ry, lab::Tolerance::fp32(), "y", {rows, dim});
-      v.also(lab::compare(mean.download(), rm, lab::Tolerance::fp32(), "mean"));
-      return v.also(lab::compare(rstd.download(), rr, lab::Tolerance::fp32(), "rstd"));
+      v.also(lab::compare(mean.download(), st.mean, lab::Tolerance::fp32(), "mean"));
+      return v.also(lab::compare(rstd.download(), st.rstd, lab::Tolerance::fp32(), "rstd"));
     }
   };
 };
@@ -155,16 +170,8 @@ struct LayerNormBackward : LayerNormShapes {
       rng.uniform(gamma, 0.5f, 1.5f);
       rng.uniform(dy, -1.f, 1.f);
       // The forward's saved statistics, computed here in double and rounded to float once.
-      const auto hx = x.download();
-      std::vector<float> hm(rows), hr(rows);
-      for (int r = 0; r < rows; ++r) {
-        const float* row = hx.data() + std::size_t(r) * dim;
-        double m = 0, v = 0;
-        for (int j = 0; j < dim; ++j) m += row[j];
-        m /= dim;
-        for (int j = 0; j < dim; ++j) v += (row[j] - m) * (row[j] - m);
-        hm[r] = float(m), hr[r] = float(1.0 / std::sqrt(v / dim + double(ln::kEps)));
-      }
+      const ln::RowStats st = ln::reference_stats(x.download(), rows, dim);
+      const std::vector<float> hm(st.mean.begin(), st.mean.end()), hr(st.rstd.begin(), st.rstd.end());
       mean.upload(hm);
       rstd.upload(hr);
     }

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "elementwise.cuh"
 #include "lab/lab.hpp"
 #include "rows.cuh"
 
@@ -220,16 +221,9 @@ struct CrossEntropyBackward : CrossEntropyShapes {
   };
 };
 
-// Mean squared error over n elements (pred and target: any shape, flattened).
-struct MseShapes {
-  static constexpr int chapter = 3;
-  static std::vector<std::string> dims() { return {"elements"}; }
-  static std::vector<lab::Shape> sweep() { return {{16777216}, {268435456}}; }
-  static std::vector<lab::Shape> checks() { return {{1}, {3}, {4097}, {1000003}}; }
-  static std::string validate(const lab::Shape& s) {
-    return s[0] > (std::int64_t{1} << 32) ? "at most 4294967296 elements" : "";
-  }
-};
+// Mean squared error over n elements (pred and target: any shape, flattened): the activations'
+// flat-array shapes (elementwise.cuh).
+using MseShapes = ew::FlatShapes;
 
 struct MseInputs : lab::Problem {
   std::size_t n;

@@ -5,6 +5,9 @@
 // produced, with the cache cold, warm in memory, and warm on disk.
 // Run: make ch04 && ./ch04_compile_vs_fused/demo_jit --show-source && ./ch04_compile_vs_fused/demo_jit
 // ctest-args: --show-source
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>

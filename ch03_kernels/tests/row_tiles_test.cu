@@ -1,7 +1,8 @@
-// The host-side choices behind the row-wise kernels (CPU only): which register tile a row length
-// gets, and how the weighted sum's backward splits its rows.
+// The host-side pieces behind the row-wise kernels (CPU only): which register tile a row length
+// gets, how the weighted sum's backward splits its rows, and LayerNorm's reference statistics.
 #include <gtest/gtest.h>
 
+#include "layernorm.cuh"
 #include "rows.cuh"
 #include "weighted_sum.cuh"
 
@@ -60,6 +61,20 @@ TEST(WeightedSumBackwardPlan, PartsCoverEveryRowOnce) {
       EXPECT_LT(std::int64_t(plan.parts - 1) * plan.rows_per_part, rows);
     }
   }
+}
+
+TEST(LayerNormReference, TwoPassStatisticsPerRow) {
+  // Row 0: 1 2 3 4 (mean 2.5, variance 1.25). Row 1: constant (variance 0: rstd = 1/sqrt(eps)).
+  // Row 2: a large offset, where E[x^2] - E[x]^2 in float would lose every digit.
+  const std::vector<float> x = {1, 2, 3, 4, 7, 7, 7, 7, 10000.5f, 10001.5f, 10002.5f, 10003.5f};
+  const ln::RowStats st = ln::reference_stats(x, 3, 4);
+  ASSERT_EQ(st.mean.size(), 3u);
+  EXPECT_DOUBLE_EQ(st.mean[0], 2.5);
+  EXPECT_DOUBLE_EQ(st.rstd[0], 1.0 / std::sqrt(1.25 + double(ln::kEps)));
+  EXPECT_DOUBLE_EQ(st.mean[1], 7.0);
+  EXPECT_DOUBLE_EQ(st.rstd[1], 1.0 / std::sqrt(double(ln::kEps)));
+  EXPECT_DOUBLE_EQ(st.mean[2], 10002.0);
+  EXPECT_DOUBLE_EQ(st.rstd[2], 1.0 / std::sqrt(1.25 + double(ln::kEps)));
 }
 
 }  // namespace

@@ -79,25 +79,21 @@ Expr::Expr(float constant) {
   node_ = std::move(n);
 }
 
-Expr Expr::input(int index) {
-  if (index < 0 || index >= kMaxInputs)
-    throw UsageError("lab::jit::Expr::input(" + std::to_string(index) + "): inputs are 0.." +
-                     std::to_string(kMaxInputs - 1));
+namespace {
+// An input or column-vector leaf; `what` names it in the error for an index beyond `count`.
+Expr leaf(Op op, int index, int count, const char* what) {
+  if (index < 0 || index >= count)
+    throw UsageError(std::string("lab::jit::Expr::") + (op == Op::input ? "input(" : "column(") +
+                     std::to_string(index) + "): " + what + " are 0.." + std::to_string(count - 1));
   auto n = std::make_shared<Node>();
-  n->op = Op::input;
+  n->op = op;
   n->index = index;
   return Expr(std::shared_ptr<const Node>(std::move(n)));
 }
+}  // namespace
 
-Expr Expr::column(int index) {
-  if (index < 0 || index >= kMaxColumns)
-    throw UsageError("lab::jit::Expr::column(" + std::to_string(index) + "): column vectors are 0.." +
-                     std::to_string(kMaxColumns - 1));
-  auto n = std::make_shared<Node>();
-  n->op = Op::column;
-  n->index = index;
-  return Expr(std::shared_ptr<const Node>(std::move(n)));
-}
+Expr Expr::input(int index) { return leaf(Op::input, index, kMaxInputs, "inputs"); }
+Expr Expr::column(int index) { return leaf(Op::column, index, kMaxColumns, "column vectors"); }
 
 Expr operator+(const Expr& a, const Expr& b) { return make(Op::add, {a, b}); }
 Expr operator-(const Expr& a, const Expr& b) { return make(Op::sub, {a, b}); }

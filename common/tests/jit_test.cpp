@@ -47,6 +47,12 @@ TEST(Jit, IndicesBeyondTheLimitsAreUsageErrors) {
   EXPECT_THROW(Expr::input(kMaxInputs), lab::UsageError);
   EXPECT_THROW(Expr::input(-1), lab::UsageError);
   EXPECT_THROW(Expr::column(kMaxColumns), lab::UsageError);
+  try {
+    Expr::column(9);
+    FAIL() << "no error";
+  } catch (const lab::UsageError& e) {
+    EXPECT_STREQ(e.what(), "lab::jit::Expr::column(9): column vectors are 0..7");
+  }
 }
 
 TEST(Jit, ToStringIsInfix) {
