@@ -104,6 +104,7 @@ Record measure(const lab::Variant& v, const lab::Shape& shape, const Settings& c
   try {
     lab::Rng rng(cfg.seed);
     auto problem = v.topic->make(shape, rng);
+    LAB_CHECK(cudaDeviceSynchronize());  // the inputs were filled on the default stream
     lab::Stream stream;
     if (work.bytes <= cfg.verify_mb * 1e6 && v.topic->verifiable(shape)) {
       problem->poison(stream);

@@ -2,17 +2,21 @@
 // for the element-wise chain (--show-source; no GPU needed), compiles it with NVRTC to PTX for any
 // architecture (--arch compute_90; no GPU needed), and on a GPU measures what the first call of a
 // compiled kernel costs: NVRTC's compile, the module load, against one launch of the kernel it
-// produced, with the cache cold, warm in memory, and warm on disk.
+// produced, with the cache cold, warm in memory, and warm on disk. --attention D prints instead the
+// two row kernels the compiled attention generates for head size D (causal): the softmax with the
+// scale and the mask fused into its reads, and the softmax backward with them fused into its write.
 // Run: make ch04 && ./ch04_compile_vs_fused/demo_jit --show-source && ./ch04_compile_vs_fused/demo_jit
 // ctest-args: --show-source
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <string>
 
+#include "attention.cuh"
 #include "elementwise_chain.cuh"
 #include "lab/demo.hpp"
 #include "lab/device.hpp"
@@ -24,7 +28,15 @@ namespace {
 constexpr const char* kDescription =
     "lab::jit taken apart: the generated source, NVRTC's compile, and what the first call costs";
 
-int run(bool show_source, const std::string& arch, std::int64_t elements) {
+int run(bool show_source, const std::string& arch, std::int64_t elements, int attention_d) {
+  if (attention_d) {
+    const float scale = 1.0f / std::sqrt(float(attention_d));
+    std::cout << lab::jit::generate_row(lab::jit::RowOp::softmax, attn::compiled_prologue(scale, true), "attention")
+              << "\n"
+              << lab::jit::generate_row(lab::jit::RowOp::softmax_backward, attn::compiled_epilogue(scale, true),
+                                        "attention");
+    return lab::kExitOk;
+  }
   const lab::jit::Expr e = ElementwiseChain::expression();
   const std::string source = lab::jit::generate(e, "elementwise_chain");
   if (show_source) {
@@ -86,6 +98,7 @@ int main(int argc, char** argv) {
   bool show_source = false;
   std::string arch;
   std::int64_t elements = std::int64_t{1} << 26;
+  int attention_d = 0;
   return lab::demo_main(
       argc, argv, {"demo_jit", "elementwise_chain", kDescription, 4},
       [&](CLI::App& app) {
@@ -94,6 +107,10 @@ int main(int argc, char** argv) {
                                        "and print the size and time (no GPU)");
         app.add_option("--elements", elements, "elements for the launch the compile is measured against (default 2^26)")
             ->check(CLI::Range(std::int64_t{4096}, std::int64_t{1} << 32));
+        app.add_option("--attention", attention_d,
+                       "print the compiled attention's row kernels (causal softmax and its backward) for head size D "
+                       "and exit (no GPU)")
+            ->check(CLI::IsMember({16, 32, 64, 128}));
       },
-      [&] { return run(show_source, arch, elements); });
+      [&] { return run(show_source, arch, elements, attention_d); });
 }

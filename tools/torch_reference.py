@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch's time for the same operation and shapes as a lab program: the yardstick some targets
 name (LayerNorm backward at 1.3x PyTorch eager's torch.autograd.grad, the cross-entropy against
-F.cross_entropy). It reads the program's --describe (topic, timed shapes, minimal bytes), builds
+F.cross_entropy, the fused attention against scaled_dot_product_attention in fp32 and bf16). It reads the program's --describe (topic, timed shapes, minimal bytes), builds
 the PyTorch equivalent on the GPU in fp32, and times it the lab's way: CUDA events around each
 call, the L2 flushed (by reading a buffer twice its size) before every call, the median of
 --reps calls after 3 warm-up calls. Backward topics time torch.autograd.grad alone, the graph
@@ -10,7 +10,7 @@ built beforehand, as the forward would have left it.
   python3 tools/torch_reference.py build/ch03_kernels/optimized_layernorm_backward [more programs] \\
       [--compile] [--json torch.json]
 
-Prints a table (topic, shape, implementation, ms, GB/s on the lab's byte count) and writes it as
+Prints a table (topic, shape, implementation, ms, GB/s and TFLOP/s on the lab's counts) and writes it as
 JSON with --json. --compile adds torch.compile (default mode) for forward topics. Exit status 0;
 2 with one line for a bad argument, a topic it has no PyTorch equivalent for, or no torch/GPU.
 """
@@ -92,7 +92,45 @@ def builders(torch):
         loss = F.mse_loss(p, t)
         return lambda: torch.autograd.grad(loss, p, retain_graph=True)
 
-    return {k: v for k, v in locals().items() if callable(v) and k not in ("rand", "unary")}
+    # Attention (batch x heads x seq x d x causal): the textbook formula as eager mode runs it, and
+    # scaled_dot_product_attention (PyTorch picks its fused kernel) in fp32 and with bf16 inputs:
+    # the yardsticks of the fused variants.
+    def attention_inputs(s, dtype, grad):
+        b, h, n, d, _ = s
+        return [rand(b, h, n, d).to(dtype).requires_grad_(grad) for _ in range(3)]
+
+    def naive(q, k, v, causal):
+        sc = (q @ k.transpose(-1, -2)) * (q.shape[-1] ** -0.5)
+        if causal:
+            mask = torch.ones(sc.shape[-2:], dtype=torch.bool, device=dev).triu(1)
+            sc = sc.masked_fill(mask, float("-inf"))
+        return torch.softmax(sc, dim=-1) @ v
+
+    def sdpa(q, k, v, causal):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    def attention(s):
+        causal = bool(s[4])
+        out = {}
+        for name, fn, dtype in (("torch eager", naive, torch.float32), ("SDPA fp32", sdpa, torch.float32),
+                                ("SDPA bf16", sdpa, torch.bfloat16)):
+            q, k, v = attention_inputs(s, dtype, False)
+            out[name] = (lambda fn=fn, q=q, k=k, v=v: fn(q, k, v, causal))
+        return out
+
+    def attention_backward(s):
+        causal = bool(s[4])
+        out = {}
+        for name, fn, dtype in (("torch eager", naive, torch.float32), ("SDPA fp32", sdpa, torch.float32),
+                                ("SDPA bf16", sdpa, torch.bfloat16)):
+            q, k, v = attention_inputs(s, dtype, True)
+            o = fn(q, k, v, causal)
+            do = torch.empty_like(o).uniform_(-1, 1)
+            out[name] = (lambda o=o, q=q, k=k, v=v, do=do: torch.autograd.grad(o, (q, k, v), do, retain_graph=True))
+        return out
+
+    return {k: v for k, v in locals().items()
+            if callable(v) and k not in ("rand", "unary", "attention_inputs", "naive", "sdpa")}
 
 
 def time_ms(torch, fn, flush, reps):
@@ -145,23 +183,26 @@ def main():
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     flush = torch.empty(max(2 * l2, 64 << 20) // 4, device="cuda")
     results = []
-    print("%-24s %-14s %-16s %10s %9s" % ("topic", "shape", "implementation", "ms", "GB/s"))
+    print("%-24s %-18s %-16s %10s %9s %9s" % ("topic", "shape", "implementation", "ms", "GB/s", "TFLOP/s"))
     for d in descs:
         for s in d["sweep"]:
             shape = [int(x) for x in s["shape"].split("x")]
-            impls = [("torch eager", make[d["topic"]](shape))]
+            made = make[d["topic"]](shape)  # one callable (eager), or several by name
+            impls = list(made.items()) if isinstance(made, dict) else [("torch eager", made)]
             if a.compile and not d["topic"].endswith("_backward"):
-                impls.append(("torch.compile", torch.compile(make[d["topic"]](shape))))
+                first = make[d["topic"]](shape)
+                impls.append(("torch.compile", torch.compile(first["torch eager"] if isinstance(first, dict) else first)))
             for name, fn in impls:
                 try:
                     ms = time_ms(torch, fn, flush, a.reps)
                 except torch.cuda.OutOfMemoryError:
-                    print("%-24s %-14s %-16s %10s" % (d["topic"], s["shape"], name, "OOM"))
+                    print("%-24s %-18s %-16s %10s" % (d["topic"], s["shape"], name, "OOM"))
                     continue
                 gbs = s["bytes"] / (ms * 1e-3) / 1e9
-                print("%-24s %-14s %-16s %10.4f %9.0f" % (d["topic"], s["shape"], name, ms, gbs))
+                tflops = s["flops"] / (ms * 1e-3) / 1e12
+                print("%-24s %-18s %-16s %10.4f %9.0f %9.2f" % (d["topic"], s["shape"], name, ms, gbs, tflops))
                 results.append({"topic": d["topic"], "shape": s["shape"], "implementation": name, "ms": ms,
-                                "gbps": gbs, "bytes": s["bytes"]})
+                                "gbps": gbs, "tflops": tflops, "bytes": s["bytes"], "flops": s["flops"]})
             torch.cuda.empty_cache()
     if a.json:
         with open(a.json, "w") as f:

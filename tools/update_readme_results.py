@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Puts a results table that compare wrote (--markdown FILE) into a chapter README, between the
 markers <!-- results:begin --> and <!-- results:end -->, so that no number in a README is typed
-by hand.
+by hand. --section NAME uses the markers <!-- results:NAME:begin --> and <!-- results:NAME:end -->
+instead, for a second table a chapter's demo wrote (its file starts "Measured by `demo_...`").
 
   tools/update_readme_results.py ch01_basics/README.md results.md
+  tools/update_readme_results.py ch04_compile_vs_fused/README.md attention.md --section attention
 """
 import argparse
 import sys
@@ -13,26 +15,31 @@ END = "<!-- results:end -->"
 STAMP = "Measured by `compare`"
 
 
-def update(readme_text: str, results_text: str) -> str:
-    if STAMP not in results_text:
-        raise ValueError("the results file was not written by compare --markdown (no '%s' line)" % STAMP)
-    b, e = readme_text.find(BEGIN), readme_text.find(END)
+def update(readme_text: str, results_text: str, section: str = "") -> str:
+    begin, end = (BEGIN, END) if not section else ("<!-- results:%s:begin -->" % section,
+                                                   "<!-- results:%s:end -->" % section)
+    stamp = STAMP if not section else "Measured by `demo_"
+    if stamp not in results_text:
+        raise ValueError("the results file was not written by %s (no '%s' line)"
+                         % ("compare --markdown" if not section else "a demo's --markdown", stamp))
+    b, e = readme_text.find(begin), readme_text.find(end)
     if b < 0 or e < 0 or e < b:
-        raise ValueError("the README has no %s ... %s markers" % (BEGIN, END))
-    return readme_text[: b + len(BEGIN)] + "\n" + results_text.strip() + "\n" + readme_text[e:]
+        raise ValueError("the README has no %s ... %s markers" % (begin, end))
+    return readme_text[: b + len(begin)] + "\n" + results_text.strip() + "\n" + readme_text[e:]
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("readme")
-    ap.add_argument("results", help="Markdown written by compare --markdown")
+    ap.add_argument("results", help="Markdown written by compare --markdown (or a demo's, with --section)")
+    ap.add_argument("--section", default="", help="the markers' name: <!-- results:NAME:begin -->")
     a = ap.parse_args()
     try:
         with open(a.readme) as f:
             readme = f.read()
         with open(a.results) as f:
             results = f.read()
-        new = update(readme, results)
+        new = update(readme, results, a.section)
     except (OSError, ValueError) as err:
         print("update_readme_results: error: %s" % err, file=sys.stderr)
         return 2

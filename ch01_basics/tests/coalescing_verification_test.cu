@@ -37,9 +37,9 @@ void run_edge_off_by_one(Coalescing::Problem& p, cudaStream_t s) {
 
 struct Wrong {
   lab::Registry reg;  // kept apart from the chapter's registry, which must hold only right variants
-  const lab::Variant& skip = lab::register_variant<Coalescing>(reg, "wrong_skip_last", lab::Role::optimized, 1,
+  const lab::Variant* skip = &lab::register_variant<Coalescing>(reg, "wrong_skip_last", lab::Role::optimized, 1,
                                                                 "leaves one element unwritten", &run_skip_last);
-  const lab::Variant& edge = lab::register_variant<Coalescing>(reg, "wrong_edge", lab::Role::optimized, 2,
+  const lab::Variant* edge = &lab::register_variant<Coalescing>(reg, "wrong_edge", lab::Role::optimized, 2,
                                                                 "off by one at the last column", &run_edge_off_by_one);
 };
 
@@ -47,7 +47,7 @@ TEST(CoalescingVerification, RejectsAnUnwrittenElement) {
   LAB_REQUIRE_GPU();
   Wrong w;
   lab::Stream s;
-  const lab::Verdict v = lab::check_variant(w.skip, {1000, 777}, lab::testing::run_seed(), s);
+  const lab::Verdict v = lab::check_variant(*w.skip, {1000, 777}, lab::testing::run_seed(), s);
   EXPECT_FALSE(v.pass);
   EXPECT_EQ(v.bad, 1u);
   EXPECT_EQ(v.nan, 1u);  // the poison shows through
@@ -61,7 +61,7 @@ TEST(CoalescingVerification, RejectsAnOffByOneAtTheEdge) {
   LAB_REQUIRE_GPU();
   Wrong w;
   lab::Stream s;
-  const lab::Verdict v = lab::check_variant(w.edge, {31, 4097}, lab::testing::run_seed(), s);
+  const lab::Verdict v = lab::check_variant(*w.edge, {31, 4097}, lab::testing::run_seed(), s);
   EXPECT_FALSE(v.pass);
   EXPECT_EQ(v.nan, 0u);      // every element written ...
   EXPECT_EQ(v.bad, 31u);     // ... but the whole last column (a row of out) is wrong

@@ -28,7 +28,7 @@
 
 namespace lab::jit {
 
-enum class Op { input, column, constant, neg, exp, log, tanh, erf, sigmoid, add, sub, mul, div, max };
+enum class Op { input, column, constant, row, col, neg, exp, log, tanh, erf, sigmoid, add, sub, mul, div, max, greater, select };
 
 inline constexpr int kMaxInputs = 8;   // element-wise arrays in0 .. in7
 inline constexpr int kMaxColumns = 8;  // per-column vectors vec0 .. vec7
@@ -41,6 +41,10 @@ class Expr {
   Expr(float constant);                       // NOLINT: a float is a constant expression
   static Expr input(int index);               // in<index>[i]; throws UsageError beyond kMaxInputs
   static Expr column(int index);              // vec<index>[i % cols]; throws UsageError beyond kMaxColumns
+  // The element's row (within its matrix) and column, as floats: row kernels only (the causal mask
+  // of a softmax is select(Expr::col() > Expr::row(), -inf, x)).
+  static Expr row();
+  static Expr col();
   const Node& node() const { return *node_; }
   std::shared_ptr<const Node> ptr() const { return node_; }
   explicit Expr(std::shared_ptr<const Node> n) : node_(std::move(n)) {}
@@ -67,6 +71,8 @@ Expr tanh(const Expr& a);
 Expr erf(const Expr& a);
 Expr sigmoid(const Expr& a);
 Expr max(const Expr& a, const Expr& b);
+Expr operator>(const Expr& a, const Expr& b);                        // 1 where a > b, else 0
+Expr select(const Expr& condition, const Expr& a, const Expr& b);    // condition != 0 ? a : b
 
 // How many inputs and column vectors the expression reads (highest index + 1).
 struct Arity {
@@ -79,11 +85,25 @@ std::string to_string(const Expr& e);
 
 // The expression evaluated in double on the host, for references and tests:
 // in[k] and vec[k] are the values of input k and column vector k at this element.
-double evaluate(const Expr& e, const std::vector<double>& in, const std::vector<double>& vec);
+double evaluate(const Expr& e, const std::vector<double>& in, const std::vector<double>& vec, double row = 0,
+                double col = 0);
 
 // The CUDA source: a device function for one element, a scalar kernel `<name>_scalar` and a
-// float4 kernel `<name>_vec4`, both grid-stride, both taking one Args struct by value.
+// float4 kernel `<name>_vec4`, both grid-stride, both taking one Args struct by value. Throws
+// UsageError when the expression reads Expr::row() or Expr::col().
 std::string generate(const Expr& e, const std::string& name = "lab_jit");
+
+// Row kernels: what a compiler of element-wise operations does around a reduction it knows (as
+// Inductor fuses point-wise operations into a softmax). The expression reads input(0) (and
+// row(), col()); nothing else.
+//   softmax:          out[r][j] = softmax_j(e(in[r][j], r, j)): e is fused into the softmax's reads
+//                     (a prologue), computed twice (two passes over the row), never stored.
+//   softmax_backward: out[r][j] = e(p[r][j] (dp[r][j] - sum_k p[r][k] dp[r][k]), r, j): e is fused
+//                     into the gradient's write (an epilogue).
+// One block a row; r is the row within its matrix (row % rows_per_matrix). Kernel `<name>_softmax`
+// or `<name>_softmax_backward`.
+enum class RowOp { softmax, softmax_backward };
+std::string generate_row(RowOp op, const Expr& e, const std::string& name = "lab_jit");
 
 // A compiled binary.
 struct Binary {
@@ -141,11 +161,32 @@ class Kernel {
   Arity arity() const { return arity_; }
 
  private:
+  friend class RowKernel;
   struct Module;
   std::shared_ptr<Module> module_;
   std::string source_;
   Binary binary_;
   Arity arity_;
+  double load_ms_ = 0;
+};
+
+// A row kernel loaded for the current device.
+class RowKernel {
+ public:
+  static RowKernel build(RowOp op, const Expr& e, Cache& cache, const std::string& name = "lab_jit");
+  // softmax: in = the matrix, in2 = nullptr; softmax_backward: in = p, in2 = dp. rows x cols,
+  // row-major, out may not alias the inputs.
+  void launch(const float* in, const float* in2, float* out, std::size_t rows, int cols, int rows_per_matrix,
+              cudaStream_t stream) const;
+  const std::string& source() const { return source_; }
+  const Binary& binary() const { return binary_; }
+  double load_ms() const { return load_ms_; }
+
+ private:
+  RowOp op_ = RowOp::softmax;
+  std::shared_ptr<Kernel::Module> module_;
+  std::string source_;
+  Binary binary_;
   double load_ms_ = 0;
 };
 

@@ -35,8 +35,10 @@ struct Shape {
 };
 
 // Parses "RxC" (rank numbers joined by 'x'). Throws UsageError naming the flag and the problem:
-// wrong count, not a number, zero or negative, or an element count that overflows 64 bits.
-Shape parse_shape(std::string_view text, std::span<const std::string> dim_names, std::string_view flag = "--shape");
+// wrong count, not a number, zero or negative, or an element count that overflows 64 bits. A dim
+// named in `switches` is an on/off option carried in the shape (attention's "causal"): 0 or 1.
+Shape parse_shape(std::string_view text, std::span<const std::string> dim_names, std::string_view flag = "--shape",
+                  std::span<const std::string> switches = {});
 
 // The least work a shape needs: bytes that must cross device memory (each input read once, each
 // output written once) and algorithmic floating-point operations. Every variant of a topic is
@@ -71,6 +73,7 @@ struct TopicInfo {
   std::string name;
   int chapter = 0;
   std::vector<std::string> dims;
+  std::vector<std::string> switches;  // dims that are 0/1 options (causal masking), not extents
   std::vector<Shape> sweep;   // timed by default
   std::vector<Shape> checks;  // verified always, awkward sizes included
   std::function<Work(const Shape&)> work;
@@ -114,14 +117,15 @@ class Registry {
 std::string program_name_from_path(std::string_view path);
 
 // The topic's description for the registry, from its static members:
-//   name, chapter, dims(), sweep(), checks(), work(shape), Problem(shape, rng), optional validate(shape)
-//   and verifiable(shape).
+//   name, chapter, dims(), sweep(), checks(), work(shape), Problem(shape, rng), optional validate(shape),
+//   verifiable(shape) and switches().
 template <class T>
 TopicInfo topic_info() {
   TopicInfo t;
   t.name = T::name;
   t.chapter = T::chapter;
   t.dims = T::dims();
+  if constexpr (requires { T::switches(); }) t.switches = T::switches();
   t.sweep = T::sweep();
   t.checks = T::checks();
   t.work = [](const Shape& s) { return T::work(s); };
@@ -158,7 +162,7 @@ inline constexpr int kFinalStep = 1000;
 
 #define LAB_DETAIL_VARIANT(Topic, role, step, description)                                                 \
   static void lab_variant_run(Topic::Problem& p, cudaStream_t stream);                                      \
-  [[maybe_unused]] static const ::lab::Variant& lab_variant_registration = ::lab::register_variant<Topic>( \
+  [[maybe_unused]] static const ::lab::Variant* lab_variant_registration = &::lab::register_variant<Topic>( \
       ::lab::Registry::global(), ::lab::program_name_from_path(__FILE__), ::lab::Role::role, step,          \
       description, &lab_variant_run);                                                                       \
   static void lab_variant_run([[maybe_unused]] Topic::Problem& p, [[maybe_unused]] cudaStream_t stream)

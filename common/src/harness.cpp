@@ -47,7 +47,9 @@ std::string dims_text(const TopicInfo& t) {
 std::string footer(const Variant& v) {
   const TopicInfo& t = *v.topic;
   std::ostringstream o;
-  o << "Shapes are " << dims_text(t) << ". Default sweep: " << shapes_text(t.sweep) << "\n"
+  o << "Shapes are " << dims_text(t);
+  for (const auto& sw : t.switches) o << " (" << sw << ": 0 off, 1 on)";
+  o << ". Default sweep: " << shapes_text(t.sweep) << "\n"
     << "Always verified (awkward sizes): " << shapes_text(t.checks) << "\n"
     << "Timed shapes are verified too while the CPU reference stays under 1 GiB and 4 GFLOP of work.\n\n"
     << "Timing runs through Google Benchmark; its flags pass through, for example\n"
@@ -123,7 +125,7 @@ Options parse_options(const Variant& v, const std::vector<std::string>& args) {
   o.cache = parse_cache_mode(cli.cache);
   if (cli.app.count("--seed")) o.seed = cli.seed;
   for (const auto& s : cli.shape_text) {
-    Shape sh = parse_shape(s, v.topic->dims);
+    Shape sh = parse_shape(s, v.topic->dims, "--shape", v.topic->switches);
     if (auto why = v.topic->validate(sh); !why.empty()) throw UsageError("--shape " + s + ": " + why);
     o.shapes.push_back(std::move(sh));
   }

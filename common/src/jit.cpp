@@ -94,6 +94,8 @@ Expr leaf(Op op, int index, int count, const char* what) {
 
 Expr Expr::input(int index) { return leaf(Op::input, index, kMaxInputs, "inputs"); }
 Expr Expr::column(int index) { return leaf(Op::column, index, kMaxColumns, "column vectors"); }
+Expr Expr::row() { return make(Op::row, {}); }
+Expr Expr::col() { return make(Op::col, {}); }
 
 Expr operator+(const Expr& a, const Expr& b) { return make(Op::add, {a, b}); }
 Expr operator-(const Expr& a, const Expr& b) { return make(Op::sub, {a, b}); }
@@ -106,6 +108,8 @@ Expr tanh(const Expr& a) { return make(Op::tanh, {a}); }
 Expr erf(const Expr& a) { return make(Op::erf, {a}); }
 Expr sigmoid(const Expr& a) { return make(Op::sigmoid, {a}); }
 Expr max(const Expr& a, const Expr& b) { return make(Op::max, {a, b}); }
+Expr operator>(const Expr& a, const Expr& b) { return make(Op::greater, {a, b}); }
+Expr select(const Expr& condition, const Expr& a, const Expr& b) { return make(Op::select, {condition, a, b}); }
 
 Arity arity(const Expr& e) {
   std::vector<const Node*> order;
@@ -124,6 +128,8 @@ std::string to_string(const Expr& e) {
   switch (n.op) {
     case Op::input: return "in" + std::to_string(n.index);
     case Op::column: return "vec" + std::to_string(n.index) + "[col]";
+    case Op::row: return "row";
+    case Op::col: return "col";
     case Op::constant: {
       std::ostringstream s;
       s << n.value;
@@ -136,16 +142,23 @@ std::string to_string(const Expr& e) {
     case Op::erf: return "erf(" + to_string(n.args[0]) + ")";
     case Op::sigmoid: return "sigmoid(" + to_string(n.args[0]) + ")";
     case Op::max: return "max(" + to_string(n.args[0]) + ", " + to_string(n.args[1]) + ")";
+    case Op::greater: return "(" + to_string(n.args[0]) + " > " + to_string(n.args[1]) + ")";
+    case Op::select:
+      return "select(" + to_string(n.args[0]) + ", " + to_string(n.args[1]) + ", " + to_string(n.args[2]) + ")";
     default: return "(" + to_string(n.args[0]) + " " + symbol(n.op) + " " + to_string(n.args[1]) + ")";
   }
 }
 
-double evaluate(const Expr& e, const std::vector<double>& in, const std::vector<double>& vec) {
+double evaluate(const Expr& e, const std::vector<double>& in, const std::vector<double>& vec, double row, double col) {
   const Node& n = e.node();
-  auto arg = [&](int k) { return evaluate(n.args[static_cast<std::size_t>(k)], in, vec); };
+  auto arg = [&](int k) { return evaluate(n.args[static_cast<std::size_t>(k)], in, vec, row, col); };
   switch (n.op) {
     case Op::input: return in.at(static_cast<std::size_t>(n.index));
     case Op::column: return vec.at(static_cast<std::size_t>(n.index));
+    case Op::row: return row;
+    case Op::col: return col;
+    case Op::greater: return arg(0) > arg(1) ? 1.0 : 0.0;
+    case Op::select: return arg(0) != 0 ? arg(1) : arg(2);
     case Op::constant: return n.value;
     case Op::neg: return -arg(0);
     case Op::exp: return std::exp(arg(0));
@@ -162,12 +175,55 @@ double evaluate(const Expr& e, const std::vector<double>& in, const std::vector<
   return NAN;
 }
 
-std::string generate(const Expr& e, const std::string& name) {
+namespace {
+
+bool reads_position(const Expr& e) {
   std::vector<const Node*> order;
   std::unordered_map<const Node*, int> seen;
   topological(&e.node(), order, seen);
-  const Arity a = arity(e);
+  return std::any_of(order.begin(), order.end(), [](const Node* n) { return n->op == Op::row || n->op == Op::col; });
+}
+
+// `static __device__ float <name>_element(params) { one const per node; return the root; }`.
+void element_function(std::ostringstream& s, const Expr& e, const std::string& name, const std::string& params) {
+  std::vector<const Node*> order;
+  std::unordered_map<const Node*, int> seen;
+  topological(&e.node(), order, seen);
   auto var = [&](const Expr& x) { return numbered("t", seen.at(&x.node())); };
+  s << "static __device__ __forceinline__ float " << name << "_element(" << params << ") {\n";
+  for (const Node* n : order) {
+    const std::string t = numbered("t", seen.at(n));
+    s << "  const float " << t << " = ";
+    switch (n->op) {
+      case Op::input: s << "in" << n->index; break;
+      case Op::column: s << "vec" << n->index; break;
+      case Op::row: s << "row"; break;
+      case Op::col: s << "col"; break;
+      case Op::constant: s << literal(n->value); break;
+      case Op::neg: s << "-" << var(n->args[0]); break;
+      case Op::exp: s << "expf(" << var(n->args[0]) << ")"; break;
+      case Op::log: s << "logf(" << var(n->args[0]) << ")"; break;
+      case Op::tanh: s << "tanhf(" << var(n->args[0]) << ")"; break;
+      case Op::erf: s << "erff(" << var(n->args[0]) << ")"; break;
+      case Op::sigmoid: s << "1.0f / (1.0f + expf(-" << var(n->args[0]) << "))"; break;
+      case Op::max: s << "fmaxf(" << var(n->args[0]) << ", " << var(n->args[1]) << ")"; break;
+      case Op::greater: s << "(" << var(n->args[0]) << " > " << var(n->args[1]) << ") ? 1.0f : 0.0f"; break;
+      case Op::select:
+        s << "(" << var(n->args[0]) << " != 0.0f) ? " << var(n->args[1]) << " : " << var(n->args[2]);
+        break;
+      default: s << var(n->args[0]) << " " << symbol(n->op) << " " << var(n->args[1]); break;
+    }
+    s << ";\n";
+  }
+  s << "  return " << var(e) << ";\n}\n\n";
+}
+
+}  // namespace
+
+std::string generate(const Expr& e, const std::string& name) {
+  if (reads_position(e))
+    throw UsageError("lab::jit::generate: " + to_string(e) + " reads row() or col(), which only row kernels define");
+  const Arity a = arity(e);
 
   std::ostringstream s;
   s << "// Generated by lab::jit for: " << to_string(e) << "\n"
@@ -179,32 +235,11 @@ std::string generate(const Expr& e, const std::string& name) {
     << "  float* out;\n"
     << "  unsigned long long n;\n"
     << "  int cols;\n"
-    << "};\n\n"
-    << "static __device__ __forceinline__ float " << name << "_element(";
-  std::vector<std::string> params;
-  for (int k = 0; k < a.inputs; ++k) params.push_back(numbered("float in", k));
-  for (int k = 0; k < a.columns; ++k) params.push_back(numbered("float vec", k));
-  for (std::size_t k = 0; k < params.size(); ++k) s << (k ? ", " : "") << params[k];
-  s << ") {\n";
-  for (const Node* n : order) {
-    const std::string t = numbered("t", seen.at(n));
-    s << "  const float " << t << " = ";
-    switch (n->op) {
-      case Op::input: s << "in" << n->index; break;
-      case Op::column: s << "vec" << n->index; break;
-      case Op::constant: s << literal(n->value); break;
-      case Op::neg: s << "-" << var(n->args[0]); break;
-      case Op::exp: s << "expf(" << var(n->args[0]) << ")"; break;
-      case Op::log: s << "logf(" << var(n->args[0]) << ")"; break;
-      case Op::tanh: s << "tanhf(" << var(n->args[0]) << ")"; break;
-      case Op::erf: s << "erff(" << var(n->args[0]) << ")"; break;
-      case Op::sigmoid: s << "1.0f / (1.0f + expf(-" << var(n->args[0]) << "))"; break;
-      case Op::max: s << "fmaxf(" << var(n->args[0]) << ", " << var(n->args[1]) << ")"; break;
-      default: s << var(n->args[0]) << " " << symbol(n->op) << " " << var(n->args[1]); break;
-    }
-    s << ";\n";
-  }
-  s << "  return " << var(e) << ";\n}\n\n";
+    << "};\n\n";
+  std::string params;
+  for (int k = 0; k < a.inputs; ++k) params += (params.empty() ? "" : ", ") + numbered("float in", k);
+  for (int k = 0; k < a.columns; ++k) params += (params.empty() ? "" : ", ") + numbered("float vec", k);
+  element_function(s, e, name, params);
 
   auto call = [&](const std::string& idx, const std::string& col) {
     std::string c = name + "_element(";
@@ -245,6 +280,64 @@ std::string generate(const Expr& e, const std::string& name) {
     << "  for (unsigned long long i = 4 * quads + (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += stride)\n"
     << "    a.out[i] = " << call("i", col) << ";\n"
     << "}\n";
+  return s.str();
+}
+
+std::string generate_row(RowOp op, const Expr& e, const std::string& name) {
+  const Arity a = arity(e);
+  if (a.inputs > 1 || a.columns > 0)
+    throw UsageError("lab::jit::generate_row: " + to_string(e) + " may read input(0), row() and col() only");
+  const bool forward = op == RowOp::softmax;
+  std::ostringstream s;
+  s << "// Generated by lab::jit: " << (forward ? "softmax over each row of e(x)" : "softmax backward, e(dx)")
+    << " for e = " << to_string(e) << "\n"
+    << (forward ? "// e is a prologue: computed from the stored x as it is read, in both passes, never stored.\n"
+                : "// e is an epilogue: applied to the gradient p (dp - sum p dp) before it is written.\n")
+    << "// One block of 256 threads a row; row is the row within its matrix, col the column.\n"
+    << "#define LAB_NEG_INF __int_as_float(0xff800000)\n\n";
+  element_function(s, e, name, "float in0, float row, float col");
+  s << "static __device__ __forceinline__ float2 " << name << "_combine(float2 a, float2 b) {  // (max, sum exp(x - max))\n"
+    << "  const float m = fmaxf(a.x, b.x);\n"
+    << "  if (m == LAB_NEG_INF) return make_float2(m, 0.f);\n"
+    << "  return make_float2(m, a.y * __expf(a.x - m) + b.y * __expf(b.x - m));\n"
+    << "}\n\n";
+  const std::string kernel = name + (forward ? "_softmax" : "_softmax_backward");
+  s << "extern \"C\" __global__ void __launch_bounds__(256) " << kernel
+    << "(const float* __restrict__ in, const float* __restrict__ in2, float* __restrict__ out, int cols,\n"
+    << "    int rows_per_matrix) {\n"
+    << "  const unsigned long long r = blockIdx.x;\n"
+    << "  const float row = (float)(r % (unsigned long long)rows_per_matrix);\n"
+    << "  const float* x = in + r * cols;\n"
+    << "  float* y = out + r * cols;\n"
+    << "  __shared__ float2 warps[8];\n";
+  if (forward) {
+    s << "  float2 t = make_float2(LAB_NEG_INF, 0.f);\n"
+      << "  for (int j = threadIdx.x; j < cols; j += blockDim.x)\n"
+      << "    t = " << name << "_combine(t, make_float2(" << name << "_element(__ldg(x + j), row, (float)j), 1.f));\n"
+      << "  for (int o = 16; o > 0; o /= 2)\n"
+      << "    t = " << name << "_combine(t, make_float2(__shfl_xor_sync(~0u, t.x, o), __shfl_xor_sync(~0u, t.y, o)));\n"
+      << "  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = t;\n"
+      << "  __syncthreads();\n"
+      << "  float2 all = warps[0];\n"
+      << "  for (int w = 1; w < 8; ++w) all = " << name << "_combine(all, warps[w]);\n"
+      << "  const float inv = 1.f / all.y;\n"
+      << "  for (int j = threadIdx.x; j < cols; j += blockDim.x)\n"
+      << "    y[j] = __expf(" << name << "_element(__ldg(x + j), row, (float)j) - all.x) * inv;\n";
+  } else {
+    s << "  const float* dx = in2 + r * cols;\n"
+      << "  float t = 0.f;\n"
+      << "  for (int j = threadIdx.x; j < cols; j += blockDim.x) t += __ldg(x + j) * __ldg(dx + j);\n"
+      << "  for (int o = 16; o > 0; o /= 2) t += __shfl_xor_sync(~0u, t, o);\n"
+      << "  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32].x = t;\n"
+      << "  __syncthreads();\n"
+      << "  float dot = 0.f;\n"
+      << "  for (int w = 0; w < 8; ++w) dot += warps[w].x;\n"
+      << "  for (int j = threadIdx.x; j < cols; j += blockDim.x) {\n"
+      << "    const float p = __ldg(x + j);\n"
+      << "    y[j] = " << name << "_element(p * (__ldg(dx + j) - dot), row, (float)j);\n"
+      << "  }\n";
+  }
+  s << "}\n";
   return s.str();
 }
 
@@ -420,7 +513,7 @@ struct Args {
 
 struct Kernel::Module {
   CUmodule module = nullptr;
-  CUfunction scalar = nullptr, vec4 = nullptr;
+  CUfunction scalar = nullptr, vec4 = nullptr, row = nullptr;
   ~Module() {
     if (module) driver().module_unload(module);
   }
@@ -469,6 +562,34 @@ void Kernel::launch(const std::vector<const float*>& inputs, const std::vector<c
   const auto blocks = static_cast<unsigned>(std::min<std::size_t>((work + kThreads - 1) / kThreads, std::size_t{1} << 20));
   void* params[] = {&a};
   check_cu(driver().launch_kernel(aligned ? module_->vec4 : module_->scalar, blocks, 1, 1, kThreads, 1, 1, 0,
+                                  reinterpret_cast<CUstream>(stream), params, nullptr),
+           "cuLaunchKernel");
+}
+
+RowKernel RowKernel::build(RowOp op, const Expr& e, Cache& cache, const std::string& name) {
+  RowKernel k;
+  k.op_ = op;
+  k.source_ = generate_row(op, e, name);
+  LAB_CHECK(cudaFree(nullptr));
+  k.binary_ = cache.get(k.source_, device_arch());
+  const auto t0 = std::chrono::steady_clock::now();
+  k.module_ = std::make_shared<Kernel::Module>();
+  check_cu(driver().module_load_data(&k.module_->module, k.binary_.image.data()), "cuModuleLoadData");
+  const std::string kernel = name + (op == RowOp::softmax ? "_softmax" : "_softmax_backward");
+  check_cu(driver().module_get_function(&k.module_->row, k.module_->module, kernel.c_str()), "cuModuleGetFunction(row)");
+  k.load_ms_ = elapsed_ms(t0);
+  return k;
+}
+
+void RowKernel::launch(const float* in, const float* in2, float* out, std::size_t rows, int cols, int rows_per_matrix,
+                       cudaStream_t stream) const {
+  if (cols <= 0 || rows_per_matrix <= 0) throw UsageError("lab::jit::RowKernel::launch: cols and rows_per_matrix must be positive");
+  if ((op_ == RowOp::softmax_backward) != (in2 != nullptr))
+    throw UsageError("lab::jit::RowKernel::launch: the softmax backward takes p and dp, the softmax one input");
+  if (rows > 0x7fffffffu) throw UsageError("lab::jit::RowKernel::launch: at most 2^31 - 1 rows");
+  if (rows == 0) return;
+  void* params[] = {&in, &in2, &out, &cols, &rows_per_matrix};
+  check_cu(driver().launch_kernel(module_->row, static_cast<unsigned>(rows), 1, 1, 256, 1, 1, 0,
                                   reinterpret_cast<CUstream>(stream), params, nullptr),
            "cuLaunchKernel");
 }

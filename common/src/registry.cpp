@@ -23,7 +23,8 @@ std::string Shape::str() const {
   return s;
 }
 
-Shape parse_shape(std::string_view text, std::span<const std::string> dim_names, std::string_view flag) {
+Shape parse_shape(std::string_view text, std::span<const std::string> dim_names, std::string_view flag,
+                  std::span<const std::string> switches) {
   std::string names;
   for (std::size_t i = 0; i < dim_names.size(); ++i) {
     if (i) names += 'x';
@@ -43,7 +44,12 @@ Shape parse_shape(std::string_view text, std::span<const std::string> dim_names,
       throw UsageError(where + "'" + std::string(part) + "' does not fit in 64 bits");
     if (ec != std::errc() || end != part.data() + part.size())
       throw UsageError(where + "'" + std::string(part) + "' is not an integer; " + expect);
-    if (v <= 0) throw UsageError(where + "every extent must be positive, got " + std::to_string(v));
+    const std::size_t i = dims.size();
+    const bool is_switch =
+        i < dim_names.size() && std::find(switches.begin(), switches.end(), dim_names[i]) != switches.end();
+    if (is_switch && v != 0 && v != 1)
+      throw UsageError(where + dim_names[i] + " is a switch: 0 (off) or 1 (on), got " + std::to_string(v));
+    if (!is_switch && v <= 0) throw UsageError(where + "every extent must be positive, got " + std::to_string(v));
     dims.push_back(v);
     if (x == std::string_view::npos) break;
     pos = x + 1;
@@ -52,6 +58,7 @@ Shape parse_shape(std::string_view text, std::span<const std::string> dim_names,
     throw UsageError(where + "got " + std::to_string(dims.size()) + " numbers; " + expect);
   std::int64_t n = 1;
   for (auto d : dims) {
+    if (d == 0) continue;  // a switch that is off
     if (n > std::numeric_limits<std::int64_t>::max() / 16 / d)  // leave room for bytes per element
       throw UsageError(where + "the element count overflows 64-bit arithmetic");
     n *= d;

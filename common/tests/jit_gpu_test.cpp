@@ -2,6 +2,7 @@
 // evaluated in double; both kernels (float4 and scalar), column broadcast, awkward sizes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -25,21 +26,21 @@ void check(const Expr& e, const Case& c) {
   const Arity a = arity(e);
   const std::size_t n = c.rows * std::size_t(c.cols);
   lab::Rng rng(lab::testing::run_seed());
+  lab::Stream s;  // non-blocking: the fills and the poison go on it too, in order with the kernel
   std::vector<lab::DeviceBuffer<float>> ins, vecs;
   for (int k = 0; k < a.inputs; ++k) {
     ins.emplace_back(n + c.offset);
-    rng.uniform(ins.back(), -2.f, 2.f);
+    rng.uniform(ins.back(), -2.f, 2.f, s);
   }
   for (int k = 0; k < a.columns; ++k) {
     vecs.emplace_back(std::size_t(c.cols) + c.offset);
-    rng.uniform(vecs.back(), -1.f, 1.f);
+    rng.uniform(vecs.back(), -1.f, 1.f, s);
   }
   lab::DeviceBuffer<float> out(n + c.offset);
-  lab::poison(out);
+  lab::poison(out, s);
   std::vector<const float*> in_ptrs, vec_ptrs;
   for (auto& b : ins) in_ptrs.push_back(b.data() + c.offset);
   for (auto& b : vecs) vec_ptrs.push_back(b.data() + c.offset);
-  lab::Stream s;
   const Kernel k = Kernel::build(e, Cache::global());
   k.launch(in_ptrs, vec_ptrs, out.data() + c.offset, n, c.cols, s);
   s.sync();
@@ -100,6 +101,56 @@ TEST(JitGpu, TheSecondBuildComesFromTheCache) {
   EXPECT_GT(first.binary().compile_ms, 0.0);
   EXPECT_TRUE(second.binary().from_memory);
   EXPECT_EQ(first.binary().arch, device_arch());
+}
+
+// The row kernels against a double softmax (and its backward) of the expression, with the causal
+// mask as the expression's select: rows longer and shorter than the block, several matrices.
+TEST(JitGpu, RowSoftmaxAndItsBackwardMatchTheDoubleReference) {
+  LAB_REQUIRE_GPU();
+  const float scale = 0.3f;
+  const Expr x = Expr::input(0);
+  const Expr prologue = select(Expr::col() > Expr::row(), -INFINITY, x * scale);
+  const Expr epilogue = select(Expr::col() > Expr::row(), 0.0f, x * scale);
+  const RowKernel fwd = RowKernel::build(RowOp::softmax, prologue, Cache::global(), "test_rows");
+  const RowKernel bwd = RowKernel::build(RowOp::softmax_backward, epilogue, Cache::global(), "test_rows");
+  lab::Rng rng(lab::testing::run_seed());
+  for (const int cols : {1, 7, 300, 1000}) {
+    const int per_matrix = cols, matrices = 3;
+    const std::size_t rows = std::size_t(per_matrix) * matrices, n = rows * cols;
+    lab::DeviceBuffer<float> in(n), p(n), dp(n), ds(n);
+    lab::Stream s;  // non-blocking: fills and poison on it, in order with the kernels
+    rng.uniform(in, -4.f, 4.f, s);
+    rng.uniform(dp, -1.f, 1.f, s);
+    lab::poison(p, s);
+    lab::poison(ds, s);
+    fwd.launch(in.data(), nullptr, p.data(), rows, cols, per_matrix, s);
+    bwd.launch(p.data(), dp.data(), ds.data(), rows, cols, per_matrix, s);
+    s.sync();
+    const auto hin = in.download(), hp = p.download(), hdp = dp.download();
+    std::vector<double> ref_p(n), ref_ds(n);
+    for (std::size_t r = 0; r < rows; ++r) {
+      const double row = double(r % per_matrix);
+      double m = -INFINITY, l = 0, dot = 0;
+      std::vector<double> v(cols);
+      for (int j = 0; j < cols; ++j) m = std::max(m, v[j] = evaluate(prologue, {hin[r * cols + j]}, {}, row, j));
+      for (int j = 0; j < cols; ++j) l += std::exp(v[j] - m);
+      for (int j = 0; j < cols; ++j) ref_p[r * cols + j] = std::exp(v[j] - m) / l;
+      // The backward of the kernel's own P (its input), so the two checks are independent.
+      for (int j = 0; j < cols; ++j) dot += double(hp[r * cols + j]) * hdp[r * cols + j];
+      for (int j = 0; j < cols; ++j)
+        ref_ds[r * cols + j] = evaluate(epilogue, {hp[r * cols + j] * (hdp[r * cols + j] - dot)}, {}, row, j);
+    }
+    const lab::Verdict vp = lab::compare(hp, ref_p, lab::Tolerance::fp32(), "P", {(long)rows, cols});
+    EXPECT_TRUE(vp.pass) << cols << ": " << vp.details();
+    if (cols > 1) {  // one column: the gradient is identically zero
+      const lab::Verdict vd = lab::compare(ds.download(), ref_ds, lab::Tolerance::fp32(), "dS", {(long)rows, cols});
+      EXPECT_TRUE(vd.pass) << cols << ": " << vd.details();
+    }
+  }
+  lab::DeviceBuffer<float> a(16);
+  lab::Stream s;
+  EXPECT_THROW(fwd.launch(a.data(), a.data(), a.data(), 4, 4, 4, s), lab::UsageError);  // softmax takes one input
+  EXPECT_THROW(bwd.launch(a.data(), nullptr, a.data(), 4, 4, 4, s), lab::UsageError);
 }
 
 }  // namespace

@@ -148,4 +148,31 @@ TEST(Jit, AMemoryOnlyCacheWritesNoFile) {
   EXPECT_TRUE(memory_only.get(generate(Expr::input(0) + 1.0f), "compute_90").from_memory);
 }
 
+TEST(Jit, RowAndColumnOnlyInRowKernels) {
+  const Expr masked = select(Expr::col() > Expr::row(), -INFINITY, Expr::input(0) * 0.125f);
+  EXPECT_EQ(to_string(masked), "select((col > row), -inf, (in0 * 0.125))");
+  EXPECT_DOUBLE_EQ(evaluate(masked, {2.0}, {}, /*row=*/3, /*col=*/1), 0.25);
+  EXPECT_EQ(evaluate(masked, {2.0}, {}, 1, 3), -INFINITY);
+  EXPECT_THROW(generate(masked), lab::UsageError);  // the element-wise kernels have no row
+  EXPECT_THROW(generate_row(RowOp::softmax, Expr::input(1)), lab::UsageError);
+  EXPECT_THROW(generate_row(RowOp::softmax, Expr::input(0) + Expr::column(0)), lab::UsageError);
+}
+
+TEST(Jit, RowKernelsCompileToPtxWithTheExpressionInside) {
+  const Expr masked = select(Expr::col() > Expr::row(), -INFINITY, Expr::input(0) * 0.125f);
+  const std::string fwd = generate_row(RowOp::softmax, masked, "attn");
+  // The prologue is read in both passes and never stored: two calls of the element function.
+  std::size_t calls = 0;
+  for (std::size_t at = fwd.find("attn_element(__ldg"); at != std::string::npos; at = fwd.find("attn_element(__ldg", at + 1))
+    ++calls;
+  EXPECT_EQ(calls, 2u) << fwd;
+  const std::string bwd = generate_row(RowOp::softmax_backward, Expr::input(0) * 0.125f, "attn");
+  EXPECT_NE(bwd.find("attn_element(p * (__ldg(dx + j) - dot)"), std::string::npos) << bwd;
+  for (const auto& [src, entry] : {std::pair{fwd, ".entry attn_softmax"}, std::pair{bwd, ".entry attn_softmax_backward"}}) {
+    const Binary b = compile(src, "compute_90");
+    const std::string ptx(b.image.begin(), b.image.end());
+    EXPECT_NE(ptx.find(entry), std::string::npos) << entry;
+  }
+}
+
 }  // namespace

@@ -12,9 +12,9 @@ namespace {
 
 const lab::Variant& fake_variant() {
   static lab::Registry reg;
-  static const lab::Variant& v =
-      lab::register_variant<FakeTopic>(reg, "optimized_fake", lab::Role::optimized, lab::kFinalStep, "does nothing", &fake_run);
-  return v;
+  static const lab::Variant* v =
+      &lab::register_variant<FakeTopic>(reg, "optimized_fake", lab::Role::optimized, lab::kFinalStep, "does nothing", &fake_run);
+  return *v;
 }
 
 lab::Options parse(std::vector<std::string> args) { return lab::parse_options(fake_variant(), args); }

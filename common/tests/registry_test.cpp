@@ -109,4 +109,19 @@ TEST(Problem, AVariantMayNameItsOwnTolerance) {
   EXPECT_DOUBLE_EQ(t.atol, 5e-4);
 }
 
+TEST(Shape, SwitchDimsTakeZeroOrOne) {
+  const std::vector<std::string> dims{"seq", "causal"}, switches{"causal"};
+  EXPECT_EQ(lab::parse_shape("128x0", dims, "--shape", switches), (lab::Shape{128, 0}));
+  EXPECT_EQ(lab::parse_shape("128x1", dims, "--shape", switches), (lab::Shape{128, 1}));
+  EXPECT_THROW(lab::parse_shape("0x1", dims, "--shape", switches), lab::UsageError);  // seq is an extent
+  try {
+    lab::parse_shape("128x2", dims, "--shape", switches);
+    FAIL() << "no throw";
+  } catch (const lab::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("causal is a switch: 0 (off) or 1 (on), got 2"), std::string::npos) << e.what();
+  }
+  // Without the switch list the same text is an error: zero is not an extent.
+  EXPECT_THROW(lab::parse_shape("128x0", dims), lab::UsageError);
+}
+
 }  // namespace

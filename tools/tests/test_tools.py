@@ -49,6 +49,20 @@ class UpdateReadme(unittest.TestCase):
             urr.update("# no markers\n", RESULTS)
 
 
+class UpdateReadmeSection(unittest.TestCase):
+    def test_a_named_section_takes_a_demos_table_and_leaves_the_other(self):
+        readme = ("a\n<!-- results:begin -->\nold compare\n<!-- results:end -->\n"
+                  "<!-- results:attention:begin -->\nold\n<!-- results:attention:end -->\nz\n")
+        out = urr.update(readme, "Measured by `demo_attention_report` on X\n| t |", "attention")
+        self.assertIn("old compare", out)
+        self.assertIn("| t |", out)
+        self.assertNotIn("\nold\n", out)
+        with self.assertRaises(ValueError):
+            urr.update(readme, "no stamp", "attention")
+        with self.assertRaises(ValueError):
+            urr.update(readme, "Measured by `demo_x`", "missing")
+
+
 @unittest.skipIf(importlib.util.find_spec("matplotlib") is None, "matplotlib is not installed")
 class Plot(unittest.TestCase):
     def test_writes_png_and_svg(self):

@@ -1,0 +1,211 @@
+// Scaled dot-product attention, one or more heads: for each batch b and head h, with Q, K, V of
+// seq x d (row-major, [batch][heads][seq][d]) and scale = 1/sqrt(d),
+//   S = scale Q K^T (seq x seq), P = softmax(S) row by row (causal: S[i][j] = -inf for j > i),
+//   O = P V, and the log-sum-exp of each row, lse[i] = log sum_j exp(S[i][j]).
+// Its backward, given dO: dV = P^T dO, dP = dO V^T, dS = P o (dP - rowsum(dP o P)),
+// dQ = scale dS K, dK = scale dS^T Q.
+//
+// The chapter's question in its sharpest form. The minimum traffic is Q, K, V, O (and dO, dQ,
+// dK, dV backward): O(seq d). Eager mode materializes S and P, seq x seq each, which at seq 16384
+// is 1 GiB a head; a compiler of element-wise operations can fuse the scale and the mask into the
+// softmax but not remove S and P, because the softmax needs a whole row of S before any of P, and
+// that row is the output of a matrix product; only rewriting the algorithm (an online softmax over
+// tiles of K and V, FlashAttention) keeps them on chip. Work: 4 B H seq^2 d FLOPs forward (two
+// products of 2 seq^2 d each), half of that with the causal mask (the FlashAttention convention:
+// the masked half is not computed), and 2.5 times the forward backward (five products).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <cuda_bf16.h>
+
+#include "lab/jit.hpp"
+#include "lab/lab.hpp"
+
+namespace attn {
+
+// The shape of one attention problem; causal is a switch (0 or 1) carried in the shape.
+struct Dims {
+  int batch, heads, seq, d;
+  bool causal;
+  explicit Dims(const lab::Shape& s)
+      : batch(int(s[0])), heads(int(s[1])), seq(int(s[2])), d(int(s[3])), causal(s[4] != 0) {}
+  int bh() const { return batch * heads; }
+  std::size_t elements() const { return std::size_t(bh()) * seq * d; }  // of Q (and K, V, O)
+  std::size_t rows() const { return std::size_t(bh()) * seq; }          // of lse
+  std::size_t scores() const { return std::size_t(bh()) * seq * seq; }  // of S and P
+  float scale() const { return 1.0f / std::sqrt(float(d)); }
+  // The fraction of S that is computed: 1, or (seq + 1) / (2 seq) with the causal mask.
+  double computed_fraction() const { return causal ? (double(seq) + 1) / (2.0 * seq) : 1.0; }
+};
+
+struct Shapes {
+  static constexpr int chapter = 4;
+  static std::vector<std::string> dims() { return {"batch", "heads", "seq", "d", "causal"}; }
+  static std::vector<std::string> switches() { return {"causal"}; }
+  // The users' benchmark (batch 8, one head) at two lengths and both head sizes that matter, the
+  // causal mask once, and the multi-head shapes the tensor-core targets name (16 heads).
+  static std::vector<lab::Shape> sweep() {
+    return {{8, 1, 1024, 64, 0}, {8, 1, 4096, 64, 0}, {8, 1, 4096, 128, 0}, {8, 1, 4096, 64, 1},
+            {8, 16, 4096, 64, 0}, {8, 16, 4096, 128, 0}};
+  }
+  // Every d, seq below, at and off the 64-row tile, one row, several heads, causal on and off.
+  static std::vector<lab::Shape> checks() {
+    return {{1, 1, 1, 16, 0},   {1, 1, 1, 64, 1},   {2, 1, 77, 16, 1},  {1, 2, 130, 32, 0}, {1, 1, 64, 32, 1},
+            {2, 1, 65, 64, 1},  {1, 1, 200, 64, 0}, {1, 2, 129, 128, 1}, {1, 1, 64, 128, 0}, {1, 1, 300, 128, 0}};
+  }
+  static std::string validate(const lab::Shape& s) {
+    const Dims a(s);
+    if (a.d != 16 && a.d != 32 && a.d != 64 && a.d != 128) return "d must be 16, 32, 64 or 128";
+    if (std::int64_t(s[0]) * s[1] > 65535) return "batch x heads at most 65535";
+    if (s[2] > 65536) return "seq at most 65536";
+    return double(a.elements()) >= double(std::int64_t{1} << 31) ? "batch x heads x seq x d below 2^31" : "";
+  }
+};
+
+// The tolerance of the fp32 variants: every output is a sum over seq terms (and the backward's over
+// seq^2 paths) in fp32, in an order each variant chooses; 1e-5 of the largest magnitude per output.
+inline lab::Tolerance fp32_tolerance() { return {1e-5, 1e-4, 2e-5, "fp32 sums over seq"}; }
+
+// The reference, in double, for one head: o (seq x d) and lse (seq); with dout given, also dq, dk,
+// dv. Inputs are the head's rows of Q, K, V (and dO), row-major.
+struct HeadReference {
+  std::vector<double> o, lse, dq, dk, dv;
+};
+HeadReference reference_head(const float* q, const float* k, const float* v, const float* dout, int seq, int d,
+                             bool causal);
+
+// Inputs shared by both directions, drawn from the Rng: uniform in [-1, 1].
+struct Inputs {
+  Dims dims;
+  lab::DeviceBuffer<float> q, k, v;
+  // bf16 copies for the tensor-core variants, made by their first run (untimed: a bf16 model
+  // holds its activations in bf16), and the copy of dO for the backward's.
+  lab::DeviceBuffer<__nv_bfloat16> q16, k16, v16, dout16;
+  Inputs(const lab::Shape& s, lab::Rng& rng);
+  void bf16_inputs(cudaStream_t stream, const float* dout = nullptr);
+};
+
+// The eager (vanilla) forward, in the order PyTorch runs the textbook attention: cuBLAS S = Q K^T
+// into `scores`, one element-wise kernel for the scale (into `probs`), one for the causal mask (in
+// place), a row-softmax kernel (into `scores`, which then holds P), cuBLAS O = P V. The
+// baseline runs it; the backward problems run it to make the state the backward reads (P, O and
+// lse). `lse` may be null (eager mode does not keep it). Both scratch buffers hold bh x seq^2.
+void eager_forward(cublasHandle_t blas, const Dims& a, const float* q, const float* k, const float* v, float* scores,
+                   float* probs, float* o, float* lse, cudaStream_t stream);
+
+// cuBLAS products over the bh heads (strided batched, fp32 arithmetic, no TF32), row-major:
+//   nt: C (seq x seq) = alpha A B^T     for A, B seq x d     (S = Q K^T, dP = dO V^T)
+//   nn: C (seq x d)   = alpha P X       for P seq x seq      (O = P V, dQ = dS K)
+//   tn: C (seq x d)   = alpha P^T X                          (dV = P^T dO, dK = dS^T Q)
+void gemm_nt(cublasHandle_t blas, const Dims& a, float alpha, const float* A, const float* B, float* C);
+void gemm_nn(cublasHandle_t blas, const Dims& a, float alpha, const float* P, const float* X, float* C);
+void gemm_tn(cublasHandle_t blas, const Dims& a, float alpha, const float* P, const float* X, float* C);
+
+// Eager's element-wise kernels, exposed for the backward: out = in * scale (16-byte accesses), and
+// the causal mask, s[i][j] = fill above the diagonal of every seq x seq matrix (-inf forward; 0
+// for the masked_fill's backward).
+void scale(const float* in, float* out, std::size_t n, float scale, cudaStream_t stream);
+void causal_mask(float* s, const Dims& a, float fill, cudaStream_t stream);
+
+// out = in rounded to bf16 (round to nearest even).
+void to_bf16(const float* in, __nv_bfloat16* out, std::size_t n, cudaStream_t stream);
+
+// What the compiled variants hand to lab::jit's row kernels: the softmax's prologue (scale s, and
+// -inf above the diagonal when causal) and the softmax backward's epilogue (scale g, and 0 above
+// the diagonal). demo_jit --attention prints the kernels they become.
+inline lab::jit::Expr compiled_prologue(float scale, bool causal) {
+  using lab::jit::Expr;
+  const Expr s = Expr::input(0) * scale;
+  return causal ? select(Expr::col() > Expr::row(), -INFINITY, s) : s;
+}
+inline lab::jit::Expr compiled_epilogue(float scale, bool causal) {
+  using lab::jit::Expr;
+  const Expr g = Expr::input(0) * scale;
+  return causal ? select(Expr::col() > Expr::row(), 0.0f, g) : g;
+}
+
+// The compiled variants' row kernel for this shape (the softmax with compiled_prologue, or its
+// backward with compiled_epilogue), built on first use (NVRTC or lab::jit's cache) and kept: one
+// per (operation, d, causal), as the scale is a constant of the generated source.
+const lab::jit::RowKernel& compiled_row_kernel(lab::jit::RowOp op, const Dims& a);
+
+// Puts the cuBLAS handle on the stream, in fp32 arithmetic (no TF32, whatever the environment).
+void use_stream(cublasHandle_t blas, cudaStream_t stream);
+
+// delta[row] = sum_j dO[row][j] O[row][j]: the row sums the softmax backward subtracts
+// (rowsum(dP o P) = rowsum(dO o O)). One warp a row.
+void row_dot(const float* dout, const float* o, float* delta, std::size_t rows, int d, cudaStream_t stream);
+
+}  // namespace attn
+
+struct Attention : attn::Shapes {
+  static constexpr const char* name = "attention";
+  static lab::Work work(const lab::Shape& s) {
+    const attn::Dims a(s);
+    return {.bytes = 4.0 * (4.0 * double(a.elements()) + double(a.rows())),
+            .flops = 4.0 * a.bh() * double(a.seq) * a.seq * a.d * a.computed_fraction()};
+  }
+
+  struct Problem : lab::Problem, attn::Inputs {
+    lab::DeviceBuffer<float> o, lse;
+    bool wrote_lse = false;  // set by the variants that write the log-sum-exp (the fused ones)
+    lab::CublasHandle blas;
+    // The eager and compiled variants' seq x seq tensors: allocated by their first run, as a
+    // framework's allocator would, so that only the variants that need them show them in peak_MiB.
+    lab::DeviceBuffer<float> scores, probs;
+    Problem(const lab::Shape& s, lab::Rng& rng) : attn::Inputs(s, rng), o(dims.elements()), lse(dims.rows()) {}
+    void poison(cudaStream_t s) override {
+      lab::poison(o, s);
+      lab::poison(lse, s);
+    }
+    void seq2_buffers() {
+      if (scores.size() == 0) scores = lab::DeviceBuffer<float>(dims.scores());
+      if (probs.size() == 0) probs = lab::DeviceBuffer<float>(dims.scores());
+    }
+    lab::Verdict verify() override;
+  };
+};
+
+struct AttentionBackward : attn::Shapes {
+  static constexpr const char* name = "attention_backward";
+  static lab::Work work(const lab::Shape& s) {
+    const attn::Dims a(s);
+    // Read Q, K, V, O, dO and lse; write dQ, dK, dV.
+    return {.bytes = 4.0 * (8.0 * double(a.elements()) + double(a.rows())),
+            .flops = 2.5 * 4.0 * a.bh() * double(a.seq) * a.seq * a.d * a.computed_fraction()};
+  }
+
+  struct Problem : lab::Problem, attn::Inputs {
+    lab::DeviceBuffer<float> dout, dq, dk, dv;
+    lab::CublasHandle blas;
+    // What the forward left for the backward. Eager mode keeps P (seq^2 a head); the fused
+    // variants keep O and the log-sum-exp. Each variant asks for its own on its first run.
+    lab::DeviceBuffer<float> probs, o, lse;
+    lab::DeviceBuffer<float> delta;  // the fused variants' rowsum(dO o O), one a row
+    // Scratch of the eager and compiled variants (dP, dS: seq^2 a head each).
+    lab::DeviceBuffer<float> dprobs, dscores;
+    Problem(const lab::Shape& s, lab::Rng& rng);
+    void poison(cudaStream_t s) override {
+      lab::poison(dq, s);
+      lab::poison(dk, s);
+      lab::poison(dv, s);
+    }
+    // P from the eager forward (kept: it is the eager backward's input).
+    const float* saved_probs(cudaStream_t stream);
+    // O and lse, computed head group by head group through the eager forward with a scratch that
+    // is freed afterwards; the peak counter is reset after it, so peak_MiB is the backward's own.
+    void saved_output(cudaStream_t stream);
+    // What the fused backward kernels start from, on the stream: O and lse (saved_output), delta
+    // = rowsum(dO o O), and dQ zeroed for their atomics.
+    void fused_prologue(cudaStream_t stream);
+    void seq2_scratch() {
+      if (dprobs.size() == 0) dprobs = lab::DeviceBuffer<float>(dims.scores());
+      if (dscores.size() == 0) dscores = lab::DeviceBuffer<float>(dims.scores());
+    }
+    lab::Verdict verify() override;
+  };
+};

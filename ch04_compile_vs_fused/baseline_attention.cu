@@ -1,0 +1,15 @@
+// Vanilla attention, as eager mode runs the textbook formula softmax(Q K^T / sqrt(d)) V: cuBLAS for
+// Q K^T, then one kernel per element-wise operation (the scale; the causal mask), a row-softmax
+// kernel, cuBLAS for P V (attn::eager_forward in support_attention.cu: the backward problems start
+// from the same forward). The products are fast; what costs is that S and P, seq x seq a head,
+// go through device memory four or five times: written by the product, read and written by the
+// scale, by the mask, by the softmax, read by the second product. At seq 4096 that is 64 MiB a
+// head each way, against 1 MiB for Q, K, V and O together; peak_MiB shows the two seq^2 buffers.
+// Run: make ch04 && ./ch04_compile_vs_fused/baseline_attention
+#include "attention.cuh"
+
+LAB_VARIANT(Attention, baseline, "vanilla: cuBLAS Q K^T, a kernel per element-wise op, softmax, cuBLAS P V") {
+  p.seq2_buffers();
+  attn::eager_forward(p.blas, p.dims, p.q.data(), p.k.data(), p.v.data(), p.scores.data(), p.probs.data(),
+                      p.o.data(), nullptr, stream);
+}

@@ -1,0 +1,43 @@
+// Vanilla attention backward, as eager autograd runs it through the forward's saved P: cuBLAS
+// dV = P^T dO and dP = dO V^T, a softmax-backward kernel dS = P o (dP - rowsum(P o dP)), the mask's
+// backward (zero above the diagonal) and the scale's (times 1/sqrt(d)) as kernels of their own,
+// then cuBLAS dQ = dS K and dK = dS^T Q. Three seq x seq tensors (P saved by the forward, dP, dS),
+// each crossing device memory several times: the same cost as the forward's, twice over.
+// Run: make ch04 && ./ch04_compile_vs_fused/baseline_attention_backward
+#include "attention.cuh"
+
+namespace {
+
+// Eager's softmax backward: a block of 256 threads a row; the row's sum of p dp, then
+// ds = p (dp - sum), both reads of the row second from L2.
+__global__ void softmax_backward_kernel(const float* __restrict__ p, const float* __restrict__ dp,
+                                        float* __restrict__ ds, int cols) {
+  const std::size_t off = std::size_t(blockIdx.x) * cols;
+  float t = 0;
+  for (int j = threadIdx.x; j < cols; j += blockDim.x) t += p[off + j] * dp[off + j];
+  for (int o = 16; o > 0; o /= 2) t += __shfl_xor_sync(~0u, t, o);
+  __shared__ float warps[8];
+  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = t;
+  __syncthreads();
+  float dot = 0;
+  for (int w = 0; w < 8; ++w) dot += warps[w];
+  for (int j = threadIdx.x; j < cols; j += blockDim.x) ds[off + j] = p[off + j] * (dp[off + j] - dot);
+}
+
+}  // namespace
+
+LAB_VARIANT(AttentionBackward, baseline, "vanilla: cuBLAS products, softmax/mask/scale backward a kernel each") {
+  const float* probs = p.saved_probs(stream);
+  p.seq2_scratch();
+  const attn::Dims& a = p.dims;
+  attn::use_stream(p.blas, stream);
+  attn::gemm_tn(p.blas, a, 1.f, probs, p.dout.data(), p.dv.data());    // dV = P^T dO
+  attn::gemm_nt(p.blas, a, 1.f, p.dout.data(), p.v.data(), p.dprobs.data());  // dP = dO V^T
+  softmax_backward_kernel<<<static_cast<unsigned>(a.rows()), 256, 0, stream>>>(probs, p.dprobs.data(),
+                                                                               p.dscores.data(), a.seq);
+  LAB_CHECK(cudaGetLastError());
+  if (a.causal) attn::causal_mask(p.dscores.data(), a, 0.f, stream);         // masked_fill's backward
+  attn::scale(p.dscores.data(), p.dprobs.data(), a.scores(), a.scale(), stream);  // the scale's backward
+  attn::gemm_nn(p.blas, a, 1.f, p.dprobs.data(), p.k.data(), p.dq.data());  // dQ = dS K
+  attn::gemm_tn(p.blas, a, 1.f, p.dprobs.data(), p.q.data(), p.dk.data());  // dK = dS^T Q
+}
