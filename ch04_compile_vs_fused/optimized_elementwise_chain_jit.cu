@@ -2,7 +2,7 @@
 // into one kernel, compiles it with NVRTC for this GPU on the first call (or takes it from the
 // cache, in memory or on disk), and launches it: every intermediate of the chain lives in
 // registers, x is read once, y written once. What torch.compile does for such a chain, in about
-// five hundred lines (common/src/jit.cpp); ch04_compile_vs_fused/demo_jit --show-source prints the
+// six hundred lines (common/src/jit.cpp); ch04_compile_vs_fused/demo_jit --show-source prints the
 // kernel. The first call's cost is reported apart: jit_compile_ms (0 when the binary came from a
 // cache; jit_from_cache says which) and jit_load_ms.
 // Run: make ch04 && ./ch04_compile_vs_fused/optimized_elementwise_chain_jit
