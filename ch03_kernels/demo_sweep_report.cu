@@ -34,10 +34,13 @@
 
 #include "lab/demo.hpp"
 #include "lab/device.hpp"
+#include "lab/harness.hpp"
 #include "lab/lab.hpp"
-#include "lab/stats.hpp"
 
 namespace {
+
+using lab::fixed;
+using lab::join;
 
 constexpr const char* kDescription =
     "the sweep report: every implementation of LayerNorm, GELU, Swish and the losses over batch x seq x dim";
@@ -90,37 +93,13 @@ const lab::Variant* last_optimized(const std::vector<const lab::Variant*>& vs) {
   return last;
 }
 
-std::string join(const std::vector<std::string>& v, const std::string& sep = ", ") {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
-  return s;
-}
-
 Record measure(const lab::Variant& v, const lab::Shape& shape, const Settings& cfg, lab::L2Flusher& flusher) {
   Record r;
   const lab::Work work = v.topic->work(shape);
-  const std::size_t before = lab::device_memory_stats().current;
-  lab::reset_device_memory_peak();
-  try {
-    lab::Rng rng(cfg.seed);
-    auto problem = v.topic->make(shape, rng);
-    LAB_CHECK(cudaDeviceSynchronize());  // the inputs were filled on the default stream
-    lab::Stream stream;
-    if (work.bytes <= cfg.verify_mb * 1e6 && v.topic->verifiable(shape)) {
-      problem->poison(stream);
-      v.run(*problem, stream);
-      stream.sync();
-      const lab::Verdict verdict = problem->verify();
-      if (!verdict.pass)
-        throw lab::Error(v.program + " at " + shape.str() + ": wrong result: " + verdict.details());
-      r.verified = true;
-    }
-    const auto ms = lab::flushed_samples_ms([&] { v.run(*problem, stream); }, stream, &flusher, cfg.reps);
-    r.time_ms = lab::stats::median(ms);
-    r.memory_mb = double(lab::device_memory_stats().peak - before) / double(1 << 20);
-  } catch (const lab::OutOfMemory&) {
-    r.status = "OOM";  // this shape does not fit; the sweep goes on
-  }
+  const bool verify = work.bytes <= cfg.verify_mb * 1e6 && v.topic->verifiable(shape);
+  const lab::Measurement m = lab::measure_variant(v, shape, cfg.seed, cfg.reps, flusher, verify);
+  r.time_ms = m.ms, r.memory_mb = m.peak_mib, r.verified = m.verified;
+  if (m.oom) r.status = "OOM";  // this shape does not fit; the sweep goes on
   if (r.time_ms) r.throughput_gbps = work.bytes / (*r.time_ms * 1e-3) / 1e9;
   return r;
 }
@@ -143,12 +122,6 @@ nlohmann::json to_json(const Record& r, double peak_gbps) {
                       {"verified", r.verified},
                       {"status", r.status}};
   return j;
-}
-
-std::string fixed(double x, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, x);
-  return buf;
 }
 
 // One table per operation: a row per shape, for each implementation its time, GB/s and

@@ -28,9 +28,12 @@
 #include "attention.cuh"
 #include "lab/demo.hpp"
 #include "lab/device.hpp"
-#include "lab/stats.hpp"
+#include "lab/harness.hpp"
 
 namespace {
+
+using lab::fixed;
+using lab::join;
 
 constexpr const char* kDescription =
     "the attention report: every implementation's forward and backward over batch x heads x seq x d, CSV and "
@@ -70,53 +73,16 @@ std::vector<Implementation> implementations() {
   return out;
 }
 
-std::string join(const std::vector<std::string>& v, const std::string& sep = ", ") {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
-  return s;
-}
-
-std::string fixed(double x, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, x);
-  return buf;
-}
-
-struct Direction {
-  std::optional<double> ms, mib;
-  bool oom = false, verified = false;
-};
-
-Direction measure(const lab::Variant& v, const lab::Shape& shape, const Settings& cfg, lab::L2Flusher& flusher) {
-  Direction d;
-  const std::size_t before = lab::device_memory_stats().current;
-  lab::reset_device_memory_peak();
-  try {
-    lab::Rng rng(cfg.seed);
-    auto problem = v.topic->make(shape, rng);
-    LAB_CHECK(cudaDeviceSynchronize());  // the inputs were filled on the default stream
-    lab::Stream stream;
-    if (Attention::work(shape).flops <= cfg.verify_gflop * 1e9) {
-      problem->poison(stream);
-      v.run(*problem, stream);
-      stream.sync();
-      const lab::Verdict verdict = problem->verify();
-      if (!verdict.pass) throw lab::Error(v.program + " at " + shape.str() + ": wrong result: " + verdict.details());
-      d.verified = true;
-    }
-    const auto ms = lab::flushed_samples_ms([&] { v.run(*problem, stream); }, stream, &flusher, cfg.reps);
-    d.ms = lab::stats::median(ms);
-    d.mib = double(lab::device_memory_stats().peak - before) / double(1 << 20);
-  } catch (const lab::OutOfMemory&) {
-    d.oom = true;  // this shape does not fit; the report goes on
-  }
-  return d;
+// One direction of one implementation at one shape; verified when the forward is small enough.
+lab::Measurement measure(const lab::Variant& v, const lab::Shape& shape, const Settings& cfg, lab::L2Flusher& flusher) {
+  const bool verify = Attention::work(shape).flops <= cfg.verify_gflop * 1e9;
+  return lab::measure_variant(v, shape, cfg.seed, cfg.reps, flusher, verify);
 }
 
 struct Row {
   lab::Shape shape;
   std::string variant;
-  Direction fwd, bwd;
+  lab::Measurement fwd, bwd;
   std::optional<double> total() const {
     if (fwd.ms && bwd.ms) return *fwd.ms + *bwd.ms;
     return std::nullopt;
@@ -130,7 +96,7 @@ std::string csv_line(const Row& r) {
   std::optional<double> ftf, btf, mem;
   if (r.fwd.ms) ftf = fl / (*r.fwd.ms * 1e-3) / 1e12;
   if (r.bwd.ms) btf = 2.5 * fl / (*r.bwd.ms * 1e-3) / 1e12;
-  if (r.fwd.mib || r.bwd.mib) mem = std::max(r.fwd.mib.value_or(0), r.bwd.mib.value_or(0));
+  if (r.fwd.peak_mib || r.bwd.peak_mib) mem = std::max(r.fwd.peak_mib.value_or(0), r.bwd.peak_mib.value_or(0));
   std::ostringstream s;
   s << r.shape[0] << "," << r.shape[1] << "," << r.shape[2] << "," << r.shape[3] << "," << r.shape[4] << ","
     << r.variant << "," << opt(r.fwd.ms, 4) << "," << opt(r.bwd.ms, 4) << "," << opt(r.total(), 4) << ","
@@ -190,8 +156,8 @@ std::string tables(const std::vector<Row>& rows, const std::vector<std::string>&
       std::string mem;
       for (const auto& n : names) {
         const Row* r = find(s, n);
-        const auto m = r ? std::max(r->fwd.mib.value_or(0), r->bwd.mib.value_or(0)) : 0.0;
-        mem += (mem.empty() ? "" : " / ") + (r && (r->fwd.mib || r->bwd.mib) ? fixed(m, 0) : std::string("-"));
+        const auto m = r ? std::max(r->fwd.peak_mib.value_or(0), r->bwd.peak_mib.value_or(0)) : 0.0;
+        mem += (mem.empty() ? "" : " / ") + (r && (r->fwd.peak_mib || r->bwd.peak_mib) ? fixed(m, 0) : std::string("-"));
       }
       cells.push_back(mem);
       line(cells);

@@ -2,15 +2,29 @@
 // contract all the same: --help, --describe (JSON, no GPU), the exit statuses, one clear line on error.
 #pragma once
 
+#include <cstdio>
 #include <functional>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "lab/check.hpp"
 
 namespace lab {
+
+// Text helpers for the demos' tables: x with `decimals` digits after the point; the strings joined.
+inline std::string fixed(double x, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, x);
+  return buf;
+}
+inline std::string join(const std::vector<std::string>& v, const std::string& sep = ", ") {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
+  return s;
+}
 
 struct DemoInfo {
   std::string program, topic, description;

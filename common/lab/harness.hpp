@@ -48,6 +48,18 @@ std::vector<Shape> shapes_to_verify(const TopicInfo& t, const std::vector<Shape>
 // compares with the topic's double-precision reference.
 Verdict check_variant(const Variant& v, const Shape& s, std::uint64_t seed, cudaStream_t stream);
 
+// One measurement for the demos' reports: fresh inputs from the seed, a check against the reference
+// first when `verify` (a wrong result throws Error naming the variant, the shape and the
+// mismatch), then `reps` runs each timed after an L2 flush. Running out of device memory is a
+// result (oom), not an error, so a sweep can go on. peak_mib: the device memory the operation's
+// buffers held at most (MiB).
+struct Measurement {
+  std::optional<double> ms, peak_mib;  // median time; absent when oom
+  bool oom = false, verified = false;
+};
+Measurement measure_variant(const Variant& v, const Shape& s, std::uint64_t seed, int reps, L2Flusher& flusher,
+                            bool verify);
+
 // The whole contract for the program's single registered variant; returns the exit status.
 int run_main(int argc, char** argv);
 int run_main(const Variant& v, int argc, char** argv);

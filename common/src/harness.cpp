@@ -15,6 +15,7 @@
 #include "lab/device.hpp"
 #include "lab/memory.hpp"
 #include "lab/profiler.hpp"
+#include "lab/stats.hpp"
 
 namespace lab {
 
@@ -160,16 +161,49 @@ std::vector<Shape> shapes_to_verify(const TopicInfo& t, const std::vector<Shape>
   return out;
 }
 
+namespace {
+
+// Poisons the outputs, runs the variant once and compares with the reference.
+Verdict run_and_verify(const Variant& v, Problem& p, cudaStream_t stream) {
+  p.poison(stream);
+  v.run(p, stream);
+  LAB_CHECK_LAUNCH();
+  LAB_CHECK(cudaStreamSynchronize(stream));
+  return p.verify();
+}
+
+}  // namespace
+
 Verdict check_variant(const Variant& v, const Shape& s, std::uint64_t seed, cudaStream_t stream) {
   prof::Range phase("verify " + s.str());
   Rng rng(seed);
   auto p = v.topic->make(s, rng);
   LAB_CHECK(cudaDeviceSynchronize());  // inputs are complete before the variant's stream starts
-  p->poison(stream);
-  v.run(*p, stream);
-  LAB_CHECK_LAUNCH();
-  LAB_CHECK(cudaStreamSynchronize(stream));
-  return p->verify();
+  return run_and_verify(v, *p, stream);
+}
+
+Measurement measure_variant(const Variant& v, const Shape& s, std::uint64_t seed, int reps, L2Flusher& flusher,
+                            bool verify) {
+  Measurement m;
+  const std::size_t before = device_memory_stats().current;
+  reset_device_memory_peak();
+  try {
+    Rng rng(seed);
+    auto problem = v.topic->make(s, rng);
+    LAB_CHECK(cudaDeviceSynchronize());  // inputs are complete before the variant's stream starts
+    Stream stream;
+    if (verify) {
+      const Verdict verdict = run_and_verify(v, *problem, stream);
+      if (!verdict.pass) throw Error(v.program + " at " + s.str() + ": wrong result: " + verdict.details());
+      m.verified = true;
+    }
+    const auto ms = flushed_samples_ms([&] { v.run(*problem, stream); }, stream, &flusher, reps);
+    m.ms = stats::median(ms);
+    m.peak_mib = double(device_memory_stats().peak - before) / double(1 << 20);
+  } catch (const OutOfMemory&) {
+    m.oom = true;
+  }
+  return m;
 }
 
 namespace {
