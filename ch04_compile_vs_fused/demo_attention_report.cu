@@ -48,28 +48,33 @@ struct Settings {
   std::uint64_t seed = 1;
 };
 
-// A forward variant and its backward: the same role and step.
+// A forward variant and its backward, paired by name; an implementation may have no backward
+// (fused_3xtf32: the forward only).
 struct Implementation {
   std::string name;  // vanilla, compiled, fused, ...
   const lab::Variant* forward = nullptr;
-  const lab::Variant* backward = nullptr;
+  const lab::Variant* backward = nullptr;  // null: none
 };
 
+// optimized_attention_fused and optimized_attention_backward_fused -> fused; baselines -> vanilla.
 std::string label(const lab::Variant& v) {
   if (v.role == lab::Role::baseline) return "vanilla";
-  std::string p = v.program;  // optimized_attention_fused -> fused
-  const std::string topic = "attention";
-  const auto at = p.find(topic);
-  std::string rest = at == std::string::npos ? p : p.substr(at + topic.size());
-  if (!rest.empty() && rest.front() == '_') rest.erase(0, 1);
+  std::string rest = v.program;
+  for (const std::string prefix : {"attention", "_backward", "_"}) {
+    const auto at = rest.find(prefix);
+    if (at != std::string::npos && (prefix != "_" || at == 0)) rest = rest.substr(at + prefix.size());
+  }
   return rest.empty() ? lab::role_name(v.role) : rest;
 }
 
 std::vector<Implementation> implementations() {
   std::vector<Implementation> out;
-  for (const lab::Variant* f : lab::Registry::global().of_topic(Attention::name))
+  for (const lab::Variant* f : lab::Registry::global().of_topic(Attention::name)) {
+    Implementation impl{label(*f), f, nullptr};
     for (const lab::Variant* b : lab::Registry::global().of_topic(AttentionBackward::name))
-      if (f->role == b->role && f->step == b->step) out.push_back({label(*f), f, b});
+      if (label(*b) == impl.name) impl.backward = b;
+    out.push_back(impl);
+  }
   return out;
 }
 
@@ -82,12 +87,20 @@ lab::Measurement measure(const lab::Variant& v, const lab::Shape& shape, const S
 struct Row {
   lab::Shape shape;
   std::string variant;
+  bool has_backward = true;
   lab::Measurement fwd, bwd;
   std::optional<double> total() const {
     if (fwd.ms && bwd.ms) return *fwd.ms + *bwd.ms;
     return std::nullopt;
   }
   std::string status() const { return fwd.oom || bwd.oom ? "OOM" : "ok"; }
+  bool verified() const { return fwd.verified && (bwd.verified || !has_backward); }
+  // A table cell for direction t (0 forward, 1 backward, 2 total): "OOM" where that ran out of
+  // memory, "-" where there is nothing to time (no backward).
+  std::string missing(int t) const {
+    const bool oom = t == 0 ? fwd.oom : t == 1 ? bwd.oom : fwd.oom || bwd.oom;
+    return oom ? "OOM" : "-";
+  }
 };
 
 std::string csv_line(const Row& r) {
@@ -101,7 +114,7 @@ std::string csv_line(const Row& r) {
   s << r.shape[0] << "," << r.shape[1] << "," << r.shape[2] << "," << r.shape[3] << "," << r.shape[4] << ","
     << r.variant << "," << opt(r.fwd.ms, 4) << "," << opt(r.bwd.ms, 4) << "," << opt(r.total(), 4) << ","
     << opt(ftf, 2) << "," << opt(btf, 2) << "," << opt(mem, 1) << "," << r.status() << ","
-    << (r.fwd.verified && r.bwd.verified ? "true" : "false");
+    << (r.verified() ? "true" : "false");
   return s.str();
 }
 
@@ -146,7 +159,7 @@ std::string tables(const std::vector<Row>& rows, const std::vector<std::string>&
       for (const auto& n : names) {
         const Row* r = find(s, n);
         const auto x = time(r);
-        cells.push_back(x ? fixed(*x, 3) : r ? r->status() : "-");
+        cells.push_back(x ? fixed(*x, 3) : r ? r->missing(t) : "-");
       }
       for (const auto& n : names) {
         if (n == "vanilla") continue;
@@ -205,12 +218,12 @@ int run(const Settings& cfg) {
   std::size_t done = 0;
   for (const auto& shape : shapes)
     for (const auto& impl : impls) {
-      Row r{shape, impl.name, measure(*impl.forward, shape, cfg, flusher), {}};
-      r.bwd = measure(*impl.backward, shape, cfg, flusher);
+      Row r{shape, impl.name, impl.backward != nullptr, measure(*impl.forward, shape, cfg, flusher), {}};
+      if (impl.backward) r.bwd = measure(*impl.backward, shape, cfg, flusher);
+      auto ms = [](const lab::Measurement& m, bool ran) { return !ran ? std::string("none") : m.ms ? fixed(*m.ms, 3) + " ms" : "OOM"; };
       std::fprintf(stderr, "[%zu/%zu] %s %s: forward %s, backward %s%s\n", ++done, total, shape.str().c_str(),
-                   impl.name.c_str(), r.fwd.ms ? (fixed(*r.fwd.ms, 3) + " ms").c_str() : "OOM",
-                   r.bwd.ms ? (fixed(*r.bwd.ms, 3) + " ms").c_str() : "OOM",
-                   r.fwd.verified && r.bwd.verified ? ", verified" : "");
+                   impl.name.c_str(), ms(r.fwd, true).c_str(), ms(r.bwd, r.has_backward).c_str(),
+                   r.verified() ? ", verified" : "");
       rows.push_back(std::move(r));
     }
 

@@ -1,9 +1,10 @@
-// Tensor-core building blocks of the bf16 fused attention: the warp-level mma.sync m16n8k16
-// (bf16 inputs, fp32 accumulation), ldmatrix to load its fragments from shared memory, cp.async to
-// copy tiles from device memory without passing through registers (so the next tile's copy runs
-// under this tile's arithmetic), and the swizzled layout that keeps ldmatrix free of bank
-// conflicts. The fragment layouts are the PTX ISA's ("Matrix Fragments for mma.m16n8k16"):
-// lane l holds rows l/4 and l/4 + 8, columns 2 (l%4) and 2 (l%4) + 1 of a 16 x 8 result.
+// Tensor-core building blocks of the fused attention kernels: the warp-level mma.sync m16n8k16
+// (bf16 inputs, fp32 accumulation) and m16n8k8 (tf32, for 3xTF32), ldmatrix to load fragments
+// from shared memory, cp.async to copy tiles from device memory without passing through registers
+// (so the next tile's copy runs under this tile's arithmetic), the swizzled layout that keeps
+// ldmatrix free of bank conflicts, and the forward's online softmax on accumulator fragments.
+// The fragment layouts are the PTX ISA's ("Matrix Fragments for mma.m16n8k16"): lane l holds rows
+// l/4 and l/4 + 8, columns 2 (l%4) and 2 (l%4) + 1 of a 16 x 8 result.
 #pragma once
 
 #include <cstdint>
@@ -74,10 +75,197 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const std::uint32_t (&a)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// fp32 as a sum of two tf32 values (10-bit mantissas): x = big + small + e with |e| <= 2^-21 |x|
+// about, where tf32 alone keeps 2^-11. big is x rounded to tf32 (add half of tf32's last place,
+// clear the 13 low bits), x - big is exact in fp32, and small is it truncated to tf32. Three tf32
+// mma instructions (small b_big, big b_small, big b_big; small b_small is below fp32's rounding)
+// then give a product with fp32 accuracy: the "3xTF32" of CUTLASS and of PyTorch's fp32 attention.
+// Four integer and fp32 instructions; cvt.rna.tf32.f32, twice, would take about three times as many
+// (it handles infinities and NaN, which attention's inputs do not hold).
+struct Split {
+  std::uint32_t big, small;
+};
+__device__ __forceinline__ Split split_tf32(float x) {
+  const std::uint32_t big = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
+  return {big, __float_as_uint(x - __uint_as_float(big)) & 0xffffe000u};
+}
+
+// d += a b for a 16 x 8 (row) by 8 x 8 (col) product of tf32 values. Fragments (PTX ISA,
+// "mma.m16n8k8" for .tf32): a = (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4); b = (t, g),
+// (t + 4, g); d as for m16n8k16. g = lane / 4, t = lane % 4.
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                         std::uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// d += a b in 3xTF32 from split fragments.
+__device__ __forceinline__ void mma_3xtf32(float (&d)[4], const Split (&a)[4], Split b0, Split b1) {
+  const std::uint32_t ab[4] = {a[0].big, a[1].big, a[2].big, a[3].big};
+  const std::uint32_t as[4] = {a[0].small, a[1].small, a[2].small, a[3].small};
+  mma_tf32(d, as, b0.big, b1.big);
+  mma_tf32(d, ab, b0.small, b1.small);
+  mma_tf32(d, ab, b0.big, b1.big);
+}
+
+// Copies rows [row0, row0 + Rows) of a row-major fp32 matrix (D columns, `rows` rows) into a
+// shared tile whose rows are Stride floats apart (the padding chooses the banks), zeros past the
+// last row; `Threads` threads share the work.
+template <int Rows, int D, int Stride, int Threads>
+__device__ __forceinline__ void load_rows_async(float* tile, const float* g, int row0, int rows) {
+  constexpr int kChunks = D / 4;
+  for (int i = threadIdx.x; i < Rows * kChunks; i += Threads) {
+    const int r = i / kChunks, c = i % kChunks;
+    const bool valid = row0 + r < rows;
+    cp_async16(tile + r * Stride + 4 * c, g + std::size_t(valid ? row0 + r : 0) * D + 4 * c, valid);
+  }
+}
+
+// at[0] += x, at[1] += y in device memory, atomically: one 8-byte vector atomic on sm_90 and
+// later (the L2 then handles each 32-byte sector once rather than twice), two otherwise.
+__device__ __forceinline__ void atomic_add2(float* at, float x, float y) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  atomicAdd(reinterpret_cast<float2*>(at), make_float2(x, y));
+#else
+  atomicAdd(at, x);
+  atomicAdd(at + 1, y);
+#endif
+}
+
 // Two floats as a bf16 pair (lo in the low half: the lower column).
 __device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const std::uint32_t*>(&v);
+}
+
+// The forward kernels' softmax on accumulator fragments. A warp owns MT m16 tiles of queries; a
+// tile's scores s[mt][n] (n-th 8 keys) and its output acc[mt][n] (n-th 8 columns of d) are m16n8
+// accumulators, so a lane holds rows g and g + 8 (h = 0, 1) of each m-tile, columns 2t and 2t + 1,
+// and a row spans the quad of lanes with the same g.
+
+// The forward's sweep over K/V tiles in FlashAttention-2's copy schedule, one shared buffer for K
+// and one for V: the next K tile is copied while the softmax and P V run, the next V tile while
+// the next Q K^T runs. The caller has committed two cp.async groups, Q with K tile 0, then V tile
+// 0. Per tile kt: scores(kt) reads K tile kt, softmax(kt) only registers, pv(kt) V tile kt;
+// load_k(kt) and load_v(kt) start the copies of tile kt.
+template <class LoadK, class LoadV, class Scores, class Softmax, class PV>
+__device__ __forceinline__ void sweep_kv(int tiles, LoadK load_k, LoadV load_v, Scores scores, Softmax softmax,
+                                         PV pv) {
+  for (int kt = 0; kt < tiles; ++kt) {
+    cp_async_wait<1>();  // K tile kt has landed (V tile kt may still be on its way)
+    __syncthreads();
+    scores(kt);
+    __syncthreads();  // K tile kt is used up: copy K tile kt + 1
+    if (kt + 1 < tiles) load_k(kt + 1);
+    cp_async_commit();
+    softmax(kt);
+    cp_async_wait<1>();  // V tile kt has landed (only K tile kt + 1 may be in flight)
+    __syncthreads();
+    pv(kt);
+    __syncthreads();  // V tile kt is used up: copy V tile kt + 1
+    if (kt + 1 < tiles) load_v(kt + 1);
+    cp_async_commit();
+  }
+}
+
+// -inf where a key is past seq or, causal, after the query. col0: the tile's first key; row0: the
+// block's first query (the tile needs no mask when every key is before it); qrow0: this lane's
+// first row (+ 16 mt + 8 h).
+template <bool Causal, int MT, int NT>
+__device__ __forceinline__ void mask_scores(float (&s)[MT][NT][4], int col0, int row0, int qrow0, int seq) {
+  const int t = threadIdx.x % 4;
+  if (col0 + 8 * NT <= seq && !(Causal && col0 + 8 * NT - 1 > row0)) return;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = col0 + 8 * n + 2 * t + (e & 1);
+        if (col >= seq || (Causal && col > qrow0 + 16 * mt + 8 * (e / 2))) s[mt][n][e] = -INFINITY;
+      }
+}
+
+// 2^x with denormal results flushed to zero: one MUFU.EX2 (exp2f handles denormal results, which
+// takes extra instructions around it; a probability below 2^-126 of the row's largest is 0 for
+// any tolerance here).
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// One tile of the online softmax on raw scores s = q.k: the running max m (in units of log2, that
+// is, of s scale log2 e) and sum l of each row take in the tile's scores, which become
+// exp2(s scale log2 e - m), one FFMA and one MUFU each; the output is rescaled by
+// exp2(m_old - m_new). l is this lane's share (the quad's shares are added by write_output). Once
+// the max has settled, most tiles change no row's max in the whole warp, and the rescale (MT d / 2
+// multiplies a lane) is skipped.
+template <int MT, int NT, int DN>
+__device__ __forceinline__ void online_softmax(float (&s)[MT][NT][4], float scale_log2, float (&m)[MT][2],
+                                               float (&l)[MT][2], float (&acc)[MT][DN][4]) {
+  float alpha[MT][2];
+  bool rescale = false;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int n = 0; n < NT; ++n) mx = fmaxf(mx, fmaxf(s[mt][n][2 * h], s[mt][n][2 * h + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(~0u, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(~0u, mx, 2));
+      // Finite once the first tile is in (every row has key 0); a row whose keys in this tile
+      // are all masked keeps its max, and its probabilities here are exp2(-inf) = 0.
+      const float m_new = fmaxf(m[mt][h], mx * scale_log2);
+      alpha[mt][h] = exp2_ftz(m[mt][h] - m_new);
+      rescale |= m_new != m[mt][h];
+      float sum = 0.f;
+#pragma unroll
+      for (int n = 0; n < NT; ++n) {
+        s[mt][n][2 * h] = exp2_ftz(fmaf(s[mt][n][2 * h], scale_log2, -m_new));
+        s[mt][n][2 * h + 1] = exp2_ftz(fmaf(s[mt][n][2 * h + 1], scale_log2, -m_new));
+        sum += s[mt][n][2 * h] + s[mt][n][2 * h + 1];
+      }
+      l[mt][h] = l[mt][h] * alpha[mt][h] + sum;
+      m[mt][h] = m_new;
+    }
+  if (__any_sync(~0u, rescale)) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int n = 0; n < DN; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[mt][n][e] *= alpha[mt][e / 2];
+  }
+}
+
+// O = acc / l and lse = (m + log2 l) / log2 e for this lane's rows below seq; o and lse point at
+// the head's first row.
+template <int MT, int DN>
+__device__ __forceinline__ void write_output(const float (&acc)[MT][DN][4], const float (&m)[MT][2], float (&l)[MT][2],
+                                             float* __restrict__ o, float* __restrict__ lse, int qrow0, int seq) {
+  constexpr float kLog2e = 1.4426950408889634f;
+  const int t = threadIdx.x % 4;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float sum = l[mt][h];
+      sum += __shfl_xor_sync(~0u, sum, 1);
+      sum += __shfl_xor_sync(~0u, sum, 2);
+      const int row = qrow0 + 16 * mt + 8 * h;
+      if (row >= seq) continue;
+      const float inv = 1.f / sum;
+#pragma unroll
+      for (int n = 0; n < DN; ++n)
+        *reinterpret_cast<float2*>(o + std::size_t(row) * (8 * DN) + 8 * n + 2 * t) =
+            make_float2(acc[mt][n][2 * h] * inv, acc[mt][n][2 * h + 1] * inv);
+      if (t == 0) lse[row] = (m[mt][h] + log2f(sum)) / kLog2e;
+    }
 }
 
 }  // namespace mma

@@ -1,18 +1,28 @@
 #!/usr/bin/env python3
 """PyTorch's time for the same operation and shapes as a lab program: the yardstick some targets
 name (LayerNorm backward at 1.3x PyTorch eager's torch.autograd.grad, the cross-entropy against
-F.cross_entropy, the fused attention against scaled_dot_product_attention in fp32 and bf16). It reads the program's --describe (topic, timed shapes, minimal bytes), builds
-the PyTorch equivalent on the GPU in fp32, and times it the lab's way: CUDA events around each
-call, the L2 flushed (by reading a buffer twice its size) before every call, the median of
---reps calls after 3 warm-up calls. Backward topics time torch.autograd.grad alone, the graph
-built beforehand, as the forward would have left it.
+F.cross_entropy, the fused attention against scaled_dot_product_attention in fp32 and bf16). It
+reads the program's --describe (topic, timed shapes, minimal bytes), builds the PyTorch
+equivalent on the GPU in fp32, and times it the lab's way: CUDA events around each call, the L2
+flushed (by reading a buffer twice its size) before every call, the median of --reps calls after
+3 warm-up calls. Backward topics time torch.autograd.grad alone, the graph built beforehand, as
+the forward would have left it.
 
   python3 tools/torch_reference.py build/ch03_kernels/optimized_layernorm_backward [more programs] \\
       [--compile] [--json torch.json]
 
 Prints a table (topic, shape, implementation, ms, GB/s and TFLOP/s on the lab's counts) and writes it as
-JSON with --json. --compile adds torch.compile (default mode) for forward topics. Exit status 0;
-2 with one line for a bad argument, a topic it has no PyTorch equivalent for, or no torch/GPU.
+JSON with --json. --compile adds torch.compile (default mode) for forward topics.
+
+Set against the lab (no GPU needed): --from a saved --json run and --lab a compare --json run of
+the same session give, for every lab variant at a shape PyTorch was timed at, its time and
+PyTorch's time over it for each PyTorch implementation (above 1: the lab is faster), as text, and
+as a Markdown table with --markdown FILE (for tools/update_readme_results.py --section):
+
+  python3 tools/torch_reference.py --from torch.json --lab compare.json --markdown vs_torch.md
+
+Exit status 0; 2 with one line for a bad argument, a topic it has no PyTorch equivalent for, no
+torch/GPU, or a file it cannot read.
 """
 import argparse
 import json
@@ -149,14 +159,102 @@ def time_ms(torch, fn, flush, reps):
     return statistics.median(out)
 
 
+def lab_medians(run):
+    """(topic, shape, program) -> median ms, from a compare --json run."""
+    out = {}
+    for r in run["rows"]:
+        if r.get("status", "OK") != "OK":
+            continue
+        key = (r["topic"], r["shape"])
+        if r.get("variant_median_s"):
+            out[key + (r["variant"],)] = r["variant_median_s"] * 1e3
+        if r.get("against_median_s"):
+            out[key + (r["against"],)] = r["against_median_s"] * 1e3
+    return out
+
+
+def against_lab(torch_run, lab_run):
+    """Rows (topic, shape, program, lab ms, [(implementation, torch ms, torch ms / lab ms)])."""
+    lab = lab_medians(lab_run)
+    torch_ms = {}
+    for r in torch_run["results"]:
+        torch_ms.setdefault((r["topic"], r["shape"]), []).append((r["implementation"], r["ms"]))
+    rows = []
+    for (topic, shape), impls in torch_ms.items():
+        for (t, sh, program), ms in sorted(lab.items()):
+            if (t, sh) == (topic, shape):
+                rows.append((topic, shape, program, ms, [(name, tms, tms / ms) for name, tms in impls]))
+    return rows
+
+
+def render_against(torch_run, lab_run, markdown):
+    """The rows of against_lab as a text table, or as Markdown headed by a "Measured by" line."""
+    rows = against_lab(torch_run, lab_run)
+    if not rows:
+        raise ValueError("no shape is in both runs (the PyTorch run and the compare run timed different shapes)")
+    names = []
+    for row in rows:
+        for name, _, _ in row[4]:
+            if name not in names:
+                names.append(name)
+    head = ["topic", "shape", "lab variant", "lab ms"] + ["%s ms (ratio)" % n for n in names]
+    lines = []
+    for topic, shape, program, ms, impls in rows:
+        by = {n: (tms, ratio) for n, tms, ratio in impls}
+        cells = [topic, shape, "`%s`" % program if markdown else program, "%.4g" % ms]
+        cells += ["%.4g (%.2fx)" % by[n] if n in by else "-" for n in names]
+        lines.append(cells)
+    if not markdown:
+        widths = [max(len(c) for c in col) for col in zip(head, *lines)]
+        return "".join("  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip() + "\n"
+                       for cells in [head] + lines)
+    out = ["Measured by `torch_reference` (PyTorch %s on %s) and `compare` (%s, %s), set side by side; "
+           "ratio = PyTorch's time / the lab's (above 1: the lab is faster)."
+           % (torch_run.get("torch", "?"), torch_run.get("device", "?"), lab_run.get("date", "?"),
+              "commit " + lab_run["git_commit"] if lab_run.get("git_commit") else "no commit"), ""]
+    out.append("| " + " | ".join(head) + " |")
+    out.append("| " + " | ".join(["---"] * 3 + ["---:"] * (len(head) - 3)) + " |")
+    out += ["| " + " | ".join(cells) + " |" for cells in lines]
+    return "\n".join(out) + "\n"
+
+
 def main():
     ap = argparse.ArgumentParser(prog="torch_reference", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("programs", nargs="+", help="lab programs whose topic and shapes to time in PyTorch")
+    ap.add_argument("programs", nargs="*", help="lab programs whose topic and shapes to time in PyTorch")
     ap.add_argument("--reps", type=int, default=20, help="timed calls per shape (default 20)")
     ap.add_argument("--compile", action="store_true", help="also time torch.compile for forward topics")
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--from", dest="saved", metavar="TORCH.json", help="a saved --json run instead of timing (no GPU)")
+    ap.add_argument("--lab", metavar="COMPARE.json", help="a compare --json run to set against PyTorch's times")
+    ap.add_argument("--markdown", metavar="FILE", help="with --from and --lab: also write the table as Markdown")
     a = ap.parse_args()
+    if a.saved or a.lab or a.markdown:
+        if not (a.saved and a.lab) or a.programs:
+            print("torch_reference: error: --from TORCH.json and --lab COMPARE.json go together, without programs"
+                  " (--markdown needs both)", file=sys.stderr)
+            return 2
+        try:
+            with open(a.saved) as f:
+                torch_run = json.load(f)
+            with open(a.lab) as f:
+                lab_run = json.load(f)
+            if not isinstance(torch_run, dict) or "results" not in torch_run:
+                raise ValueError("%s was not written by torch_reference --json" % a.saved)
+            if not isinstance(lab_run, dict) or "rows" not in lab_run:
+                raise ValueError("%s was not written by compare --json" % a.lab)
+            text = render_against(torch_run, lab_run, False)
+            if a.markdown:
+                with open(a.markdown, "w") as f:
+                    f.write(render_against(torch_run, lab_run, True))
+        except (OSError, ValueError, KeyError) as err:
+            print("torch_reference: error: %s" % err, file=sys.stderr)
+            return 2
+        print(text, end="")
+        return 0
+    if not a.programs:
+        print("torch_reference: error: name at least one lab program (or --from and --lab)", file=sys.stderr)
+        return 2
     if a.reps < 1:
         print("torch_reference: error: --reps must be at least 1", file=sys.stderr)
         return 2

@@ -2,7 +2,7 @@
 """Puts a results table that compare wrote (--markdown FILE) into a chapter README, between the
 markers <!-- results:begin --> and <!-- results:end -->, so that no number in a README is typed
 by hand. --section NAME uses the markers <!-- results:NAME:begin --> and <!-- results:NAME:end -->
-instead, for a second table a chapter's demo wrote (its file starts "Measured by `demo_...`").
+instead, for a second table a chapter's demo or another tool wrote (its file starts "Measured by `").
 
   tools/update_readme_results.py ch01_basics/README.md results.md
   tools/update_readme_results.py ch04_compile_vs_fused/README.md attention.md --section attention
@@ -18,10 +18,10 @@ STAMP = "Measured by `compare`"
 def update(readme_text: str, results_text: str, section: str = "") -> str:
     begin, end = (BEGIN, END) if not section else ("<!-- results:%s:begin -->" % section,
                                                    "<!-- results:%s:end -->" % section)
-    stamp = STAMP if not section else "Measured by `demo_"
+    stamp = STAMP if not section else "Measured by `"
     if stamp not in results_text:
         raise ValueError("the results file was not written by %s (no '%s' line)"
-                         % ("compare --markdown" if not section else "a demo's --markdown", stamp))
+                         % ("compare --markdown" if not section else "a demo's or a tool's --markdown", stamp))
     b, e = readme_text.find(begin), readme_text.find(end)
     if b < 0 or e < 0 or e < b:
         raise ValueError("the README has no %s ... %s markers" % (begin, end))
@@ -31,7 +31,7 @@ def update(readme_text: str, results_text: str, section: str = "") -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("readme")
-    ap.add_argument("results", help="Markdown written by compare --markdown (or a demo's, with --section)")
+    ap.add_argument("results", help="Markdown written by compare --markdown (or a demo's or a tool's, with --section)")
     ap.add_argument("--section", default="", help="the markers' name: <!-- results:NAME:begin -->")
     a = ap.parse_args()
     try:

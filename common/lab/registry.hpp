@@ -29,7 +29,8 @@ struct Shape {
   explicit Shape(std::vector<std::int64_t> d) : dims(std::move(d)) {}
   std::size_t rank() const { return dims.size(); }
   std::int64_t operator[](std::size_t i) const { return dims.at(i); }
-  std::int64_t elements() const;  // product of the extents
+  // Product of the extents; a switch (0 or 1: extents are positive) counts as 1.
+  std::int64_t elements() const;
   std::string str() const;
   bool operator==(const Shape&) const = default;
 };

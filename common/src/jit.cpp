@@ -262,9 +262,10 @@ std::string generate(const Expr& e, const std::string& name) {
     << "extern \"C\" __global__ void " << name << "_vec4(const LabJitArgs a) {\n"
     << "  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x, quads = a.n / 4;\n"
     << "  for (unsigned long long q = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; q < quads; q += stride) {\n";
-  if (a.columns) s << "    const unsigned long long c = (4 * q) % a.cols;\n";
+  // The streamed inputs' loads first: the column's 64-bit remainder then runs under their latency.
   for (int k = 0; k < a.inputs; ++k)
     s << "    const float4 x" << k << " = __ldg(reinterpret_cast<const float4*>(a.in[" << k << "]) + q);\n";
+  if (a.columns) s << "    const unsigned long long c = (4 * q) % a.cols;\n";
   for (int k = 0; k < a.columns; ++k)
     s << "    const float4 v" << k << " = __ldg(reinterpret_cast<const float4*>(a.vec[" << k << "] + c));\n";
   s << "    float4 r;\n";

@@ -10,7 +10,7 @@ namespace lab {
 
 std::int64_t Shape::elements() const {
   std::int64_t n = 1;
-  for (auto d : dims) n *= d;
+  for (auto d : dims) n *= std::max<std::int64_t>(d, 1);
   return n;
 }
 

@@ -113,6 +113,9 @@ TEST(Shape, SwitchDimsTakeZeroOrOne) {
   const std::vector<std::string> dims{"seq", "causal"}, switches{"causal"};
   EXPECT_EQ(lab::parse_shape("128x0", dims, "--shape", switches), (lab::Shape{128, 0}));
   EXPECT_EQ(lab::parse_shape("128x1", dims, "--shape", switches), (lab::Shape{128, 1}));
+  // A switch is not an extent: off or on, the shape holds 128 elements.
+  EXPECT_EQ(lab::parse_shape("128x0", dims, "--shape", switches).elements(), 128);
+  EXPECT_EQ(lab::parse_shape("128x1", dims, "--shape", switches).elements(), 128);
   EXPECT_THROW(lab::parse_shape("0x1", dims, "--shape", switches), lab::UsageError);  // seq is an extent
   try {
     lab::parse_shape("128x2", dims, "--shape", switches);

@@ -187,6 +187,50 @@ class TorchReference(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn("--reps", r.stderr)
 
+    def test_from_without_lab_is_exit_2_with_one_line(self):
+        r = self.run_tool("--from", "/no/such.json")
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1)
+        self.assertIn("--lab", r.stderr)
+
+
+TORCH_RUN = {"tool": "cuda-perf-lab torch_reference", "device": "Some GPU", "torch": "2.x", "results": [
+    {"topic": "t", "shape": "8x8", "implementation": "torch eager", "ms": 3.0},
+    {"topic": "t", "shape": "8x8", "implementation": "SDPA", "ms": 1.0},
+    {"topic": "t", "shape": "99x99", "implementation": "torch eager", "ms": 5.0},
+]}
+LAB_RUN = {"tool": "cuda-perf-lab compare", "date": "2026-11-22 06:00 UTC", "git_commit": "abc", "rows": [
+    {"kind": "vs baseline", "topic": "t", "shape": "8x8", "variant": "optimized_t", "against": "baseline_t",
+     "variant_median_s": 0.5e-3, "against_median_s": 2e-3, "status": "OK"},
+    {"kind": "vs baseline", "topic": "t", "shape": "16x16", "variant": "optimized_t", "against": "baseline_t",
+     "variant_median_s": 1e-3, "against_median_s": 4e-3, "status": "OK"},
+]}
+
+
+class TorchAgainstLab(unittest.TestCase):
+    def setUp(self):
+        import torch_reference
+
+        self.tr = torch_reference
+
+    def test_pairs_each_lab_variant_with_pytorch_at_the_shapes_both_timed(self):
+        rows = self.tr.against_lab(TORCH_RUN, LAB_RUN)
+        self.assertEqual([(r[2], r[3]) for r in rows], [("baseline_t", 2.0), ("optimized_t", 0.5)])
+        optimized = dict((n, ratio) for n, _, ratio in rows[1][4])
+        self.assertAlmostEqual(optimized["torch eager"], 6.0)  # PyTorch's 3 ms over the lab's 0.5 ms
+        self.assertAlmostEqual(optimized["SDPA"], 2.0)
+
+    def test_markdown_is_accepted_by_update_readme_results_as_a_section(self):
+        md = self.tr.render_against(TORCH_RUN, LAB_RUN, True)
+        self.assertTrue(md.startswith("Measured by `torch_reference`"))
+        self.assertIn("| t | 8x8 | `optimized_t` | 0.5 | 3 (6.00x) | 1 (2.00x) |", md)
+        readme = "a\n<!-- results:pytorch:begin -->\nold\n<!-- results:pytorch:end -->\n"
+        self.assertIn("(6.00x)", urr.update(readme, md, "pytorch"))
+
+    def test_no_common_shape_is_an_error(self):
+        with self.assertRaises(ValueError):
+            self.tr.render_against(TORCH_RUN, {"rows": []}, False)
+
 
 if __name__ == "__main__":
     unittest.main()
