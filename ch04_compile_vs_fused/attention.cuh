@@ -111,6 +111,11 @@ void gemm_tn(cublasHandle_t blas, const Dims& a, float alpha, const float* P, co
 void scale(const float* in, float* out, std::size_t n, float scale, cudaStream_t stream);
 void causal_mask(float* s, const Dims& a, float fill, cudaStream_t stream);
 
+// out[m] = in[m] transposed, for `matrices` row-major rows x cols bf16 matrices; out's rows are
+// rows_padded long, zero past `rows` (the tensor-core forward's V^T, in whole 64-key tiles).
+void transpose_bf16(const __nv_bfloat16* in, __nv_bfloat16* out, int matrices, int rows, int cols, int rows_padded,
+                    cudaStream_t stream);
+
 // out = in rounded to bf16 (round to nearest even).
 void to_bf16(const float* in, __nv_bfloat16* out, std::size_t n, cudaStream_t stream);
 
@@ -157,6 +162,8 @@ struct Attention : attn::Shapes {
     // The eager and compiled variants' seq x seq tensors: allocated by their first run, as a
     // framework's allocator would, so that only the variants that need them show them in peak_MiB.
     lab::DeviceBuffer<float> scores, probs;
+    // V^T in bf16, each head's seq rounded up to 64 (the wgmma path of the tensor-core forward).
+    lab::DeviceBuffer<__nv_bfloat16> vt16;
     Problem(const lab::Shape& s, lab::Rng& rng) : attn::Inputs(s, rng), o(dims.elements()), lse(dims.rows()) {}
     void poison(cudaStream_t s) override {
       lab::poison(o, s);

@@ -151,19 +151,25 @@ __device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
 // the next Q K^T runs. The caller has committed two cp.async groups, Q with K tile 0, then V tile
 // 0. Per tile kt: scores(kt) reads K tile kt, softmax(kt) only registers, pv(kt) V tile kt;
 // load_k(kt) and load_v(kt) start the copies of tile kt.
-template <class LoadK, class LoadV, class Scores, class Softmax, class PV>
+// kAsyncProxy: the tiles are read by wgmma, through the async proxy, which a fence after each
+// wait makes the copies visible to.
+template <bool kAsyncProxy = false, class LoadK, class LoadV, class Scores, class Softmax, class PV>
 __device__ __forceinline__ void sweep_kv(int tiles, LoadK load_k, LoadV load_v, Scores scores, Softmax softmax,
                                          PV pv) {
+  auto landed = [] {
+    if constexpr (kAsyncProxy) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();
+  };
   for (int kt = 0; kt < tiles; ++kt) {
     cp_async_wait<1>();  // K tile kt has landed (V tile kt may still be on its way)
-    __syncthreads();
+    landed();
     scores(kt);
     __syncthreads();  // K tile kt is used up: copy K tile kt + 1
     if (kt + 1 < tiles) load_k(kt + 1);
     cp_async_commit();
     softmax(kt);
     cp_async_wait<1>();  // V tile kt has landed (only K tile kt + 1 may be in flight)
-    __syncthreads();
+    landed();
     pv(kt);
     __syncthreads();  // V tile kt is used up: copy V tile kt + 1
     if (kt + 1 < tiles) load_v(kt + 1);
