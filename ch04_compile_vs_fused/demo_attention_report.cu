@@ -59,11 +59,11 @@ struct Implementation {
 // optimized_attention_fused and optimized_attention_backward_fused -> fused; baselines -> vanilla.
 std::string label(const lab::Variant& v) {
   if (v.role == lab::Role::baseline) return "vanilla";
-  std::string rest = v.program;
-  for (const std::string prefix : {"attention", "_backward", "_"}) {
-    const auto at = rest.find(prefix);
-    if (at != std::string::npos && (prefix != "_" || at == 0)) rest = rest.substr(at + prefix.size());
-  }
+  std::string rest = v.program;  // what follows "attention", less a leading "_backward" and "_"
+  const std::string topic = "attention";
+  if (const auto at = rest.find(topic); at != std::string::npos) rest.erase(0, at + topic.size());
+  for (const std::string lead : {"_backward", "_"})
+    if (rest.starts_with(lead)) rest.erase(0, lead.size());
   return rest.empty() ? lab::role_name(v.role) : rest;
 }
 
