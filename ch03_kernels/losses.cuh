@@ -100,10 +100,11 @@ struct CrossEntropyShapes {
   static std::vector<std::string> dims() { return {"rows", "classes"}; }
   // A language model's vocabularies: 32768 and GPT-2's 50304.
   static std::vector<lab::Shape> sweep() { return {{8192, 32768}, {4096, 50304}}; }
-  // No single class: with C = 1 the loss and its gradient are zero whatever the kernel computes,
-  // which no check can tell from an unwritten output.
+  // A single class too: the loss and its gradient are then identically zero, checked element by
+  // element (the NaN poison catches an unwritten one).
   static std::vector<lab::Shape> checks() {
-    return {{1, 2}, {3, 5}, {7, 33}, {1000, 10}, {64, 768}, {5, 2048}, {5, 2049}, {3, 4096}, {2, 50304}, {2, 50257}};
+    return {{1, 1},   {2, 1},   {13, 1},   {1, 2},    {3, 5},    {7, 33},     {1000, 10},
+            {64, 768}, {5, 2048}, {5, 2049}, {3, 4096}, {2, 50304}, {2, 50257}};
   }
   static std::string validate(const lab::Shape& s) {
     if (s[1] > std::numeric_limits<std::int32_t>::max()) return "classes below 2^31 (labels are int32)";
@@ -134,14 +135,26 @@ struct CrossEntropyInputs : lab::Problem {
            " is outside [0, " + std::to_string(classes) + ")";
   }
   // The log-sum-exp of every row, in double.
-  std::vector<double> reference_lse(const std::vector<float>& hx) const {
+  std::vector<double> reference_lse(const std::vector<float>& hx) const { return reference_lse(hx, nullptr); }
+  // With `slack`, also the error a correct fp32 kernel may make in each row's lse. The sum of
+  // exp(x - max) has C positive terms; the kernels use __expf (2 + 1.2 |a| ulp for an argument a,
+  // an ulp being 2u) and may rescale a running sum when the maximum moves (the online softmax), up
+  // to 64 times a path (records of the maximum, then the warp's and block's merges) with an
+  // exp of 4u each, whose arguments add up to at most the row's range A. So the sum errs by
+  // sum_error(C + 256) + 7 A u relative, and its log by as much absolutely; __logf adds 2^-21.41 (or
+  // 3 ulp of log s), and the addition of the maximum u |lse|.
+  std::vector<double> reference_lse(const std::vector<float>& hx, std::vector<double>* slack) const {
+    constexpr double u = lab::fp32::kUnitRoundoff;
     std::vector<double> lse(rows);
+    if (slack) slack->assign(rows, 0.0);
+    const double e_sum = lab::fp32::sum_error(classes + 256.0);
     for (int r = 0; r < rows; ++r) {
       const float* row = hx.data() + std::size_t(r) * classes;
-      double m = -INFINITY, s = 0;
-      for (int j = 0; j < classes; ++j) m = std::max(m, double(row[j]));
+      double m = -INFINITY, lo = INFINITY, s = 0;
+      for (int j = 0; j < classes; ++j) m = std::max(m, double(row[j])), lo = std::min(lo, double(row[j]));
       for (int j = 0; j < classes; ++j) s += std::exp(row[j] - m);
       lse[r] = m + std::log(s);
+      if (slack) (*slack)[r] = e_sum + 7 * (m - lo) * u + 0x1p-21 + 6 * u * std::log(s) + u * std::fabs(lse[r]);
     }
     return lse;
   }
@@ -171,19 +184,20 @@ struct CrossEntropy : CrossEntropyShapes {
       if (const std::string e = label_error(); !e.empty()) return label_failure("loss", e);
       const auto hx = logits.download();
       const auto hl = labels.download();
-      const auto lse = reference_lse(hx);
-      double total = 0;
-      for (int r = 0; r < rows; ++r) total += lse[r] - hx[std::size_t(r) * classes + hl[r]];
-      const std::vector<double> ref{total / rows};
-      // Each row's loss is lse - x[label], a difference of two numbers of about |lse|: fp32 gets
-      // it to a few ulps of |lse|, not of the loss, which is tiny when the label's logit dominates
-      // (C = 2, a confident row). So the absolute bound is relative to the mean |lse|; the relative
-      // one is fp32's; no L2 bound (for one number it is the ill-conditioned relative error).
-      double mean_abs_lse = 0;
-      for (double l : lse) mean_abs_lse += std::abs(l) / rows;
-      const lab::Tolerance tol =
-          lab::Tolerance::per_element(1e-6 * std::max(1.0, mean_abs_lse), 1e-5, "fp32, atol 1e-6 of |lse|");
-      return lab::compare(loss.download(), ref, tol, "loss");
+      std::vector<double> lse_slack;
+      const auto lse = reference_lse(hx, &lse_slack);
+      // Each row's loss is lse - x[label] (its slack: lse's, and the subtraction's rounding); the
+      // mean adds N of them in any order and divides.
+      lab::Sum total;
+      double row_slack = 0;
+      for (int r = 0; r < rows; ++r) {
+        const double l = lse[r] - hx[std::size_t(r) * classes + hl[r]];
+        total.add(l);
+        row_slack += lse_slack[r] + lab::fp32::kUnitRoundoff * std::fabs(l);
+      }
+      const std::vector<double> ref{total.value / rows},
+          slack{(row_slack + lab::fp32::sum_error(rows + 1.0) * total.magnitude) / rows};
+      return lab::compare(loss.download(), ref, lab::Tolerance::fp32(), "loss", {}, slack);
     }
   };
 };
@@ -206,17 +220,18 @@ struct CrossEntropyBackward : CrossEntropyShapes {
       const auto hx = logits.download();
       const auto hl = labels.download();
       const auto hlse = lse.download();
-      std::vector<double> ref(hx.size());
+      // Slack: p = exp(x - lse) with a = x - lse rounded (u |a|) and __expf's 2 + 1.2 |a| ulp: at most
+      // (4 + 3.4 |a|) u of p; then the subtraction of the label's 1 and the division by N, u each.
+      constexpr double u = lab::fp32::kUnitRoundoff;
+      std::vector<double> ref(hx.size()), slack(hx.size());
       for (int r = 0; r < rows; ++r)
         for (int j = 0; j < classes; ++j) {
           const std::size_t i = std::size_t(r) * classes + j;
-          ref[i] = (std::exp(double(hx[i]) - hlse[r]) - (j == hl[r] ? 1.0 : 0.0)) / rows;
+          const double a = double(hx[i]) - hlse[r], p = std::exp(a), y = j == hl[r] ? 1.0 : 0.0;
+          ref[i] = (p - y) / rows;
+          slack[i] = ((4 + 3.4 * std::fabs(a)) * u * p + 2 * u * std::fabs(p - y)) / rows;
         }
-      // softmax - [j == label] loses up to an ulp of 1 (6e-8) where the probability is near 1,
-      // whatever the gradient's size, and then carries the 1/N: so every element within 1e-6 / N
-      // plus fp32's relative 1e-5, and no L2 bound (a confident row's gradient is all rounding).
-      const lab::Tolerance tol = lab::Tolerance::per_element(1e-6 / rows, 1e-5, "fp32 per element, atol 1e-6/N");
-      return lab::compare(dlogits.download(), ref, tol, "dlogits", {rows, classes});
+      return lab::compare(dlogits.download(), ref, lab::Tolerance::fp32(), "dlogits", {rows, classes}, slack);
     }
   };
 };
@@ -247,10 +262,12 @@ struct Mse : MseShapes {
     }
     lab::Verdict verify() override {
       const auto hp = pred.download(), ht = target.download();
-      double total = 0;
-      for (std::size_t i = 0; i < n; ++i) total += (double(hp[i]) - ht[i]) * (double(hp[i]) - ht[i]);
-      const std::vector<double> ref{total / double(n)};
-      return lab::compare(loss.download(), ref, lab::Tolerance::fp32(), "loss");
+      // n positive terms (a difference and a square each), added in any order, then divided.
+      lab::Sum total;
+      for (std::size_t i = 0; i < n; ++i) total.add((double(hp[i]) - ht[i]) * (double(hp[i]) - ht[i]));
+      const double nd = double(n);
+      const std::vector<double> ref{total.value / nd}, slack{lab::fp32::sum_error(nd + 3) * total.magnitude / nd};
+      return lab::compare(loss.download(), ref, lab::Tolerance::fp32(), "loss", {}, slack);
     }
   };
 };

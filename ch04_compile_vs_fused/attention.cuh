@@ -66,18 +66,34 @@ struct Shapes {
   }
 };
 
-// The tolerance of the fp32 variants: every output is a sum over seq terms (and the backward's over
-// seq^2 paths) in fp32, in an order each variant chooses; 1e-5 of the largest magnitude per output.
-inline lab::Tolerance fp32_tolerance() { return {1e-5, 1e-4, 2e-5, "fp32 sums over seq"}; }
+// How a variant's arithmetic rounds, for the reference's slack (see reference_head).
+//   term: the relative error of each product of two inputs beyond fp32's own rounding: 0 for fp32
+//         SIMT and cuBLAS, 16u for 3xTF32 (the small * small part dropped, the small parts rounded
+//         to tf32: 3 2^-22 = 12u), 2^-8 for bf16 inputs (both operands rounded to 8 bits).
+//   stored: the rounding of P and dS before their products (2^-9 for bf16; 0 when kept in fp32).
+struct Precision {
+  double term = 0, stored = 0;
+  const char* name = "fp32";
+  static Precision fp32() { return {16 * lab::fp32::kUnitRoundoff, 0, "fp32"}; }
+  static Precision bf16() { return {0x1p-8, 0x1p-9, "bf16"}; }
+};
 
 // The reference, in double, for one head: o (seq x d) and lse (seq); with dout given, also dq, dk,
-// dv. Inputs are the head's rows of Q, K, V (and dO), row-major.
+// dv. Inputs are the head's rows of Q, K, V (and dO), row-major. Beside each output, its slack: the
+// error a correct kernel of that precision may make there, propagated through the algorithm:
+//   S_ij = scale q_i . k_j errs by e_S = (sum_error(d + 2) + term) scale sum_c |q_ic k_jc|;
+//   lse_i by max_j e_S + the sum of exp's error (seq positive terms; exp2/__expf within 8u and
+//   argument roundings of 3 (|m| + A) u, A the row's range; online rescales whose arguments
+//   telescope to A), P_ij relatively by rho_i = 2 max_j e_S + that;
+//   O_ic = sum_j P_ij V_jc by (rho_i + stored + term + sum_error(seq + 1)) sum_j P_ij |V_jc|;
+//   backward: dP_ij = dO_i . V_j, delta_i = rowsum(dO o O) (or of dP o P), dS = scale P (dP - delta),
+//   each with its sum's error and the errors it inherits, and dV, dQ, dK as sums over seq of those.
 struct HeadReference {
   std::vector<double> o, lse, dq, dk, dv;
+  std::vector<double> o_slack, lse_slack, dq_slack, dk_slack, dv_slack;
 };
 HeadReference reference_head(const float* q, const float* k, const float* v, const float* dout, int seq, int d,
-                             bool causal);
-
+                             bool causal, Precision prec = Precision::fp32());
 // Inputs shared by both directions, drawn from the Rng: uniform in [-1, 1].
 struct Inputs {
   Dims dims;

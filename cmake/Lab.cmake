@@ -56,8 +56,7 @@ function(lab_chapter short)
     add_dependencies(${short} ${program})
     list(APPEND objects $<TARGET_OBJECTS:${program}_variant>)
     file(RELATIVE_PATH rel "${PROJECT_SOURCE_DIR}" "${src}")
-    set_property(GLOBAL APPEND PROPERTY LAB_MANIFEST_ENTRIES
-      "{\"program\": \"${program}\", \"kind\": \"variant\", \"chapter\": ${number}, \"folder\": \"${folder}\", \"source\": \"${rel}\", \"make_target\": \"${program}\", \"chapter_target\": \"${short}\", \"path\": \"$<TARGET_FILE:${program}>\"}")
+    lab_manifest_entry(${program} variant ${number} ${folder} ${rel} ${short})
     lab_program_contract_tests(${program} ${short})
   endforeach()
 
@@ -72,8 +71,7 @@ function(lab_chapter short)
     lab_target_defaults(${program})
     add_dependencies(${short} ${program})
     file(RELATIVE_PATH rel "${PROJECT_SOURCE_DIR}" "${src}")
-    set_property(GLOBAL APPEND PROPERTY LAB_MANIFEST_ENTRIES
-      "{\"program\": \"${program}\", \"kind\": \"demo\", \"chapter\": ${number}, \"folder\": \"${folder}\", \"source\": \"${rel}\", \"make_target\": \"${program}\", \"chapter_target\": \"${short}\", \"path\": \"$<TARGET_FILE:${program}>\"}")
+    lab_manifest_entry(${program} demo ${number} ${folder} ${rel} ${short})
     set(script "${PROJECT_SOURCE_DIR}/cmake/expect_exit.cmake")
     add_test(NAME ${short}.${program}.help
              COMMAND ${CMAKE_COMMAND} -DPROG=$<TARGET_FILE:${program}> -DARGS=--help -DEXPECT=0 "-DMATCH=Exit status" -P ${script})
@@ -99,6 +97,17 @@ function(lab_chapter short)
                          PROPERTIES LABELS "gpu;${short}" TIMEOUT 300)
     add_dependencies(${short} ${short}_tests)
   endif()
+  # The chapter's fuzz binary: every variant on random shapes near its check shapes, under fresh
+  # seeds (LAB_FUZZ_CASES a variant, default 60). `ctest -L fuzz` runs them all.
+  if(variant_sources)
+    add_executable(${short}_fuzz ${objects} $<TARGET_OBJECTS:lab_chapter_fuzz_main>)
+    target_link_libraries(${short}_fuzz PRIVATE lab_testing ${support})
+    set_target_properties(${short}_fuzz PROPERTIES LINKER_LANGUAGE CXX)
+    lab_target_defaults(${short}_fuzz)
+    gtest_discover_tests(${short}_fuzz DISCOVERY_MODE PRE_TEST TEST_PREFIX "${short}."
+                         PROPERTIES LABELS "gpu;fuzz;${short}" TIMEOUT 900)
+    add_dependencies(${short} ${short}_fuzz)
+  endif()
 endfunction()
 
 # CPU tests of the program contract on the real binary (flags, exit statuses), and one GPU test
@@ -116,18 +125,42 @@ function(lab_program_contract_tests program short)
            COMMAND ${CMAKE_COMMAND} -DPROG=${p} -DARGS=--shape|0x5 -DEXPECT=2 "-DMATCH=positive" -P ${script})
   add_test(NAME ${short}.${program}.bad_cache
            COMMAND ${CMAKE_COMMAND} -DPROG=${p} -DARGS=--cache|warm -DEXPECT=2 "-DMATCH=cache" -P ${script})
+  # Flags are checked before the device: exit 2 on any machine, GPU or not.
+  add_test(NAME ${short}.${program}.bad_seed
+           COMMAND ${CMAKE_COMMAND} -DPROG=${p} -DARGS=--seed|-1 -DEXPECT=2 "-DMATCH=--seed" -P ${script})
+  add_test(NAME ${short}.${program}.bad_benchmark_flag
+           COMMAND ${CMAKE_COMMAND} -DPROG=${p} -DARGS=--benchmark_repetitions=abc -DEXPECT=2
+                   "-DMATCH=benchmark_repetitions" -P ${script})
   set_tests_properties(${short}.${program}.help ${short}.${program}.describe ${short}.${program}.unknown_flag
-                       ${short}.${program}.bad_shapes ${short}.${program}.bad_cache
+                       ${short}.${program}.bad_shapes ${short}.${program}.bad_cache ${short}.${program}.bad_seed
+                       ${short}.${program}.bad_benchmark_flag
                        PROPERTIES LABELS "cpu;${short}")
   add_test(NAME ${short}.${program}.check_only COMMAND ${program} --check-only)
   set_tests_properties(${short}.${program}.check_only PROPERTIES LABELS "gpu;${short}" SKIP_RETURN_CODE 3 TIMEOUT 300)
 endfunction()
 
-# build/manifest.json: every program with its chapter, source and path.
+# One program in the two manifests: the build tree's (its path in the build) and the install's
+# (bin/PROGRAM, relative to PREFIX/share/cuda-perf-lab), and the program installed to PREFIX/bin.
+function(lab_manifest_entry program kind number folder rel short)
+  set(common "\"program\": \"${program}\", \"kind\": \"${kind}\", \"chapter\": ${number}, \"folder\": \"${folder}\", \"source\": \"${rel}\", \"make_target\": \"${program}\", \"chapter_target\": \"${short}\"")
+  set_property(GLOBAL APPEND PROPERTY LAB_MANIFEST_ENTRIES "{${common}, \"path\": \"$<TARGET_FILE:${program}>\"}")
+  set_property(GLOBAL APPEND PROPERTY LAB_INSTALL_MANIFEST_ENTRIES "{${common}, \"path\": \"../../bin/${program}\"}")
+  install(TARGETS ${program} RUNTIME DESTINATION bin)
+endfunction()
+
+# build/manifest.json: every program with its chapter, source and path; and the installed copy,
+# build/manifest.install.json -> PREFIX/share/cuda-perf-lab/manifest.json (cmake --install).
 function(lab_write_manifest)
-  get_property(entries GLOBAL PROPERTY LAB_MANIFEST_ENTRIES)
-  list(JOIN entries ",\n    " body)
-  file(GENERATE OUTPUT "${PROJECT_BINARY_DIR}/manifest.json" CONTENT
+  foreach(which IN ITEMS build install)
+    if(which STREQUAL "build")
+      get_property(entries GLOBAL PROPERTY LAB_MANIFEST_ENTRIES)
+      set(out "${PROJECT_BINARY_DIR}/manifest.json")
+    else()
+      get_property(entries GLOBAL PROPERTY LAB_INSTALL_MANIFEST_ENTRIES)
+      set(out "${PROJECT_BINARY_DIR}/manifest.install.json")
+    endif()
+    list(JOIN entries ",\n    " body)
+    file(GENERATE OUTPUT "${out}" CONTENT
 "{
   \"format\": 1,
   \"project\": \"cuda-perf-lab\",
@@ -139,4 +172,6 @@ function(lab_write_manifest)
   ]
 }
 ")
+  endforeach()
+  install(FILES "${PROJECT_BINARY_DIR}/manifest.install.json" DESTINATION share/cuda-perf-lab RENAME manifest.json)
 endfunction()

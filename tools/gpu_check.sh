@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The whole GPU check in one command: configure, build with every core, run the full test suite
-# (GPU tests included), run compute-sanitizer memcheck and racecheck on every chapter's test binary,
-# and end with a one-line summary. Logs go to LOGDIR, one file per step.
+# (GPU tests included), the fuzz and seed sweep (ctest -L fuzz: every variant on random shapes
+# near its checks, under fresh seeds), compute-sanitizer memcheck, racecheck, initcheck and
+# synccheck on every chapter's test binary, and end with a one-line summary. Logs go to LOGDIR,
+# one file per step. LAB_FUZZ_CASES sets the fuzz shapes a variant (default 60).
 #
 #   tools/gpu_check.sh LOGDIR [BUILD_DIR]        (BUILD_DIR defaults to build)
 #
 # Exit status 0 when every step passed and no GPU test was skipped.
 set -u
 if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
-  sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
   [ $# -ge 1 ] && exit 0 || exit 2
 fi
 logdir=$1
@@ -39,13 +41,17 @@ sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-san
 step configure cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release
 step build cmake --build "$build" -j "$jobs"
 # GPU tests one at a time: parallel tests would share the GPU and disturb each other.
-step ctest ctest --test-dir "$build" --output-on-failure
+step ctest ctest --test-dir "$build" --output-on-failure -LE fuzz
+step fuzz ctest --test-dir "$build" --verbose -L fuzz
 for t in "$build"/ch*/ch*_tests; do
   [ -x "$t" ] || continue
   n=$(basename "$t")
   step "memcheck-$n" "$sanitizer" --tool memcheck --leak-check full --error-exitcode 1 "$t"
   step "racecheck-$n" "$sanitizer" --tool racecheck --error-exitcode 1 "$t"
+  step "initcheck-$n" "$sanitizer" --tool initcheck --error-exitcode 1 "$t"
+  step "synccheck-$n" "$sanitizer" --tool synccheck --error-exitcode 1 "$t"
 done
+fuzz_runs=$(grep -Eo '\[ fuzz     \] [a-z0-9_]+: [0-9]+ shapes' "$logdir/fuzz.log" 2>/dev/null | awk '{s += $5} END {print s + 0}')
 
 # A GPU test that skipped on a GPU machine did not run: that is a failure here, except the one
 # test that can only run where there is no GPU.
@@ -57,8 +63,8 @@ fi
 tests=$(grep -Eo '[0-9]+% tests passed.* out of [0-9]+' "$logdir/ctest.log" 2>/dev/null)
 secs=$(( $(date +%s) - start ))
 if [ ${#failed[@]} -eq 0 ]; then
-  echo "gpu_check: PASS in ${secs}s (${passed[*]}); ctest: ${tests:-?}; logs in $logdir"
+  echo "gpu_check: PASS in ${secs}s (${passed[*]}); ctest: ${tests:-?}; fuzz: ${fuzz_runs:-0} variant runs; logs in $logdir"
   exit 0
 fi
-echo "gpu_check: FAIL in ${secs}s: ${failed[*]}; ctest: ${tests:-?}; logs in $logdir"
+echo "gpu_check: FAIL in ${secs}s: ${failed[*]}; ctest: ${tests:-?}; fuzz: ${fuzz_runs:-0} variant runs; logs in $logdir"
 exit 1

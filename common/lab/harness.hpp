@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -34,10 +35,20 @@ struct Options {
 // problem. Unknown flags other than Google Benchmark's are errors.
 Options parse_options(const Variant& v, const std::vector<std::string>& args);
 std::string help_text(const Variant& v);
+// --seed's value: a whole number in [0, 2^64 - 1]; anything else (a sign, a letter, an overflow)
+// is a UsageError naming the flag.
+std::uint64_t parse_seed(std::string_view text);
 
 // The variant as JSON: program, topic, chapter, role, description, dims, shapes with their work.
 // compare reads it; it needs no GPU.
 std::string describe_json(const Variant& v);
+
+// The counter that says whether a timed region is GPU-bound or host-bound: the host's time in the
+// variant's run (issuing work, and any wait it makes) over the GPU time between its events. Under
+// kHostBoundShare the GPU had work queued the whole time; at or above, the GPU waited on the host
+// (launch overheads, synchronous copies, allocations), and the time moves with the host's load.
+inline constexpr const char* kHostShareCounter = "host_share";
+inline constexpr double kHostBoundShare = 0.5;
 
 // Timed shapes whose reference is cheap enough to compute on the CPU are verified too.
 inline constexpr double kVerifyBytesLimit = double(1u << 30);

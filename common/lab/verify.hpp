@@ -1,6 +1,13 @@
 // Verification: compare a result with a reference computed in double, element by element and as a
-// whole, and say exactly what is wrong. NaN and Inf never pass; an all-zero reference is refused,
-// because a check against zeros cannot tell a right kernel from one that writes nothing.
+// whole, and say exactly what is wrong. NaN and Inf never pass (outputs are poisoned with NaN
+// before every run, so an unwritten element cannot pass either).
+//
+// An output that is a sum of many terms is judged by its conditioning: the reference computes,
+// beside each value, the rounding error a correct fp32 evaluation may make there (its "slack",
+// from fp32::sum_error and the sum of the terms' magnitudes), and the bound grows by it. A
+// cancelling sum is then not held to a relative error its arithmetic cannot meet, and a well
+// conditioned one still is. An output that is identically zero is held to |got| <= atol + slack
+// element by element (exactly 0 under the exact tolerance); the relative L2 error is undefined there.
 #pragma once
 
 #include <cstddef>
@@ -31,6 +38,32 @@ struct Tolerance {
   }
 };
 
+// fp32 rounding, for the references' slack.
+namespace fp32 {
+inline constexpr double kUnitRoundoff = 0x1p-24;  // u: a rounding to fp32 errs by at most u relative
+// The lambda of the probabilistic bound below: the bound fails with probability at most
+// 2 n exp(-lambda^2 (1 - u)^2 / 2), about 4e-22 n for lambda = 10.
+inline constexpr double kLambda = 10;
+// A bound on |computed - exact| / sum_i |t_i| for a sum of terms t_i computed in fp32 in any order
+// (sequential, pairwise, blocked, atomics), where every term passes through at most n roundings
+// on its way into the result (an inner product of n terms: n - 1 additions and its product). The
+// smaller of the deterministic gamma_n = n u / (1 - n u), which always holds, and Higham and Mary's
+// probabilistic gamma~_n(lambda) = exp(lambda sqrt(n) u + n u^2 / (1 - u)) - 1 (SIAM J. Sci.
+// Comput. 41(5), 2019), which holds with the probability above when rounding errors behave as
+// independent, zero-mean random variables (random inputs; not a sum that stagnates, such as 2^28
+// positive terms added one by one into one fp32 accumulator, which no bound should accept).
+double sum_error(double n, double u = kUnitRoundoff);
+}  // namespace fp32
+
+// A value of a reference sum with the sum of its terms' magnitudes: value += t, magnitude += |t|.
+struct Sum {
+  double value = 0, magnitude = 0;
+  void add(double t) {
+    value += t;
+    magnitude += t < 0 ? -t : t;
+  }
+};
+
 struct Mismatch {
   std::size_t index;
   double got, expected;
@@ -48,6 +81,8 @@ struct Verdict {
   std::vector<std::int64_t> dims;  // row-major extents, to print indices as coordinates
   std::string reason;           // why it failed; empty when it passed
   Tolerance tol;
+  bool conditioned = false;     // the bound included the reference's per-element slack
+  bool zero_reference = false;  // the reference was identically zero (no relative L2 bound)
 
   std::string summary() const;  // one line: PASS/FAIL, errors, tolerance
   std::string details() const;  // summary plus the first mismatches, element by element
@@ -60,10 +95,16 @@ struct Verdict {
 inline constexpr std::size_t kMismatchesKept = 8;
 
 // got and ref must have the same length. dims (optional) are the row-major extents of the output.
+// slack (optional, the length of ref, each >= 0): the rounding error a correct computation may
+// make at each element beyond the tolerance, from the arithmetic (see fp32::sum_error). With it,
+// element i passes when |got - ref| <= atol + rtol |ref| + slack_i, and the whole when
+// ||got - ref||_2 <= max_rel_l2 ||ref||_2 + ||slack||_2.
 Verdict compare(std::span<const float> got, std::span<const double> ref, Tolerance tol,
-                std::string what = "output", std::vector<std::int64_t> dims = {});
+                std::string what = "output", std::vector<std::int64_t> dims = {},
+                std::span<const double> slack = {});
 Verdict compare(std::span<const double> got, std::span<const double> ref, Tolerance tol,
-                std::string what = "output", std::vector<std::int64_t> dims = {});
+                std::string what = "output", std::vector<std::int64_t> dims = {},
+                std::span<const double> slack = {});
 Verdict compare(std::span<const std::int32_t> got, std::span<const std::int32_t> ref,
                 std::string what = "output", std::vector<std::int64_t> dims = {});
 

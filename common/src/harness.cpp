@@ -1,6 +1,7 @@
 #include "lab/harness.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -69,7 +70,7 @@ struct Cli {
   CLI::App app;
   std::vector<std::string> shape_text;
   std::string cache = "cold";
-  std::uint64_t seed = 0;
+  std::string seed;
   Options o;
 
   explicit Cli(const Variant& v) : app(v.description, v.program) {
@@ -95,6 +96,19 @@ struct Cli {
 };
 
 }  // namespace
+
+std::uint64_t parse_seed(std::string_view text) {
+  std::uint64_t v = 0;
+  if (text.empty()) throw UsageError("--seed: empty (a whole number from 0 to 18446744073709551615)");
+  for (char c : text) {
+    if (c < '0' || c > '9')
+      throw UsageError("--seed " + std::string(text) + ": not a whole number from 0 to 18446744073709551615");
+    const std::uint64_t d = static_cast<std::uint64_t>(c - '0');
+    if (v > (UINT64_MAX - d) / 10) throw UsageError("--seed " + std::string(text) + ": above 18446744073709551615");
+    v = v * 10 + d;
+  }
+  return v;
+}
 
 std::string help_text(const Variant& v) {
   Cli cli(v);
@@ -124,7 +138,7 @@ Options parse_options(const Variant& v, const std::vector<std::string>& args) {
     }
   }
   o.cache = parse_cache_mode(cli.cache);
-  if (cli.app.count("--seed")) o.seed = cli.seed;
+  if (cli.app.count("--seed")) o.seed = parse_seed(cli.seed);
   for (const auto& s : cli.shape_text) {
     Shape sh = parse_shape(s, v.topic->dims, "--shape", v.topic->switches);
     if (auto why = v.topic->validate(sh); !why.empty()) throw UsageError("--shape " + s + ": " + why);
@@ -270,11 +284,19 @@ void bench_shape(benchmark::State& st, BenchContext& c, const Shape& s) {
       c.stream.sync();
     }
     prof::Range phase("timed " + s.str());
-    double total_ms = 0;
+    double total_ms = 0, host_ms = 0;
     std::int64_t n = 0;
     for (auto _ : st) {
       if (c.opt.cache == CacheMode::cold) c.flusher->flush(c.stream);
-      const float ms = time_once_ms([&] { c.v.run(p, c.stream); }, c.stream, c.start, c.stop);
+      const float ms = time_once_ms(
+          [&] {
+            // The host's own time in the timed region: issuing the work (and any wait the variant
+            // makes itself). Near the GPU time, the GPU waited on the host: a host-bound region.
+            const auto h0 = std::chrono::steady_clock::now();
+            c.v.run(p, c.stream);
+            host_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - h0).count();
+          },
+          c.stream, c.start, c.stop);
       st.SetIterationTime(ms * 1e-3);
       total_ms += ms;
       ++n;
@@ -291,6 +313,7 @@ void bench_shape(benchmark::State& st, BenchContext& c, const Shape& s) {
       st.counters["%peak_fp32"] = 100.0 * tf / c.peaks.fp32_tflops;
     }
     st.counters["peak_MiB"] = static_cast<double>(device_memory_stats().peak) / (1024.0 * 1024.0);
+    st.counters[kHostShareCounter] = host_ms / total_ms;
     for (const auto& [name, value] : p.counters(secs, c.stream)) st.counters[name] = value;
   } catch (const Error& e) {
     c.fail(s, e);
@@ -371,6 +394,23 @@ int run(const Variant& v, const Options& opt, const std::string& argv0) {
 
   if (!opt.trace.empty() && !std::ofstream(opt.trace))
     throw UsageError("--trace " + opt.trace + ": cannot create the file");
+  // Google Benchmark's flags are parsed here, before the device is touched: a bad value is exit 2
+  // on any machine (Google Benchmark names the flag and the value it could not read).
+  std::vector<std::string> bargs{argv0};
+  bargs.insert(bargs.end(), opt.benchmark_args.begin(), opt.benchmark_args.end());
+  if (!has_flag(bargs, "--benchmark_repetitions"))
+    bargs.push_back("--benchmark_repetitions=" + std::to_string(kDefaultRepetitions));
+  if (!opt.machine_readable && !has_flag(bargs, "--benchmark_display_aggregates_only") &&
+      !has_flag(bargs, "--benchmark_report_aggregates_only"))
+    bargs.push_back("--benchmark_display_aggregates_only=true");
+  // A bare number of seconds: understood by Google Benchmark 1.7 and 1.8 alike.
+  if (!has_flag(bargs, "--benchmark_min_time"))
+    bargs.push_back("--benchmark_min_time=" + std::to_string(kDefaultMinTimeSeconds));
+  auto bargv = to_argv(bargs);
+  int bargc = static_cast<int>(bargs.size());
+  benchmark::Initialize(&bargc, bargv.data());
+  if (benchmark::ReportUnrecognizedArguments(bargc, bargv.data())) return kExitUsage;
+
   DeviceFacts dev = init_device();
   out << v.program << ": " << role_name(v.role) << " variant of '" << t.name << "' (" << t.folder() << ")\n  "
       << v.description << "\n"
@@ -426,21 +466,6 @@ int run(const Variant& v, const Options& opt, const std::string& argv0) {
   ctx.peaks = peaks;
   ctx.seed = seed;
   if (opt.cache == CacheMode::cold) ctx.flusher = std::make_unique<L2Flusher>(dev.l2_bytes, dev.sms);
-
-  std::vector<std::string> bargs{argv0};
-  bargs.insert(bargs.end(), opt.benchmark_args.begin(), opt.benchmark_args.end());
-  if (!has_flag(bargs, "--benchmark_repetitions"))
-    bargs.push_back("--benchmark_repetitions=" + std::to_string(kDefaultRepetitions));
-  if (!opt.machine_readable && !has_flag(bargs, "--benchmark_display_aggregates_only") &&
-      !has_flag(bargs, "--benchmark_report_aggregates_only"))
-    bargs.push_back("--benchmark_display_aggregates_only=true");
-  // A bare number of seconds: understood by Google Benchmark 1.7 and 1.8 alike.
-  if (!has_flag(bargs, "--benchmark_min_time"))
-    bargs.push_back("--benchmark_min_time=" + std::to_string(kDefaultMinTimeSeconds));
-  auto bargv = to_argv(bargs);
-  int bargc = static_cast<int>(bargs.size());
-  benchmark::Initialize(&bargc, bargv.data());
-  if (benchmark::ReportUnrecognizedArguments(bargc, bargv.data())) return kExitUsage;
 
   out << "timing: cache " << cache_mode_name(opt.cache)
       << (opt.cache == CacheMode::cold ? " (L2 flushed by reading " + std::to_string(ctx.flusher->bytes() >> 20) +

@@ -60,7 +60,8 @@ TEST(Options, BenchmarkFlagsPassThrough) {
 TEST(Options, BadInputIsAUsageError) {
   for (const auto& args : std::vector<std::vector<std::string>>{
            {"--bogus"}, {"stray"}, {"--cache", "warm"}, {"--shape", "0x4"}, {"--shape", "4"}, {"--shape", "4x2000"},
-           {"--seed", "abc"}, {"--check-only", "--no-check"}, {"--shape"}}) {
+           {"--seed", "abc"}, {"--seed", "-1"}, {"--seed=-1"}, {"--seed", "18446744073709551616"}, {"--seed", "1e3"},
+           {"--check-only", "--no-check"}, {"--shape"}}) {
     EXPECT_THROW(parse(args), lab::UsageError) << args.front();
   }
 }
@@ -113,3 +114,15 @@ TEST(ExitStatus, NoDeviceIsThree) {
 }
 
 }  // namespace
+
+TEST(Options, SeedTakesTheWholeUnsignedRange) {
+  EXPECT_EQ(lab::parse_seed("0"), 0u);
+  EXPECT_EQ(lab::parse_seed("18446744073709551615"), UINT64_MAX);
+  EXPECT_THROW(lab::parse_seed(""), lab::UsageError);
+  try {
+    lab::parse_seed("-1");
+    FAIL();
+  } catch (const lab::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--seed -1"), std::string::npos) << e.what();
+  }
+}

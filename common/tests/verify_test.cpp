@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "lab/check.hpp"
+#include "lab/rng.hpp"
 
 namespace {
 
@@ -82,12 +83,30 @@ TEST(Verify, NonFiniteReferenceIsRefused) {
   EXPECT_NE(v.reason.find("reference"), std::string::npos);
 }
 
-TEST(Verify, AllZeroReferenceIsRefused) {
+TEST(Verify, IdenticallyZeroReferenceIsCheckedElementByElement) {
   const std::vector<double> ref(5, 0.0);
-  const std::vector<float> got(5, 0.f);
-  const auto v = compare(got, ref, Tolerance::exact());
-  EXPECT_FALSE(v.pass);
-  EXPECT_NE(v.reason.find("all zeros"), std::string::npos);
+  const std::vector<float> zeros(5, 0.f);
+  const auto v = compare(zeros, ref, Tolerance::exact());
+  EXPECT_TRUE(v.pass) << v.details();
+  EXPECT_TRUE(v.zero_reference);
+  // Exact: any non-zero element fails, and is named.
+  std::vector<float> one = zeros;
+  one[3] = 1e-30f;
+  const auto w = compare(one, ref, Tolerance::exact(), "dx");
+  EXPECT_FALSE(w.pass);
+  ASSERT_EQ(w.first.size(), 1u);
+  EXPECT_EQ(w.first[0].index, 3u);
+  EXPECT_NE(w.reason.find("identically zero"), std::string::npos) << w.reason;
+  // fp32: within atol passes (no relative L2, which is undefined against zero); beyond it fails.
+  std::vector<float> small(5, 0.f);
+  small[1] = 5e-6f;
+  EXPECT_TRUE(compare(small, ref, Tolerance::fp32()).pass);
+  small[1] = 5e-5f;
+  EXPECT_FALSE(compare(small, ref, Tolerance::fp32()).pass);
+  // The NaN poison still catches an unwritten element.
+  std::vector<float> unwritten(5, 0.f);
+  unwritten[0] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_FALSE(compare(unwritten, ref, Tolerance::fp32()).pass);
 }
 
 TEST(Verify, RelativeL2IsComputed) {
@@ -171,6 +190,112 @@ TEST(Tolerance, PerElementBoundHasNoL2Bound) {
   const std::vector<float> far{0.0020f};
   EXPECT_FALSE(lab::compare(far, ref, t, "y").pass);
   EXPECT_FALSE(lab::compare(got, ref, lab::Tolerance::fp32(), "y").pass);
+}
+
+}  // namespace
+
+namespace {
+
+using lab::fp32::sum_error;
+constexpr double u = lab::fp32::kUnitRoundoff;
+
+TEST(SumError, IsTheDeterministicBoundForFewTermsAndSqrtNForMany) {
+  EXPECT_NEAR(sum_error(1), u, 1e-3 * u);
+  EXPECT_NEAR(sum_error(50), 50 * u / (1 - 50 * u), 1e-9 * u);  // n u below lambda sqrt(n) u
+  // Beyond lambda^2 = 100 terms, the probabilistic bound: about 10 sqrt(n) u.
+  EXPECT_NEAR(sum_error(1e6), 10 * 1000 * u, 1e-2 * 10 * 1000 * u);
+  EXPECT_LT(sum_error(1e6), 1e6 * u);
+  // It grows with n, and never drops below one rounding.
+  double last = 0;
+  for (double n : {1.0, 2.0, 10.0, 100.0, 1e3, 1e5, 1e7, 1e9}) {
+    EXPECT_GT(sum_error(n), last) << n;
+    last = sum_error(n);
+  }
+  EXPECT_GE(sum_error(0), u);
+}
+
+// fp32 sums of random terms, as kernels add them: one accumulator in order, pairwise, and in
+// blocks of 256 added one by one: every one within sum_error(n) sum|t| of the exact sum, over
+// seeds, lengths and sign mixes (a cancelling sum is the hard case for a relative bound).
+TEST(SumError, BoundsRealFp32SumsInEveryOrder) {
+  auto pairwise = [](auto&& self, const float* t, std::size_t n) -> float {
+    if (n == 1) return t[0];
+    return self(self, t, n / 2) + self(self, t + n / 2, n - n / 2);
+  };
+  lab::Rng rng(20261123);
+  int cases = 0;
+  for (std::size_t n : {2u, 3u, 7u, 100u, 1000u, 4097u, 70000u, 300000u}) {
+    for (double lo : {0.0, -1.0}) {  // positive terms, or mixed signs (cancelling)
+      for (int rep = 0; rep < 6; ++rep) {
+        std::vector<float> t(n);
+        rng.uniform(std::span<float>(t), static_cast<float>(lo), 1.f);
+        lab::Sum exact;
+        for (float x : t) exact.add(x);
+        float seq = 0;
+        for (float x : t) seq += x;
+        float blocked = 0;
+        for (std::size_t b = 0; b < n; b += 256) {
+          float part = 0;
+          for (std::size_t i = b; i < std::min(n, b + 256); ++i) part += t[i];
+          blocked += part;
+        }
+        const float pw = pairwise(pairwise, t.data(), n);
+        const double bound = sum_error(double(n)) * exact.magnitude;
+        for (float got : {seq, blocked, pw}) {
+          EXPECT_LE(std::fabs(double(got) - exact.value), bound) << "n " << n << " lo " << lo << " rep " << rep;
+          ++cases;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(cases, 8 * 2 * 6 * 3);
+}
+
+// The slack admits rounding, not bugs: a sum that leaves out one term of a short, well conditioned
+// sum fails, while the same sum computed right passes.
+TEST(SumError, SlackStillCatchesADroppedTerm) {
+  std::vector<float> t(33);
+  lab::Rng rng(7);
+  rng.uniform(std::span<float>(t), 0.5f, 1.f);
+  lab::Sum s;
+  for (float x : t) s.add(x);
+  float right = 0, dropped = 0;
+  for (float x : t) right += x;
+  for (std::size_t i = 0; i + 1 < t.size(); ++i) dropped += t[i];
+  const std::vector<double> ref{s.value}, slack{sum_error(33) * s.magnitude};
+  EXPECT_TRUE(compare(std::vector<float>{right}, ref, Tolerance::fp32(), "y", {}, slack).pass);
+  const auto v = compare(std::vector<float>{dropped}, ref, Tolerance::fp32(), "y", {}, slack);
+  EXPECT_FALSE(v.pass);
+  EXPECT_TRUE(v.conditioned);
+  EXPECT_NE(v.summary().find("conditioning"), std::string::npos);
+}
+
+// A cancelling sum: fp32's error is set by sum|t|, not by the small result. The fixed relative
+// bound rejects a correct answer; the conditioned one accepts it (the seed-dependent failure of
+// weighted_sum_backward's dw, 70000 terms).
+TEST(SumError, ConditionedBoundAcceptsACorrectCancellingSum) {
+  lab::Rng rng(269593303351320ull);
+  std::vector<float> x(70000), dy(70000);
+  rng.uniform(std::span<float>(x), -1.f, 1.f);
+  rng.uniform(std::span<float>(dy), -1.f, 1.f);
+  lab::Sum s;
+  float got = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    s.add(double(x[i]) * dy[i]);
+    got += x[i] * dy[i];
+  }
+  const std::vector<double> ref{s.value}, slack{sum_error(70001) * s.magnitude};
+  const std::vector<float> g{got};
+  EXPECT_TRUE(compare(g, ref, Tolerance::fp32(), "dw", {}, slack).pass);
+  EXPECT_LT(slack[0], 1e-3 * s.magnitude);  // still a bound: far below the terms' size
+}
+
+TEST(SumError, SlackMustBeFiniteAndOfTheReferenceLength) {
+  const std::vector<double> ref{1.0, 2.0};
+  const std::vector<float> got{1.f, 2.f};
+  EXPECT_THROW(compare(got, ref, Tolerance::fp32(), "y", {}, std::vector<double>{0.0}), lab::Error);
+  EXPECT_FALSE(compare(got, ref, Tolerance::fp32(), "y", {}, std::vector<double>{0.0, -1.0}).pass);
+  EXPECT_FALSE(compare(got, ref, Tolerance::fp32(), "y", {}, std::vector<double>{0.0, NAN}).pass);
 }
 
 }  // namespace

@@ -1,8 +1,11 @@
 #include "compare.hpp"
 
+#include "lab/harness.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -50,6 +53,9 @@ Manifest load_manifest(const std::string& path) {
     Program g;
     g.name = p.at("program").get<std::string>();
     g.path = p.at("path").get<std::string>();
+    // An installed manifest names its programs relative to itself (share/cuda-perf-lab -> bin).
+    if (!g.path.empty() && !std::filesystem::path(g.path).is_absolute())
+      g.path = (std::filesystem::path(path).parent_path() / g.path).lexically_normal().string();
     g.folder = p.value("folder", "");
     g.source = p.value("source", "");
     g.make_target = p.value("make_target", g.name);
@@ -354,6 +360,14 @@ Row compare_pair(const ProgramResult& base, const ProgramResult& var, const std:
   r.verdict = verdict_for(r.speedup, r.ci_lo, r.ci_hi, r.p);
   if (auto it = v.counters.find("GB/s"); it != v.counters.end() && !it->second.empty())
     r.gbs = lab::stats::median(it->second);
+  auto host_share = [](const Cell& c) {
+    const auto it = c.counters.find(lab::kHostShareCounter);
+    return it == c.counters.end() || it->second.empty() ? NAN : lab::stats::median(it->second);
+  };
+  r.base_host_share = host_share(b);
+  r.var_host_share = host_share(v);
+  if (!std::isnan(r.base_host_share) && !std::isnan(r.var_host_share))
+    r.bound = r.base_host_share < lab::kHostBoundShare && r.var_host_share < lab::kHostBoundShare ? "GPU" : "host";
   return r;
 }
 
@@ -497,6 +511,22 @@ std::vector<Change> against(const std::string& text, const Collected& now, bool 
   return out;
 }
 
+void validate_previous_run(const std::string& text) {
+  nlohmann::json prev;
+  try {
+    prev = nlohmann::json::parse(text);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string("not valid JSON: ") + e.what());
+  }
+  if (!prev.is_object()) throw std::runtime_error("not a compare --json file (the top level is not an object)");
+  for (const char* key : {"rows", "programs"})
+    if (!prev.contains(key) || !prev[key].is_array())
+      throw std::runtime_error(std::string("not a compare --json file (no '") + key + "' array)");
+  for (const auto& r : prev["rows"])
+    if (!r.is_object() || !r.contains("variant") || !r.contains("shape") || !r.contains("kind"))
+      throw std::runtime_error("not a compare --json file (a row without variant, kind and shape)");
+}
+
 Agreement row_agreement(const std::string& text, const Analysis& now) {
   Agreement a;
   nlohmann::json prev;
@@ -526,15 +556,29 @@ Agreement row_agreement(const std::string& text, const Analysis& now) {
     c.verdict_after = r.verdict;
     if (o.contains("speedup") && o["speedup"].is_number()) c.before = o["speedup"].get<double>();
     c.after = r.speedup;
-    if (c.before > 0 && c.after > 0) {
-      c.diff_pct = 100.0 * (c.after / c.before - 1.0);
-      c.within_ci = c.before >= r.ci_lo && c.before <= r.ci_hi;
+    if (!(c.before > 0 && c.after > 0)) continue;  // a failure row: its status already says so
+    c.diff_pct = 100.0 * (c.after / c.before - 1.0);
+    c.within_ci = c.before >= r.ci_lo && c.before <= r.ci_hi;
+    c.bound = r.bound;
+    if (r.bound == "GPU") {
+      c.rule = "within 5%";
+      c.agrees = std::fabs(c.diff_pct) <= kGpuBoundAgreementPct;
+    } else {
+      c.rule = "inside the interval";
+      c.agrees = c.within_ci;
     }
     a.rows.push_back(c);
   }
   for (const auto& c : a.rows) {
     if (c.verdict_before != c.verdict_after) ++a.verdicts_differ;
     if (std::fabs(c.diff_pct) > 5.0) ++a.over_5pct;
+    if (c.bound == "GPU") {
+      ++a.gpu_rows;
+      if (!c.agrees) ++a.gpu_failed;
+    } else {
+      ++a.host_rows;
+      if (!c.agrees) ++a.host_failed;
+    }
     if (!std::isnan(c.diff_pct) && (!a.largest || std::fabs(c.diff_pct) > std::fabs(a.largest->diff_pct)))
       a.largest = &c;
   }

@@ -105,6 +105,11 @@ struct Row {
   std::string verdict;  // FASTER, SLOWER, SAME, NOISY; or the failure status
   double gbs = NAN;     // the variant's median GB/s
   std::size_t n_base = 0, n_var = 0;
+  // Whether the timed regions were GPU-bound or host-bound: each side's median host_share counter
+  // (the host's time in the run over the GPU time); "GPU" when both are under lab::kHostBoundShare,
+  // "host" when either is at or above it, "" when a side did not report it.
+  double base_host_share = NAN, var_host_share = NAN;
+  std::string bound;
 };
 
 struct ChapterSummary {
@@ -140,21 +145,34 @@ struct Change {
 std::vector<Change> against(const std::string& previous_json_text, const Collected& now, bool ignore_device,
                             std::string& error);
 
-// --against, row by row: do two runs tell the same story? Same verdict, and how far apart the
-// speedups are, next to how wide this run's interval says they may be.
+// --against, row by row: do two runs tell the same story? The agreement rule: a GPU-bound row
+// (both sides' timed regions kept the GPU busy) agrees when the two speedups are within 5%; a
+// host-bound row (or one whose bound is unknown), whose times move with the host's load from one
+// process to the next, agrees when the previous speedup lies inside this run's round-level 95%
+// interval. Verdicts that differ are reported beside it.
+inline constexpr double kGpuBoundAgreementPct = 5.0;
 struct RowChange {
   std::string variant, kind, against, shape;
   double before = NAN, after = NAN;  // speedups
   double diff_pct = NAN;             // after / before - 1, in %
   std::string verdict_before, verdict_after;
   bool within_ci = false;  // the previous speedup lies inside this run's 95% interval
+  std::string bound;       // this run's: "GPU", "host" or ""
+  std::string rule;        // "within 5%" (GPU-bound) or "inside the interval" (host-bound or unknown)
+  bool agrees = false;
 };
 struct Agreement {
   std::vector<RowChange> rows;
   int verdicts_differ = 0;
   int over_5pct = 0;
+  int gpu_rows = 0, host_rows = 0;        // rows judged by each rule
+  int gpu_failed = 0, host_failed = 0;    // of those, rows that did not agree
   const RowChange* largest = nullptr;
+  bool agrees() const { return gpu_failed == 0 && host_failed == 0; }
 };
+// Throws std::runtime_error naming the problem when the text is not a saved compare --json run
+// (read before anything runs, so a bad file costs no run).
+void validate_previous_run(const std::string& previous_json_text);
 // Throws std::runtime_error when the previous run is not compare JSON.
 Agreement row_agreement(const std::string& previous_json_text, const Analysis& now);
 

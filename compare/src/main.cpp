@@ -30,8 +30,11 @@ std::string default_manifest() {
   const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
   if (n > 0) {
     buf[n] = 0;
-    const auto candidate = std::filesystem::path(buf).parent_path().parent_path() / "manifest.json";
-    if (std::filesystem::exists(candidate)) return candidate.string();
+    // The build tree (build/compare/compare -> build/manifest.json), then an install
+    // (PREFIX/bin/compare -> PREFIX/share/cuda-perf-lab/manifest.json).
+    const auto up = std::filesystem::path(buf).parent_path().parent_path();
+    for (const auto& candidate : {up / "manifest.json", up / "share" / "cuda-perf-lab" / "manifest.json"})
+      if (std::filesystem::exists(candidate)) return candidate.string();
   }
   return LAB_DEFAULT_MANIFEST;
 }
@@ -182,12 +185,19 @@ int main(int argc, char** argv) {
   if (programs.empty()) return 0;
   std::string against_text;
   if (!against_path.empty()) {
+    // Read and checked before anything runs: a bad file is a usage error now, not after the run.
     std::ifstream in(against_path);
     if (!in) {
       std::cerr << "compare: error: cannot read --against " << against_path << "\n";
       return 2;
     }
     against_text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    try {
+      compare::validate_previous_run(against_text);
+    } catch (const std::exception& e) {
+      std::cerr << "compare: error: --against " << against_path << ": " << e.what() << "\n";
+      return 2;
+    }
   }
 
   std::cerr << "compare: " << programs.size() << " programs x " << o.rounds << " rounds, " << o.repetitions
@@ -216,7 +226,13 @@ int main(int argc, char** argv) {
       for (const auto& ch : changes)
         if (ch.verdict == "REGRESSED") status = std::max(status, 1);
       try {
-        compare::print_agreement(std::cout, compare::row_agreement(against_text, a));
+        const compare::Agreement g = compare::row_agreement(against_text, a);
+        compare::print_agreement(std::cout, g);
+        if (!g.agrees()) {
+          std::cerr << "compare: the two runs disagree on " << g.gpu_failed + g.host_failed
+                    << " rows (see 'agreement with the previous run')\n";
+          status = std::max(status, 1);
+        }
       } catch (const std::exception& e) {
         std::cerr << "compare: error: --against: " << e.what() << "\n";
         status = 2;

@@ -70,13 +70,14 @@ std::vector<std::vector<std::string>> table_cells(const Analysis& a) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& r : a.rows) {
     rows.push_back({r.topic, r.shape, r.variant, r.kind + " " + r.against, format_time(r.base_median),
-                    format_time(r.var_median), speedup_text(r), ci_text(r), pvalue(r.p), r.verdict, gbs_text(r.gbs)});
+                    format_time(r.var_median), speedup_text(r), ci_text(r), pvalue(r.p), r.verdict, gbs_text(r.gbs),
+                    r.bound.empty() ? "" : r.bound});
   }
   return rows;
 }
 
 const std::vector<std::string> kHeader = {"topic", "shape", "variant", "compared with", "their median", "median",
-                                          "speedup", "95% CI", "p (U test)", "verdict", "GB/s"};
+                                          "speedup", "95% CI", "p (U test)", "verdict", "GB/s", "bound"};
 
 std::string color_for(const std::string& verdict) {
   if (verdict == "FASTER" || verdict == "IMPROVED") return "\033[32m";
@@ -291,7 +292,8 @@ nlohmann::json to_json(const Collected& c, const Analysis& a, const Meta& m) {
                          {"message", r.message}, {"against_median_s", maybe(r.base_median)},
                          {"variant_median_s", maybe(r.var_median)}, {"speedup", maybe(r.speedup)},
                          {"ci95", {maybe(r.ci_lo), maybe(r.ci_hi)}}, {"p_value", maybe(r.p)}, {"verdict", r.verdict},
-                         {"variant_gbs", maybe(r.gbs)}, {"n_against", r.n_base}, {"n_variant", r.n_var}});
+                         {"variant_gbs", maybe(r.gbs)}, {"n_against", r.n_base}, {"n_variant", r.n_var},
+                         {"bound", r.bound}, {"host_share", {maybe(r.base_host_share), maybe(r.var_host_share)}}});
   j["chapters"] = nlohmann::json::array();
   for (const auto& s : a.chapters)
     j["chapters"].push_back({{"chapter", s.chapter}, {"folder", s.folder}, {"geomean_speedup", maybe(s.geomean)},
@@ -384,24 +386,28 @@ void print_changes(std::ostream& out, const std::vector<Change>& changes, bool c
 
 void print_agreement(std::ostream& out, const Agreement& a) {
   const int n = static_cast<int>(a.rows.size());
-  out << "\nagreement with the previous run (the speedups, row by row):\n";
+  out << "\nagreement with the previous run (GPU-bound rows: speedups within 5%; host-bound rows: the previous "
+         "speedup inside this run's 95% interval):\n";
   if (n == 0) {
     out << "  (no row in common)\n";
     return;
   }
-  out << "  " << n << " rows in both runs; same verdict: " << n - a.verdicts_differ << "; speedups within 5%: "
-      << n - a.over_5pct;
+  out << "  " << n << " rows in both runs; GPU-bound " << a.gpu_rows << " (" << a.gpu_rows - a.gpu_failed
+      << " agree), host-bound " << a.host_rows << " (" << a.host_rows - a.host_failed << " agree); same verdict: "
+      << n - a.verdicts_differ << "; speedups within 5%: " << n - a.over_5pct;
   if (a.largest)
     out << "; largest difference " << (a.largest->diff_pct >= 0 ? "+" : "") << fixed(a.largest->diff_pct, 1) << "% ("
         << a.largest->variant << " " << a.largest->shape << " " << a.largest->kind << ")";
   out << "\n";
   for (const auto& c : a.rows) {
-    if (c.verdict_before == c.verdict_after && !(std::fabs(c.diff_pct) > 5.0)) continue;
-    out << "  " << std::left << std::setw(34) << c.variant << std::setw(18) << c.shape << std::setw(18) << c.kind
-        << std::right << std::setw(9) << fixed(c.before, 2) << "x -> " << std::setw(9) << fixed(c.after, 2) << "x ("
-        << (c.diff_pct >= 0 ? "+" : "") << fixed(c.diff_pct, 1) << "%)  " << c.verdict_before << " -> "
-        << c.verdict_after << (c.within_ci ? "; the previous speedup is inside this run's 95% interval" : "") << "\n";
+    if (c.agrees && c.verdict_before == c.verdict_after) continue;
+    out << "  " << (c.agrees ? "agrees   " : "DISAGREES") << " " << std::left << std::setw(34) << c.variant
+        << std::setw(18) << c.shape << std::setw(18) << c.kind << std::right << std::setw(9) << fixed(c.before, 2)
+        << "x -> " << std::setw(9) << fixed(c.after, 2) << "x (" << (c.diff_pct >= 0 ? "+" : "") << fixed(c.diff_pct, 1)
+        << "%)  " << (c.bound.empty() ? "bound unknown" : c.bound + "-bound") << ", rule: " << c.rule << "; "
+        << c.verdict_before << " -> " << c.verdict_after << "\n";
   }
+  out << "  the runs " << (a.agrees() ? "agree" : "DISAGREE") << "\n";
 }
 
 }  // namespace compare

@@ -213,7 +213,9 @@ TEST(Agreement, RowByRowAgainstAPreviousRun) {
   a.ci_lo = 3.5;
   a.ci_hi = 4.6;
   a.verdict = "FASTER";
+  a.bound = "GPU";
   compare::Row b = a;
+  b.bound = "";
   b.shape = "128";
   b.speedup = 1.01;
   b.ci_lo = 0.99;
@@ -237,7 +239,35 @@ TEST(Agreement, RowByRowAgainstAPreviousRun) {
   EXPECT_NEAR(g.largest->diff_pct, 100.0 * (4.0 / 3.6 - 1.0), 1e-9);
   EXPECT_TRUE(g.largest->within_ci);  // 3.6 lies in [3.5, 4.6]
   EXPECT_FALSE(g.rows[1].within_ci);  // 1.03 is outside [0.99, 1.02]
+  // The rule: the GPU-bound row is held to 5% (11% apart: disagrees), the row of unknown bound to
+  // the interval (outside it: disagrees).
+  EXPECT_EQ(g.rows[0].rule, "within 5%");
+  EXPECT_FALSE(g.rows[0].agrees);
+  EXPECT_EQ(g.rows[1].rule, "inside the interval");
+  EXPECT_FALSE(g.rows[1].agrees);
+  EXPECT_EQ(g.gpu_rows, 1);
+  EXPECT_EQ(g.host_rows, 1);
+  EXPECT_FALSE(g.agrees());
+  // 3% apart on a GPU-bound row agrees, even outside the interval; the same on a host-bound row
+  // inside its interval agrees too.
+  now.rows[0].speedup = 3.6 * 1.03;
+  now.rows[0].ci_lo = 3.65, now.rows[0].ci_hi = 3.8;
+  now.rows[1].ci_hi = 1.04;
+  now.rows[1].bound = "host";
+  const auto h = compare::row_agreement(prev.dump(), now);
+  EXPECT_TRUE(h.rows[0].agrees);
+  EXPECT_TRUE(h.rows[1].agrees);
+  EXPECT_TRUE(h.agrees());
   EXPECT_THROW(compare::row_agreement("not json", now), std::runtime_error);
+}
+
+TEST(Agreement, APreviousRunIsValidatedBeforeAnythingRuns) {
+  EXPECT_THROW(compare::validate_previous_run("{\"rows\": [1,"), std::runtime_error);
+  EXPECT_THROW(compare::validate_previous_run("[]"), std::runtime_error);
+  EXPECT_THROW(compare::validate_previous_run("{\"rows\": []}"), std::runtime_error);
+  EXPECT_THROW(compare::validate_previous_run("{\"rows\": [{}], \"programs\": []}"), std::runtime_error);
+  EXPECT_NO_THROW(compare::validate_previous_run(
+      "{\"rows\": [{\"variant\": \"v\", \"kind\": \"vs baseline\", \"shape\": \"8\"}], \"programs\": []}"));
 }
 
 TEST(Against, OneSlowProcessIsNotARegression) {
@@ -423,7 +453,17 @@ TEST_F(FakeLab, CommandLineWritesEveryOutput) {
   EXPECT_NE(again.out.find("against the previous run"), std::string::npos);
   EXPECT_EQ(again.out.find("REGRESSED"), std::string::npos) << again.out;
   EXPECT_NE(again.out.find("agreement with the previous run"), std::string::npos) << again.out;
-  EXPECT_NE(again.out.find("2 rows in both runs; same verdict: 2;"), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find("2 rows in both runs;"), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find("same verdict: 2;"), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find("the runs agree"), std::string::npos) << again.out;
+  // A corrupt previous run is refused before anything runs (exit 2, the file named).
+  std::ofstream(dir_ / "corrupt.json") << "{\"rows\": [";
+  const auto corrupt = compare::run_process({COMPARE_BIN, "--manifest", m.string(), "--chapter", "1", "--against",
+                                             (dir_ / "corrupt.json").string()},
+                                            60);
+  EXPECT_EQ(corrupt.exit_code, 2);
+  EXPECT_NE(corrupt.err.find("corrupt.json"), std::string::npos) << corrupt.err;
+  EXPECT_EQ(corrupt.err.find("round 1/"), std::string::npos) << corrupt.err;  // nothing ran
   auto other = js;
   other["device"]["uuid"] = "GPU-other";
   std::ofstream(dir_ / "other.json") << other.dump();
