@@ -559,13 +559,21 @@ Agreement row_agreement(const std::string& text, const Analysis& now) {
     if (!(c.before > 0 && c.after > 0)) continue;  // a failure row: its status already says so
     c.diff_pct = 100.0 * (c.after / c.before - 1.0);
     c.within_ci = c.before >= r.ci_lo && c.before <= r.ci_hi;
+    c.after_lo = r.ci_lo, c.after_hi = r.ci_hi;
+    if (o.contains("ci95") && o["ci95"].is_array() && o["ci95"].size() == 2 && o["ci95"][0].is_number() &&
+        o["ci95"][1].is_number()) {
+      c.before_lo = o["ci95"][0].get<double>(), c.before_hi = o["ci95"][1].get<double>();
+      c.intervals_overlap = c.before_lo <= c.after_hi && c.after_lo <= c.before_hi;
+    } else {
+      c.intervals_overlap = c.within_ci;  // no interval saved: this run's alone
+    }
     c.bound = r.bound;
     if (r.bound == "GPU") {
       c.rule = "within 5%";
       c.agrees = std::fabs(c.diff_pct) <= kGpuBoundAgreementPct;
     } else {
-      c.rule = "inside the interval";
-      c.agrees = c.within_ci;
+      c.rule = "intervals overlap";
+      c.agrees = c.intervals_overlap;
     }
     a.rows.push_back(c);
   }

@@ -148,8 +148,9 @@ std::vector<Change> against(const std::string& previous_json_text, const Collect
 // --against, row by row: do two runs tell the same story? The agreement rule: a GPU-bound row
 // (both sides' timed regions kept the GPU busy) agrees when the two speedups are within 5%; a
 // host-bound row (or one whose bound is unknown), whose times move with the host's load from one
-// process to the next, agrees when the previous speedup lies inside this run's round-level 95%
-// interval. Verdicts that differ are reported beside it.
+// process to the next, agrees when the two runs' round-level 95% intervals overlap (each run's
+// interval is its own uncertainty; a previous run saved without one is held to this run's
+// interval alone). Verdicts that differ are reported beside it.
 inline constexpr double kGpuBoundAgreementPct = 5.0;
 struct RowChange {
   std::string variant, kind, against, shape;
@@ -157,8 +158,10 @@ struct RowChange {
   double diff_pct = NAN;             // after / before - 1, in %
   std::string verdict_before, verdict_after;
   bool within_ci = false;  // the previous speedup lies inside this run's 95% interval
+  double before_lo = NAN, before_hi = NAN, after_lo = NAN, after_hi = NAN;  // the two 95% intervals
+  bool intervals_overlap = false;
   std::string bound;       // this run's: "GPU", "host" or ""
-  std::string rule;        // "within 5%" (GPU-bound) or "inside the interval" (host-bound or unknown)
+  std::string rule;        // "within 5%" (GPU-bound) or "intervals overlap" (host-bound or unknown)
   bool agrees = false;
 };
 struct Agreement {

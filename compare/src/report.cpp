@@ -386,8 +386,8 @@ void print_changes(std::ostream& out, const std::vector<Change>& changes, bool c
 
 void print_agreement(std::ostream& out, const Agreement& a) {
   const int n = static_cast<int>(a.rows.size());
-  out << "\nagreement with the previous run (GPU-bound rows: speedups within 5%; host-bound rows: the previous "
-         "speedup inside this run's 95% interval):\n";
+  out << "\nagreement with the previous run (GPU-bound rows: speedups within 5%; host-bound rows: the two "
+         "runs' round-level 95% intervals overlap):\n";
   if (n == 0) {
     out << "  (no row in common)\n";
     return;
@@ -404,7 +404,9 @@ void print_agreement(std::ostream& out, const Agreement& a) {
     out << "  " << (c.agrees ? "agrees   " : "DISAGREES") << " " << std::left << std::setw(34) << c.variant
         << std::setw(18) << c.shape << std::setw(18) << c.kind << std::right << std::setw(9) << fixed(c.before, 2)
         << "x -> " << std::setw(9) << fixed(c.after, 2) << "x (" << (c.diff_pct >= 0 ? "+" : "") << fixed(c.diff_pct, 1)
-        << "%)  " << (c.bound.empty() ? "bound unknown" : c.bound + "-bound") << ", rule: " << c.rule << "; "
+        << "%)  " << (c.bound.empty() ? "bound unknown" : c.bound + "-bound") << ", rule: " << c.rule << " (["
+        << fixed(c.before_lo, 2) << ", " << fixed(c.before_hi, 2) << "] and [" << fixed(c.after_lo, 2) << ", "
+        << fixed(c.after_hi, 2) << "]); "
         << c.verdict_before << " -> " << c.verdict_after << "\n";
   }
   out << "  the runs " << (a.agrees() ? "agree" : "DISAGREE") << "\n";

@@ -240,10 +240,11 @@ TEST(Agreement, RowByRowAgainstAPreviousRun) {
   EXPECT_TRUE(g.largest->within_ci);  // 3.6 lies in [3.5, 4.6]
   EXPECT_FALSE(g.rows[1].within_ci);  // 1.03 is outside [0.99, 1.02]
   // The rule: the GPU-bound row is held to 5% (11% apart: disagrees), the row of unknown bound to
-  // the interval (outside it: disagrees).
+  // the intervals (no previous interval saved: the previous speedup must lie in this one's; it
+  // does not: disagrees).
   EXPECT_EQ(g.rows[0].rule, "within 5%");
   EXPECT_FALSE(g.rows[0].agrees);
-  EXPECT_EQ(g.rows[1].rule, "inside the interval");
+  EXPECT_EQ(g.rows[1].rule, "intervals overlap");
   EXPECT_FALSE(g.rows[1].agrees);
   EXPECT_EQ(g.gpu_rows, 1);
   EXPECT_EQ(g.host_rows, 1);
@@ -258,6 +259,12 @@ TEST(Agreement, RowByRowAgainstAPreviousRun) {
   EXPECT_TRUE(h.rows[0].agrees);
   EXPECT_TRUE(h.rows[1].agrees);
   EXPECT_TRUE(h.agrees());
+  // With the previous interval saved, a host-bound row agrees when the two intervals overlap.
+  auto prev2 = prev;
+  prev2["rows"][1]["ci95"] = {1.025, 1.05};  // overlaps [0.99, 1.04]
+  EXPECT_TRUE(compare::row_agreement(prev2.dump(), now).rows[1].agrees);
+  prev2["rows"][1]["ci95"] = {1.045, 1.05};  // does not
+  EXPECT_FALSE(compare::row_agreement(prev2.dump(), now).rows[1].agrees);
   EXPECT_THROW(compare::row_agreement("not json", now), std::runtime_error);
 }
 
