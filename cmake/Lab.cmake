@@ -38,6 +38,7 @@ function(lab_chapter short)
   else()
     set(support "")
   endif()
+  set_property(GLOBAL PROPERTY LAB_SUPPORT_${short} "${support}")
   file(GLOB test_sources CONFIGURE_DEPENDS
        "${CMAKE_CURRENT_SOURCE_DIR}/tests/*.cu" "${CMAKE_CURRENT_SOURCE_DIR}/tests/*.cpp")
   list(SORT variant_sources)
@@ -88,26 +89,28 @@ function(lab_chapter short)
 
   # The chapter's test binary: every variant on every check shape, plus the chapter's own tests.
   if(variant_sources OR test_sources)
-    add_executable(${short}_tests ${objects} ${test_sources} $<TARGET_OBJECTS:lab_chapter_test_main>)
-    target_link_libraries(${short}_tests PRIVATE lab_testing ${support})
-    target_include_directories(${short}_tests PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}")
-    set_target_properties(${short}_tests PROPERTIES LINKER_LANGUAGE CXX)
-    lab_target_defaults(${short}_tests)
-    gtest_discover_tests(${short}_tests DISCOVERY_MODE PRE_TEST TEST_PREFIX "${short}."
-                         PROPERTIES LABELS "gpu;${short}" TIMEOUT 300)
-    add_dependencies(${short} ${short}_tests)
+    lab_chapter_gtest_binary(${short} tests lab_chapter_test_main "gpu;${short}" 300 ${objects} ${test_sources})
   endif()
   # The chapter's fuzz binary: every variant on random shapes near its check shapes, under fresh
   # seeds (LAB_FUZZ_CASES a variant, default 60). `ctest -L fuzz` runs them all.
   if(variant_sources)
-    add_executable(${short}_fuzz ${objects} $<TARGET_OBJECTS:lab_chapter_fuzz_main>)
-    target_link_libraries(${short}_fuzz PRIVATE lab_testing ${support})
-    set_target_properties(${short}_fuzz PROPERTIES LINKER_LANGUAGE CXX)
-    lab_target_defaults(${short}_fuzz)
-    gtest_discover_tests(${short}_fuzz DISCOVERY_MODE PRE_TEST TEST_PREFIX "${short}."
-                         PROPERTIES LABELS "gpu;fuzz;${short}" TIMEOUT 900)
-    add_dependencies(${short} ${short}_fuzz)
+    lab_chapter_gtest_binary(${short} fuzz lab_chapter_fuzz_main "gpu;fuzz;${short}" 900 ${objects})
   endif()
+endfunction()
+
+# A chapter's GoogleTest binary, chNN_<suffix>: the chapter's variant objects (and sources) with a
+# main from common/, its tests registered with CTest under `labels`, built by the chapter target.
+function(lab_chapter_gtest_binary short suffix main labels timeout)
+  set(target ${short}_${suffix})
+  add_executable(${target} ${ARGN} $<TARGET_OBJECTS:${main}>)
+  get_property(support GLOBAL PROPERTY LAB_SUPPORT_${short})
+  target_link_libraries(${target} PRIVATE lab_testing ${support})
+  target_include_directories(${target} PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}")
+  set_target_properties(${target} PROPERTIES LINKER_LANGUAGE CXX)
+  lab_target_defaults(${target})
+  gtest_discover_tests(${target} DISCOVERY_MODE PRE_TEST TEST_PREFIX "${short}."
+                       PROPERTIES LABELS "${labels}" TIMEOUT ${timeout})
+  add_dependencies(${short} ${target})
 endfunction()
 
 # CPU tests of the program contract on the real binary (flags, exit statuses), and one GPU test
