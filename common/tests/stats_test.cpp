@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <random>
 #include <stdexcept>
 #include <vector>
 
@@ -165,4 +166,62 @@ TEST(Stats, GroupedBootstrapIsThePlainOneForOneGroupAndWidensWhenGroupsDisagree)
                std::invalid_argument);
 }
 
+TEST(Stats, StudentTQuantileMatchesTheTables) {
+  EXPECT_DOUBLE_EQ(lab::stats::student_t_quantile(0.975, 1), 12.7062);
+  EXPECT_DOUBLE_EQ(lab::stats::student_t_quantile(0.975, 3), 3.1824);
+  // Beyond the table: the expansion against published values.
+  EXPECT_NEAR(lab::stats::student_t_quantile(0.975, 40), 2.0211, 2e-4);
+  EXPECT_NEAR(lab::stats::student_t_quantile(0.975, 120), 1.9799, 2e-4);
+  EXPECT_NEAR(lab::stats::student_t_quantile(0.995, 10), 3.1693, 2e-3);
+  EXPECT_NEAR(lab::stats::student_t_quantile(0.95, 5), 2.0150, 2e-3);
+  EXPECT_THROW(lab::stats::student_t_quantile(0.4, 3), std::invalid_argument);
+  EXPECT_THROW(lab::stats::student_t_quantile(0.975, 0), std::invalid_argument);
+}
+
+// Simulated compare runs of 4 rounds (3 samples each) whose per-round speedup varies between
+// processes (lognormal, 5%): the round-level t-interval covers the true speedup at its nominal
+// 95%; the grouped percentile bootstrap, with only 4 rounds to draw from, does not (the reason
+// --against judges host-bound rows by the t-interval).
+TEST(Stats, RoundLevelTIntervalCoversAtItsLevelWhereTheBootstrapDoesNot) {
+  std::mt19937_64 gen(20261123);
+  std::normal_distribution<double> process(0.0, 0.05);
+  const int trials = 2000, boot_trials = 1000, rounds = 4;
+  const double truth = std::exp(0.3);
+  int t_cover = 0, boot_cover = 0;
+  for (int t = 0; t < trials; ++t) {
+    std::vector<std::vector<double>> b(rounds), v(rounds);
+    for (int r = 0; r < rounds; ++r) {
+      const double e = process(gen);
+      for (int i = 0; i < 3; ++i) {
+        b[r].push_back(truth * std::exp(e) * (1 + 0.001 * (i - 1)));
+        v[r].push_back(1.0 + 0.001 * (i - 1));
+      }
+    }
+    const auto ti = lab::stats::round_ratio_t_interval(b, v);
+    t_cover += ti.lo <= truth && truth <= ti.hi;
+    if (t < boot_trials) {  // the bootstrap is slower: fewer trials
+      const auto bi = lab::stats::bootstrap_median_ratio_ci_grouped(b, v, 0.95, 1000, static_cast<std::uint64_t>(t) + 1);
+      boot_cover += bi.lo <= truth && truth <= bi.hi;
+    }
+  }
+  const double t_rate = static_cast<double>(t_cover) / trials;
+  const double boot_rate = static_cast<double>(boot_cover) / boot_trials;
+  // A coverage of 95% estimated from N trials has the binomial standard error sqrt(0.95 0.05 / N):
+  // 0.49% at 2000, 0.69% at 1000. Three of them either way.
+  const double se_t = std::sqrt(0.95 * 0.05 / trials), se_boot = std::sqrt(0.95 * 0.05 / boot_trials);
+  EXPECT_NEAR(t_rate, 0.95, 3 * se_t) << "t-interval coverage";
+  EXPECT_LT(boot_rate, 0.95 - 3 * se_boot) << "bootstrap coverage";
+  // Fewer than two paired rounds: no interval.
+  const std::vector<std::vector<double>> one{{1.0, 1.1}};
+  EXPECT_TRUE(std::isnan(lab::stats::round_ratio_t_interval(one, one).lo));
+  const std::vector<std::vector<double>> two{{1.0}, {1.2}};
+  EXPECT_TRUE(std::isnan(lab::stats::round_ratio_t_interval(two, one).hi));
+  // Identical rounds: a zero-width interval at the speedup.
+  const std::vector<std::vector<double>> b2{{4.0}, {4.0}}, v2{{2.0}, {2.0}};
+  const auto same = lab::stats::round_ratio_t_interval(b2, v2);
+  EXPECT_DOUBLE_EQ(same.lo, 2.0);
+  EXPECT_DOUBLE_EQ(same.hi, 2.0);
+}
+
 }  // namespace
+

@@ -356,6 +356,24 @@ Row compare_pair(const ProgramResult& base, const ProgramResult& var, const std:
   const auto ci = lab::stats::bootstrap_median_ratio_ci_grouped(sample_groups(b), sample_groups(v), 0.95, 4000, seed);
   r.ci_lo = ci.lo;
   r.ci_hi = ci.hi;
+  {
+    // Round r of each side, for the rounds both have (a side's round can be missing: its run failed).
+    std::map<int, std::vector<double>> rb, rv;
+    if (b.rounds.size() == b.samples.size() && v.rounds.size() == v.samples.size()) {
+      for (std::size_t i = 0; i < b.samples.size(); ++i) rb[b.rounds[i]].push_back(b.samples[i]);
+      for (std::size_t i = 0; i < v.samples.size(); ++i) rv[v.rounds[i]].push_back(v.samples[i]);
+    }
+    std::vector<std::vector<double>> gb, gv;
+    for (auto& [round, samples] : rb)
+      if (auto it = rv.find(round); it != rv.end()) gb.push_back(std::move(samples)), gv.push_back(std::move(it->second));
+    // Never narrower than the bootstrap's: rounds that agree exactly (a fake program, a coarse
+    // timer) would give a zero-width interval that no other run could overlap.
+    const auto rounds = lab::stats::round_ratio_t_interval(gb, gv);
+    if (!std::isnan(rounds.lo)) {
+      r.round_lo = std::min(rounds.lo, r.ci_lo);
+      r.round_hi = std::max(rounds.hi, r.ci_hi);
+    }
+  }
   r.p = lab::stats::mann_whitney_u(b.samples, v.samples).p;
   r.verdict = verdict_for(r.speedup, r.ci_lo, r.ci_hi, r.p);
   if (auto it = v.counters.find("GB/s"); it != v.counters.end() && !it->second.empty())
@@ -559,12 +577,23 @@ Agreement row_agreement(const std::string& text, const Analysis& now) {
     if (!(c.before > 0 && c.after > 0)) continue;  // a failure row: its status already says so
     c.diff_pct = 100.0 * (c.after / c.before - 1.0);
     c.within_ci = c.before >= r.ci_lo && c.before <= r.ci_hi;
-    c.after_lo = r.ci_lo, c.after_hi = r.ci_hi;
-    if (o.contains("ci95") && o["ci95"].is_array() && o["ci95"].size() == 2 && o["ci95"][0].is_number() &&
-        o["ci95"][1].is_number()) {
-      c.before_lo = o["ci95"][0].get<double>(), c.before_hi = o["ci95"][1].get<double>();
+    auto pair_at = [&](const char* k, double& lo, double& hi) {
+      if (!o.contains(k) || !o[k].is_array() || o[k].size() != 2 || !o[k][0].is_number() || !o[k][1].is_number())
+        return false;
+      lo = o[k][0].get<double>(), hi = o[k][1].get<double>();
+      return true;
+    };
+    // Round-level intervals on both sides where both have one; a previous run saved without one (or
+    // a run of one round) falls back to the bootstrap intervals.
+    const bool rounds_now = !std::isnan(r.round_lo) && !std::isnan(r.round_hi);
+    if (rounds_now && pair_at("round_ci95", c.before_lo, c.before_hi)) {
+      c.after_lo = r.round_lo, c.after_hi = r.round_hi;
+      c.intervals_overlap = c.before_lo <= c.after_hi && c.after_lo <= c.before_hi;
+    } else if (pair_at("ci95", c.before_lo, c.before_hi)) {
+      c.after_lo = r.ci_lo, c.after_hi = r.ci_hi;
       c.intervals_overlap = c.before_lo <= c.after_hi && c.after_lo <= c.before_hi;
     } else {
+      c.after_lo = r.ci_lo, c.after_hi = r.ci_hi;
       c.intervals_overlap = c.within_ci;  // no interval saved: this run's alone
     }
     c.bound = r.bound;

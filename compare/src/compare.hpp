@@ -102,6 +102,10 @@ struct Row {
   std::string message;
   double base_median = NAN, var_median = NAN;  // seconds
   double speedup = NAN, ci_lo = NAN, ci_hi = NAN, p = NAN;
+  // The round-level 95% interval (lab::stats::round_ratio_t_interval: one speedup per round, a
+  // t-interval over the rounds), widened to [ci_lo, ci_hi] where that is wider; NaN with fewer than
+  // two rounds. --against judges host-bound rows by it.
+  double round_lo = NAN, round_hi = NAN;
   std::string verdict;  // FASTER, SLOWER, SAME, NOISY; or the failure status
   double gbs = NAN;     // the variant's median GB/s
   std::size_t n_base = 0, n_var = 0;
@@ -158,7 +162,8 @@ struct RowChange {
   double diff_pct = NAN;             // after / before - 1, in %
   std::string verdict_before, verdict_after;
   bool within_ci = false;  // the previous speedup lies inside this run's 95% interval
-  double before_lo = NAN, before_hi = NAN, after_lo = NAN, after_hi = NAN;  // the two 95% intervals
+  // The two runs' round-level 95% intervals (a previous run saved without one: its bootstrap ci95).
+  double before_lo = NAN, before_hi = NAN, after_lo = NAN, after_hi = NAN;
   bool intervals_overlap = false;
   std::string bound;       // this run's: "GPU", "host" or ""
   std::string rule;        // "within 5%" (GPU-bound) or "intervals overlap" (host-bound or unknown)

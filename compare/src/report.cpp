@@ -291,7 +291,8 @@ nlohmann::json to_json(const Collected& c, const Analysis& a, const Meta& m) {
                          {"against", r.against}, {"kind", r.kind}, {"status", status_name(r.status)},
                          {"message", r.message}, {"against_median_s", maybe(r.base_median)},
                          {"variant_median_s", maybe(r.var_median)}, {"speedup", maybe(r.speedup)},
-                         {"ci95", {maybe(r.ci_lo), maybe(r.ci_hi)}}, {"p_value", maybe(r.p)}, {"verdict", r.verdict},
+                         {"ci95", {maybe(r.ci_lo), maybe(r.ci_hi)}},
+                         {"round_ci95", {maybe(r.round_lo), maybe(r.round_hi)}}, {"p_value", maybe(r.p)}, {"verdict", r.verdict},
                          {"variant_gbs", maybe(r.gbs)}, {"n_against", r.n_base}, {"n_variant", r.n_var},
                          {"bound", r.bound}, {"host_share", {maybe(r.base_host_share), maybe(r.var_host_share)}}});
   j["chapters"] = nlohmann::json::array();
@@ -387,7 +388,7 @@ void print_changes(std::ostream& out, const std::vector<Change>& changes, bool c
 void print_agreement(std::ostream& out, const Agreement& a) {
   const int n = static_cast<int>(a.rows.size());
   out << "\nagreement with the previous run (GPU-bound rows: speedups within 5%; host-bound rows: the two "
-         "runs' round-level 95% intervals overlap):\n";
+         "runs' round-level 95% t-intervals overlap, one speedup per round):\n";
   if (n == 0) {
     out << "  (no row in common)\n";
     return;

@@ -265,6 +265,18 @@ TEST(Agreement, RowByRowAgainstAPreviousRun) {
   EXPECT_TRUE(compare::row_agreement(prev2.dump(), now).rows[1].agrees);
   prev2["rows"][1]["ci95"] = {1.045, 1.05};  // does not
   EXPECT_FALSE(compare::row_agreement(prev2.dump(), now).rows[1].agrees);
+  // When both runs carry a round-level interval, that one decides (not the bootstrap's).
+  now.rows[1].round_lo = 0.97, now.rows[1].round_hi = 1.06;
+  prev2["rows"][1]["round_ci95"] = {1.05, 1.09};  // overlaps [0.97, 1.06]; the ci95s do not
+  const auto r1 = compare::row_agreement(prev2.dump(), now).rows[1];
+  EXPECT_TRUE(r1.agrees);
+  EXPECT_DOUBLE_EQ(r1.before_lo, 1.05);
+  EXPECT_DOUBLE_EQ(r1.after_hi, 1.06);
+  prev2["rows"][1]["round_ci95"] = {1.07, 1.09};  // does not overlap; the ci95s still do not
+  EXPECT_FALSE(compare::row_agreement(prev2.dump(), now).rows[1].agrees);
+  prev2["rows"][1]["round_ci95"] = {nullptr, nullptr};  // a one-round run: the bootstrap's again
+  prev2["rows"][1]["ci95"] = {1.025, 1.05};
+  EXPECT_TRUE(compare::row_agreement(prev2.dump(), now).rows[1].agrees);
   EXPECT_THROW(compare::row_agreement("not json", now), std::runtime_error);
 }
 
@@ -444,6 +456,11 @@ TEST_F(FakeLab, CommandLineWritesEveryOutput) {
   EXPECT_EQ(shape0["rounds"][0], 1);
   EXPECT_EQ(shape0["rounds"][19], 4);
   EXPECT_EQ(js["rows"][0]["verdict"], "FASTER");
+  // The round-level interval of 4 rounds: saved, and around the speedup.
+  const auto& rci = js["rows"][0]["round_ci95"];
+  ASSERT_TRUE(rci[0].is_number() && rci[1].is_number()) << rci;
+  EXPECT_LE(rci[0].get<double>(), js["rows"][0]["speedup"].get<double>() * 1.05);
+  EXPECT_GE(rci[1].get<double>(), js["rows"][0]["speedup"].get<double>() / 1.05);
   EXPECT_FALSE(js["git_commit"].get<std::string>().empty());
   const std::string csv = read(c);
   EXPECT_EQ(csv.rfind("chapter,topic,shape,variant", 0), 0u);

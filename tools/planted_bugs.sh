@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The checks checked: plants known bugs, one at a time, in a scratch copy of the sources, builds the
+# one program each bug lands in, and expects that program's --check-only to fail (exit 1) on its
+# own check shapes. A check that passes a planted bug is reported as a failure of this script.
+# The sources here are never touched.
+#
+#   tools/planted_bugs.sh LOGDIR
+#
+# The bugs: an edge column left unwritten (coalescing), the variance divided by dim - 1
+# (LayerNorm), the label's logit scaled by 1.001 (cross-entropy), a causal mask letting one
+# future key through (fp32 flash attention, and the bf16 tensor-core one), and a bf16 pair packed
+# with its halves swapped (tensor-core attention). Exit status 0 when every bug was caught.
+set -u
+if [ $# -ne 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
+  sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+  [ $# -eq 1 ] && exit 0 || exit 2
+fi
+logdir=$1
+mkdir -p "$logdir" || { echo "planted_bugs: cannot create $logdir" >&2; exit 2; }
+logdir=$(cd "$logdir" && pwd)
+root=$(cd "$(dirname "$0")/.." && pwd)
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/lab-planted.XXXXXX")
+trap 'rm -rf "$scratch"' EXIT
+tar -C "$root" --exclude='./build*' --exclude='./.git' -cf - . | tar -C "$scratch" -xf -
+build="$scratch/build"
+echo "== configure (scratch copy in $scratch)"
+cmake -S "$scratch" -B "$build" -DCMAKE_BUILD_TYPE=Release >"$logdir/configure.log" 2>&1 ||
+  { echo "planted_bugs: configure failed: see $logdir/configure.log" >&2; exit 2; }
+
+caught=0
+missed=()
+# plant NAME FILE PROGRAM FROM TO: replace the text FROM (which must occur exactly once) by TO.
+plant() {
+  local name=$1 file=$2 program=$3 from=$4 to=$5
+  local path="$scratch/$file" log="$logdir/$name.log"
+  cp "$path" "$path.orig"
+  if ! FROM="$from" TO="$to" python3 - "$path" <<'EOF'
+import os, sys
+p = sys.argv[1]
+s = open(p).read()
+n = s.count(os.environ["FROM"])
+if n != 1:
+    sys.exit(f"planted_bugs: {p}: the text to replace occurs {n} times, not once")
+open(p, "w").write(s.replace(os.environ["FROM"], os.environ["TO"]))
+EOF
+  then
+    missed+=("$name(not planted: the source changed)")
+    return
+  fi
+  printf '== %-26s %s: %s\n' "$name" "$program" "$to"
+  if ! cmake --build "$build" -j "$(nproc)" --target "$program" >"$log" 2>&1; then
+    missed+=("$name(build failed)")
+    echo "   build failed: see $log"
+  else
+    local bin
+    bin=$(find "$build" -type f -name "$program" -perm -u+x | head -1)
+    "$bin" --check-only >>"$log" 2>&1
+    local rc=$?
+    if [ $rc -eq 1 ]; then
+      caught=$((caught + 1))
+      echo "   caught (exit 1): $(grep -m1 -o 'FAILED on [0-9]* of [0-9]* shapes' "$log"); first: $(grep -m1 -E 'FAIL ' "$log" | sed 's/^ *//' | cut -c1-140)"
+    else
+      missed+=("$name(exit $rc)")
+      echo "   MISSED: exit $rc, see $log"
+    fi
+  fi
+  mv "$path.orig" "$path"
+}
+
+plant edge_column ch01_basics/optimized_coalescing.cu optimized_coalescing \
+  'if (oc < rows && or0 + j < cols)' 'if (oc < rows - 1 && or0 + j < cols)'
+plant variance_divisor ch03_kernels/optimized_layernorm.cu optimized_layernorm \
+  'rsqrtf(rows::group_sum<kLanes>(sq, scratch) / dim + ln::kEps)' \
+  'rsqrtf(rows::group_sum<kLanes>(sq, scratch) / (dim - 1) + ln::kEps)'
+plant label_logit ch03_kernels/optimized_cross_entropy.cu optimized_cross_entropy \
+  'acc.lse() - x[label]' 'acc.lse() - 1.001f * x[label]'
+plant causal_fp32 ch04_compile_vs_fused/optimized_attention_fused.cu optimized_attention_fused \
+  '(Causal && col > row0 + 4 * ty + i)' '(Causal && col > row0 + 4 * ty + i + 1)'
+plant causal_bf16 ch04_compile_vs_fused/mma_tiles.cuh optimized_attention_fused_tc \
+  '(Causal && col > qrow0 + 16 * mt + 8 * (e / 2))' '(Causal && col > qrow0 + 16 * mt + 8 * (e / 2) + 1)'
+plant bf16_pair_swapped ch04_compile_vs_fused/mma_tiles.cuh optimized_attention_fused_tc \
+  '__floats2bfloat162_rn(lo, hi)' '__floats2bfloat162_rn(hi, lo)'
+
+echo "planted_bugs: $caught caught, ${#missed[@]} missed${missed:+: ${missed[*]}}"
+[ ${#missed[@]} -eq 0 ]
