@@ -11,28 +11,40 @@
 
 #include "performance_basics.cuh"
 
-LAB_VARIANT(PerformanceBasics, baseline, "naive loop: host batch in pageable memory, malloc per step, sync copies, loss read back") {
-  p.handle.set_stream(stream);
-  const std::size_t xs = std::size_t(p.batch) * mlp::kIn;
-  p.host_losses.resize(p.steps);
-  for (int t = 0; t < p.steps; ++t) {
-    // Phases as NVTX ranges: Nsight Systems and `--trace` show where each step's time goes.
-    lab::prof::Range step("step");
-    std::optional<lab::prof::Range> phase(std::in_place, "host batch");
-    std::vector<float> xb(p.data.begin() + t * xs, p.data.begin() + (t + 1) * xs);
-    std::vector<int> yb(p.labels.begin() + std::size_t(t) * p.batch, p.labels.begin() + std::size_t(t + 1) * p.batch);
-    phase.emplace("allocate");
-    mlp::Workspace ws(p.batch);
-    lab::DeviceBuffer<float> x(xs);
-    lab::DeviceBuffer<int> y(p.batch);
-    phase.emplace("copy in");
-    LAB_CHECK(cudaMemcpy(x.data(), xb.data(), xs * sizeof(float), cudaMemcpyHostToDevice));
-    LAB_CHECK(cudaMemcpy(y.data(), yb.data(), p.batch * sizeof(int), cudaMemcpyHostToDevice));
-    phase.emplace("train step");
-    mlp::train_step(p.handle, p.params.data(), ws, x.data(), y.data(), p.batch, p.losses.data() + t, stream);
-    phase.emplace("sync + loss");
-    LAB_CHECK(cudaStreamSynchronize(stream));
-    LAB_CHECK(cudaMemcpy(&p.host_losses[t], p.losses.data() + t, sizeof(float), cudaMemcpyDeviceToHost));
-    phase.emplace("free");
-  }  // ws, x and y are freed here, every step
-}
+namespace {
+// The variant's state: a cuBLAS handle, and the host-side losses it reads back every step.
+struct Naive {
+  using Topic = PerformanceBasics;
+  mlp::Blas blas;
+  std::vector<float> host_losses;
+
+  void run(PerformanceBasics::Problem& p, cudaStream_t stream) {
+    blas.handle.set_stream(stream);
+    const std::size_t xs = std::size_t(p.batch) * mlp::kIn;
+    host_losses.resize(p.steps);
+    for (int t = 0; t < p.steps; ++t) {
+      // Phases as NVTX ranges: Nsight Systems and `--trace` show where each step's time goes.
+      lab::prof::Range step("step");
+      std::optional<lab::prof::Range> phase(std::in_place, "host batch");
+      std::vector<float> xb(p.data.begin() + t * xs, p.data.begin() + (t + 1) * xs);
+      std::vector<int> yb(p.labels.begin() + std::size_t(t) * p.batch, p.labels.begin() + std::size_t(t + 1) * p.batch);
+      phase.emplace("allocate");
+      mlp::Workspace ws(p.batch);
+      lab::DeviceBuffer<float> x(xs);
+      lab::DeviceBuffer<int> y(p.batch);
+      phase.emplace("copy in");
+      LAB_CHECK(cudaMemcpy(x.data(), xb.data(), xs * sizeof(float), cudaMemcpyHostToDevice));
+      LAB_CHECK(cudaMemcpy(y.data(), yb.data(), p.batch * sizeof(int), cudaMemcpyHostToDevice));
+      phase.emplace("train step");
+      mlp::train_step(blas.handle, p.params.data(), ws, x.data(), y.data(), p.batch, p.losses.data() + t, stream);
+      phase.emplace("sync + loss");
+      LAB_CHECK(cudaStreamSynchronize(stream));
+      LAB_CHECK(cudaMemcpy(&host_losses[t], p.losses.data() + t, sizeof(float), cudaMemcpyDeviceToHost));
+      phase.emplace("free");
+    }  // ws, x and y are freed here, every step
+  }
+};
+}  // namespace
+
+LAB_VARIANT_CLASS(Naive, baseline,
+                  "naive loop: host batch in pageable memory, malloc per step, sync copies, loss read back");

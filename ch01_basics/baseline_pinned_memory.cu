@@ -5,9 +5,8 @@
 // Run: make ch01 && ./ch01_basics/baseline_pinned_memory
 #include "pinned_memory.cuh"
 
-LAB_VARIANT(PinnedMemory, baseline, "pageable host memory (std::vector): staged through the driver's pinned buffer") {
-  p.src = p.pageable_in.data();
-  p.dst = p.pageable_out.data();
-  LAB_CHECK(cudaMemcpyAsync(p.dev.data(), p.src, p.n * sizeof(float), cudaMemcpyHostToDevice, stream));
-  LAB_CHECK(cudaMemcpyAsync(p.dst, p.dev.data(), p.n * sizeof(float), cudaMemcpyDeviceToHost, stream));
+LAB_VARIANT(PinnedMemory, baseline, "pageable host memory (std::vector): staged through the driver's pinned buffer",
+            .writes = {"pageable"}) {
+  LAB_CHECK(cudaMemcpyAsync(p.dev.data(), p.pageable_in.data(), p.n * sizeof(float), cudaMemcpyHostToDevice, stream));
+  LAB_CHECK(cudaMemcpyAsync(p.pageable_out.data(), p.dev.data(), p.n * sizeof(float), cudaMemcpyDeviceToHost, stream));
 }

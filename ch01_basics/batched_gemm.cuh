@@ -33,27 +33,12 @@ struct BatchedGemm {
   struct Problem : lab::Problem {
     int batch, m, n, k;
     lab::DeviceBuffer<float> a, b, c;
-    lab::DeviceBuffer<const float*> a_ptrs, b_ptrs;  // for cublasSgemmBatched
-    lab::DeviceBuffer<float*> c_ptrs;
-    lab::CublasHandle handle;
 
     Problem(const lab::Shape& s, lab::Rng& rng)
         : batch(static_cast<int>(s[0])), m(static_cast<int>(s[1])), n(static_cast<int>(s[2])), k(static_cast<int>(s[3])),
-          a(std::size_t(batch) * m * k), b(std::size_t(batch) * k * n), c(std::size_t(batch) * m * n),
-          a_ptrs(batch), b_ptrs(batch), c_ptrs(batch) {
+          a(std::size_t(batch) * m * k), b(std::size_t(batch) * k * n), c(std::size_t(batch) * m * n) {
       rng.uniform(a);
       rng.uniform(b);
-      std::vector<const float*> ap(batch), bp(batch);
-      std::vector<float*> cp(batch);
-      for (int i = 0; i < batch; ++i) {
-        ap[i] = a_ptr(i);
-        bp[i] = b_ptr(i);
-        cp[i] = c_ptr(i);
-      }
-      a_ptrs.upload(ap);
-      b_ptrs.upload(bp);
-      c_ptrs.upload(cp);
-      LAB_CHECK(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH));  // true fp32: no TF32
     }
     const float* a_ptr(int i) const { return a.data() + std::size_t(i) * m * k; }
     const float* b_ptr(int i) const { return b.data() + std::size_t(i) * k * n; }
@@ -80,3 +65,9 @@ struct BatchedGemm {
 
 // cuBLAS is column-major: a row-major C = A B is the column-major C^T = B^T A^T, so every variant
 // passes B before A and n before m.
+
+// Every variant's cuBLAS handle, in true fp32 arithmetic (no TF32, whatever the environment says).
+struct Fp32Blas {
+  lab::CublasHandle handle;
+  Fp32Blas() { LAB_CHECK(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH)); }
+};

@@ -37,7 +37,6 @@ struct CudaGraphs {
     std::size_t n;
     lab::DeviceBuffer<float> x;
     std::vector<float> x0;  // the input, kept for the reference
-    lab::GraphExec graph;   // captured by the graph variant on its first run
 
     Problem(const lab::Shape& s, lab::Rng& rng)
         : kernels(static_cast<int>(s[0])), n(static_cast<std::size_t>(s[1])), x(n), x0(n) {

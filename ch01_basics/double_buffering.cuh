@@ -39,8 +39,6 @@ struct DoubleBuffering {
     int fmas;
     lab::PinnedBuffer<float> in, out;
     lab::DeviceBuffer<float> dev;
-    std::array<lab::Stream, 3> streams;  // the pipeline's stages: copies in, kernels, copies out
-    std::vector<std::unique_ptr<lab::Event>> events;
     double ideal_s = -1;      // the slowest stage alone, measured once
     double both_ways_s = -1;  // copying in and out at the same time
     double bus_bound_s = -1;  // the slower of the kernel alone and both copies at once
@@ -49,12 +47,6 @@ struct DoubleBuffering {
         : n(static_cast<std::size_t>(s[0])), fmas(static_cast<int>(s[1])), in(n), out(n), dev(n) {
       rng.uniform(in.span(), -1.f, 1.f);
     }
-    // Events for forking work from the timed stream to the pipeline's streams and joining it back.
-    lab::Event& event(std::size_t i) {
-      while (events.size() <= i) events.push_back(std::make_unique<lab::Event>());
-      return *events[i];
-    }
-
     void poison(cudaStream_t s) override {
       lab::poison(dev, s);
       std::fill(out.data(), out.data() + n, std::numeric_limits<float>::quiet_NaN());
@@ -88,6 +80,7 @@ inline void double_buffering_launch(float* data, std::size_t n, int fmas, cudaSt
 inline std::vector<std::pair<std::string, double>> DoubleBuffering::Problem::counters(double seconds, cudaStream_t s) {
   if (ideal_s < 0) {
     lab::Event a, b, fork, in_done, out_done;
+    std::array<lab::Stream, 3> streams;  // copies in and copies out on streams of their own
     const std::size_t bytes = n * sizeof(float);
     auto best = [&](auto&& f) {
       float m = 1e30f;

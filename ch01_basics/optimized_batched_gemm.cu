@@ -5,10 +5,19 @@
 // Run: make ch01 && ./ch01_basics/optimized_batched_gemm
 #include "batched_gemm.cuh"
 
-LAB_VARIANT(BatchedGemm, optimized, "cublasSgemmStridedBatched: one launch for the batch, fixed strides") {
-  const float one = 1.f, zero = 0.f;
-  p.handle.set_stream(stream);
-  LAB_CHECK(cublasSgemmStridedBatched(p.handle, CUBLAS_OP_N, CUBLAS_OP_N, p.n, p.m, p.k, &one, p.b.data(), p.n, std::int64_t(p.k) * p.n,
-                                      p.a.data(), p.k, std::int64_t(p.m) * p.k, &zero, p.c.data(), p.n,
-                                      std::int64_t(p.m) * p.n, p.batch));
-}
+namespace {
+struct Strided {
+  using Topic = BatchedGemm;
+  Fp32Blas blas;
+
+  void run(BatchedGemm::Problem& p, cudaStream_t stream) {
+    const float one = 1.f, zero = 0.f;
+    blas.handle.set_stream(stream);
+    LAB_CHECK(cublasSgemmStridedBatched(blas.handle, CUBLAS_OP_N, CUBLAS_OP_N, p.n, p.m, p.k, &one, p.b.data(), p.n,
+                                        std::int64_t(p.k) * p.n, p.a.data(), p.k, std::int64_t(p.m) * p.k, &zero,
+                                        p.c.data(), p.n, std::int64_t(p.m) * p.n, p.batch));
+  }
+};
+}  // namespace
+
+LAB_VARIANT_CLASS(Strided, optimized, "cublasSgemmStridedBatched: one launch for the batch, fixed strides");

@@ -7,7 +7,18 @@
 // Run: make ch01 && ./ch01_basics/optimized_cuda_graphs
 #include "cuda_graphs.cuh"
 
-LAB_VARIANT(CudaGraphs, optimized, "the step captured once into a CUDA graph, replayed with one launch") {
-  if (!p.graph) p.graph.capture(stream, [&] { cuda_graphs_step(p, stream); });
-  p.graph.launch(stream);
-}
+namespace {
+// The variant's state: the step captured into a graph before timing (the capture records the
+// launches without running them), replayed by each run with one launch.
+struct Graph {
+  using Topic = CudaGraphs;
+  lab::GraphExec graph;
+  Graph(CudaGraphs::Problem& p, cudaStream_t stream) {
+    graph.capture(stream, [&] { cuda_graphs_step(p, stream); });
+  }
+
+  void run(CudaGraphs::Problem&, cudaStream_t stream) { graph.launch(stream); }
+};
+}  // namespace
+
+LAB_VARIANT_CLASS(Graph, optimized, "the step captured once into a CUDA graph, replayed with one launch");

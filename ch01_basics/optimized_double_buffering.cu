@@ -33,31 +33,41 @@ std::vector<std::size_t> chunk_sizes(std::size_t n) {
   s.insert(s.end(), {q / 2, q / 4});
   return s;
 }
+// The variant's state: a stream for each stage of the pipeline, the chunk sizes, and the events
+// that order the chunks (a fork, a copied and a computed event a chunk, a join).
+struct Pipeline {
+  using Topic = DoubleBuffering;
+  std::array<lab::Stream, 3> streams;  // copies in, kernels, copies out
+  std::vector<std::size_t> sizes;
+  std::vector<lab::Event> events;
+  explicit Pipeline(const DoubleBuffering::Problem& p) : sizes(chunk_sizes(p.n)), events(2 + 2 * sizes.size()) {}
+
+  void run(DoubleBuffering::Problem& p, cudaStream_t stream) {
+    cudaStream_t in = streams[0], compute = streams[1], out = streams[2];
+    const std::size_t chunks = sizes.size();
+    // Fork: the pipeline's streams start after whatever came before on the timed stream.
+    events[0].record(stream);
+    for (cudaStream_t s : {in, compute, out}) LAB_CHECK(cudaStreamWaitEvent(s, events[0]));
+    std::size_t first = 0;
+    for (std::size_t c = 0; c < chunks; first += sizes[c], ++c) {
+      const std::size_t count = sizes[c], bytes = count * sizeof(float);
+      lab::Event& copied = events[1 + 2 * c];
+      lab::Event& computed = events[2 + 2 * c];
+      LAB_CHECK(cudaMemcpyAsync(p.dev.data() + first, p.in.data() + first, bytes, cudaMemcpyHostToDevice, in));
+      copied.record(in);
+      LAB_CHECK(cudaStreamWaitEvent(compute, copied));
+      double_buffering_launch(p.dev.data() + first, count, p.fmas, compute);
+      computed.record(compute);
+      LAB_CHECK(cudaStreamWaitEvent(out, computed));
+      LAB_CHECK(cudaMemcpyAsync(p.out.data() + first, p.dev.data() + first, bytes, cudaMemcpyDeviceToHost, out));
+    }
+    // Join: the timed stream continues only when every chunk is back.
+    lab::Event& done = events[1 + 2 * chunks];
+    done.record(out);
+    LAB_CHECK(cudaStreamWaitEvent(stream, done));
+  }
+};
 }  // namespace
 
-LAB_VARIANT(DoubleBuffering, optimized,
-            "chunks ramped at both ends, a stream per stage: copies in, compute and copies out overlap") {
-  cudaStream_t in = p.streams[0], compute = p.streams[1], out = p.streams[2];
-  const std::vector<std::size_t> sizes = chunk_sizes(p.n);
-  const std::size_t chunks = sizes.size();
-  // Fork: the pipeline's streams start after whatever came before on the timed stream.
-  p.event(0).record(stream);
-  for (cudaStream_t s : {in, compute, out}) LAB_CHECK(cudaStreamWaitEvent(s, p.event(0)));
-  std::size_t first = 0;
-  for (std::size_t c = 0; c < chunks; first += sizes[c], ++c) {
-    const std::size_t count = sizes[c], bytes = count * sizeof(float);
-    lab::Event& copied = p.event(1 + 2 * c);
-    lab::Event& computed = p.event(2 + 2 * c);
-    LAB_CHECK(cudaMemcpyAsync(p.dev.data() + first, p.in.data() + first, bytes, cudaMemcpyHostToDevice, in));
-    copied.record(in);
-    LAB_CHECK(cudaStreamWaitEvent(compute, copied));
-    double_buffering_launch(p.dev.data() + first, count, p.fmas, compute);
-    computed.record(compute);
-    LAB_CHECK(cudaStreamWaitEvent(out, computed));
-    LAB_CHECK(cudaMemcpyAsync(p.out.data() + first, p.dev.data() + first, bytes, cudaMemcpyDeviceToHost, out));
-  }
-  // Join: the timed stream continues only when every chunk is back.
-  lab::Event& done = p.event(1 + 2 * chunks);
-  done.record(out);
-  LAB_CHECK(cudaStreamWaitEvent(stream, done));
-}
+LAB_VARIANT_CLASS(Pipeline, optimized,
+                  "chunks ramped at both ends, a stream per stage: copies in, compute and copies out overlap");

@@ -6,9 +6,8 @@
 // Run: make ch01 && ./ch01_basics/optimized_pinned_memory
 #include "pinned_memory.cuh"
 
-LAB_VARIANT(PinnedMemory, optimized, "pinned host memory (cudaMallocHost): direct DMA at bus speed") {
-  p.src = p.pinned_in.data();
-  p.dst = p.pinned_out.data();
-  LAB_CHECK(cudaMemcpyAsync(p.dev.data(), p.src, p.n * sizeof(float), cudaMemcpyHostToDevice, stream));
-  LAB_CHECK(cudaMemcpyAsync(p.dst, p.dev.data(), p.n * sizeof(float), cudaMemcpyDeviceToHost, stream));
+LAB_VARIANT(PinnedMemory, optimized, "pinned host memory (cudaMallocHost): direct DMA at bus speed",
+            .writes = {"pinned"}) {
+  LAB_CHECK(cudaMemcpyAsync(p.dev.data(), p.pinned_in.data(), p.n * sizeof(float), cudaMemcpyHostToDevice, stream));
+  LAB_CHECK(cudaMemcpyAsync(p.pinned_out.data(), p.dev.data(), p.n * sizeof(float), cudaMemcpyDeviceToHost, stream));
 }

@@ -5,6 +5,17 @@
 // Run: make ch01 && ./ch01_basics/optimized_preallocation
 #include "preallocation.cuh"
 
-LAB_VARIANT(Preallocation, optimized, "scratch buffers allocated once and reused by every step") {
-  preallocation_kernels(p.x.data(), p.t1.data(), p.t2.data(), p.y.data(), p.n, stream);
-}
+namespace {
+// The variant's state: the two scratch buffers, allocated once before timing, reused by every step.
+struct Preallocated {
+  using Topic = Preallocation;
+  lab::DeviceBuffer<float> t1, t2;
+  explicit Preallocated(const Preallocation::Problem& p) : t1(p.n), t2(p.n) {}
+
+  void run(Preallocation::Problem& p, cudaStream_t stream) {
+    preallocation_kernels(p.x.data(), t1.data(), t2.data(), p.y.data(), p.n, stream);
+  }
+};
+}  // namespace
+
+LAB_VARIANT_CLASS(Preallocated, optimized, "scratch buffers allocated once and reused by every step");

@@ -35,6 +35,14 @@ void train_step(cublasHandle_t h, float* params, Workspace& ws, const float* x, 
                 float* loss, cudaStream_t s);
 // Only the step's GEMMs (to time them alone).
 void train_step_gemms(cublasHandle_t h, float* params, Workspace& ws, const float* x, int batch);
+
+// A cuBLAS handle in true fp32 (no TF32) with a fixed workspace, so that its calls can be captured
+// into a CUDA graph.
+struct Blas {
+  lab::CublasHandle handle;
+  lab::DeviceBuffer<std::uint8_t> workspace{std::size_t{32} << 20};
+  Blas();
+};
 }  // namespace mlp
 
 struct PerformanceBasics {
@@ -65,21 +73,8 @@ struct PerformanceBasics {
     std::vector<float> data;       // the dataset, samples x In, made once (a data loader's source)
     std::vector<int> labels;
     std::vector<float> params0;    // the initial weights
-    lab::PinnedBuffer<float> data_pinned;   // the same dataset in pinned memory (optimized loop)
-    lab::PinnedBuffer<int> labels_pinned;
     lab::DeviceBuffer<float> params;        // trained in place
     lab::DeviceBuffer<float> losses;        // one per step
-    lab::CublasHandle handle;
-    lab::DeviceBuffer<std::uint8_t> cublas_workspace;  // fixed, so that cuBLAS can be captured
-    // The optimized loop's state: preallocated workspace, two input slots, its graph.
-    std::unique_ptr<mlp::Workspace> ws;
-    lab::DeviceBuffer<float> x_slots;
-    lab::DeviceBuffer<int> y_slots;
-    lab::Stream copy_stream;
-    lab::Event slot_ready[2], slot_free[2], fork, join;
-    lab::GraphExec graph;
-    // Host-side losses the baseline reads back every step.
-    std::vector<float> host_losses;
     double useful_s = -1, gemm_s = -1;  // measured once for the counters
 
     Problem(const lab::Shape& s, lab::Rng& rng);

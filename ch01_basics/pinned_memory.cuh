@@ -30,9 +30,6 @@ struct PinnedMemory {
     std::vector<float> pageable_in, pageable_out;
     lab::PinnedBuffer<float> pinned_in, pinned_out;
     lab::DeviceBuffer<float> dev;
-    // Set by the variant: the host memory it copied from and into.
-    const float* src = nullptr;
-    float* dst = nullptr;
 
     Problem(const lab::Shape& s, lab::Rng& rng)
         : n(static_cast<std::size_t>(s[0])), pageable_in(n), pageable_out(n), pinned_in(n), pinned_out(n), dev(n) {
@@ -43,25 +40,29 @@ struct PinnedMemory {
       lab::poison(dev, s);
       std::fill(pageable_out.begin(), pageable_out.end(), std::numeric_limits<float>::quiet_NaN());
       std::fill(pinned_out.data(), pinned_out.data() + n, std::numeric_limits<float>::quiet_NaN());
-      src = nullptr;
-      dst = nullptr;
     }
+    // The host memory the variant copies from and into: it declares which (.writes = {"pinned"} or
+    // {"pageable"}); null when it declared neither.
+    bool pinned() const { return declared().writes_output("pinned"); }
+    bool declared_host_memory() const { return pinned() || declared().writes_output("pageable"); }
+    const float* src() const { return pinned() ? pinned_in.data() : pageable_in.data(); }
+    float* dst() { return pinned() ? pinned_out.data() : pageable_out.data(); }
     lab::Verdict verify() override {
       const std::vector<double> ref(pageable_in.begin(), pageable_in.end());
-      if (!dst) {
+      if (!declared_host_memory()) {
         lab::Verdict v;
-        v.reason = "the variant did not say where it copied to (p.dst)";
+        v.reason = "the variant did not declare the host memory it copies into (.writes = {\"pinned\"} or {\"pageable\"})";
         return v;
       }
-      return lab::compare(std::span<const float>(dst, n), ref, lab::Tolerance::exact(), "host copy");
+      return lab::compare(std::span<const float>(dst(), n), ref, lab::Tolerance::exact(), "host copy");
     }
     // Each direction alone, on the host memory the variant used.
     std::vector<std::pair<std::string, double>> counters(double, cudaStream_t s) override {
-      if (!src || !dst) return {};
+      if (!declared_host_memory()) return {};
       lab::Event a, b;
       const double bytes = static_cast<double>(n * sizeof(float));
-      const float h2d = lab::time_once_ms([&] { LAB_CHECK(cudaMemcpyAsync(dev.data(), src, n * sizeof(float), cudaMemcpyHostToDevice, s)); }, s, a, b);
-      const float d2h = lab::time_once_ms([&] { LAB_CHECK(cudaMemcpyAsync(dst, dev.data(), n * sizeof(float), cudaMemcpyDeviceToHost, s)); }, s, a, b);
+      const float h2d = lab::time_once_ms([&] { LAB_CHECK(cudaMemcpyAsync(dev.data(), src(), n * sizeof(float), cudaMemcpyHostToDevice, s)); }, s, a, b);
+      const float d2h = lab::time_once_ms([&] { LAB_CHECK(cudaMemcpyAsync(dst(), dev.data(), n * sizeof(float), cudaMemcpyDeviceToHost, s)); }, s, a, b);
       return {{"H2D_GB/s", bytes / (h2d * 1e-3) / 1e9}, {"D2H_GB/s", bytes / (d2h * 1e-3) / 1e9}};
     }
   };

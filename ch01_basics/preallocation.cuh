@@ -28,25 +28,8 @@ struct Preallocation {
   struct Problem : lab::Problem {
     std::size_t n;
     lab::DeviceBuffer<float> x, y;
-    lab::DeviceBuffer<float> t1, t2;  // the preallocated variant's scratch, made once here
-    cudaMemPool_t pool = nullptr;     // the device's default pool, for the stream-ordered variant
 
-    Problem(const lab::Shape& s, lab::Rng& rng) : n(static_cast<std::size_t>(s[0])), x(n), y(n), t1(n), t2(n) {
-      rng.uniform(x);
-      // Keep freed memory in the pool instead of returning it to the driver at every sync: then
-      // cudaMallocAsync after the first step is a fast reuse.
-      int device = 0;
-      LAB_CHECK(cudaGetDevice(&device));
-      LAB_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
-      std::uint64_t keep = ~std::uint64_t{0};
-      LAB_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
-    }
-    ~Problem() override {
-      std::uint64_t none = 0;  // give the pool's memory back
-      cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &none);
-      cudaDeviceSynchronize();
-      cudaMemPoolTrimTo(pool, 0);
-    }
+    Problem(const lab::Shape& s, lab::Rng& rng) : n(static_cast<std::size_t>(s[0])), x(n), y(n) { rng.uniform(x); }
     void poison(cudaStream_t s) override { lab::poison(y, s); }
     lab::Verdict verify() override {
       const auto hx = x.download();

@@ -213,8 +213,7 @@ lab::Tolerance training_tolerance(const std::vector<double>& ref, double rel_l2,
 PerformanceBasics::Problem::Problem(const lab::Shape& s, lab::Rng& rng)
     : batch(static_cast<int>(s[0])), samples(static_cast<int>(s[1])), steps(samples / batch),
       data(std::size_t(samples) * mlp::kIn), labels(samples), params0(mlp::kParams),
-      data_pinned(data.size()), labels_pinned(samples), params(mlp::kParams), losses(steps),
-      cublas_workspace(std::size_t{32} << 20), x_slots(2 * std::size_t(batch) * mlp::kIn), y_slots(2 * std::size_t(batch)) {
+      params(mlp::kParams), losses(steps) {
   using namespace mlp;
   // Inputs from a normal distribution, labels from a fixed random linear "teacher": learnable.
   rng.normal(std::span<float>(data));
@@ -235,12 +234,12 @@ PerformanceBasics::Problem::Problem(const lab::Shape& s, lab::Rng& rng)
   rng.uniform(std::span<float>(params0.data() + kB1, kHidden), -0.01f, 0.01f);
   rng.uniform(std::span<float>(params0.data() + kW2, std::size_t(kHidden) * kClasses), -s2, s2);
   rng.uniform(std::span<float>(params0.data() + kB2, kClasses), -0.01f, 0.01f);
-  std::copy(data.begin(), data.end(), data_pinned.data());
-  std::copy(labels.begin(), labels.end(), labels_pinned.data());
   params.upload(params0);
-  LAB_CHECK(cublasSetWorkspace(handle, cublas_workspace.data(), cublas_workspace.bytes()));
+}
+
+mlp::Blas::Blas() {
+  LAB_CHECK(cublasSetWorkspace(handle, workspace.data(), workspace.bytes()));
   LAB_CHECK(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH));  // true fp32: no TF32
-  ws = std::make_unique<Workspace>(batch);
 }
 
 void PerformanceBasics::Problem::poison(cudaStream_t s) {
@@ -248,7 +247,6 @@ void PerformanceBasics::Problem::poison(cudaStream_t s) {
   LAB_CHECK(cudaMemcpyAsync(params.data(), params0.data(), params0.size() * sizeof(float), cudaMemcpyHostToDevice, s));
   lab::poison(losses, s);
   LAB_CHECK(cudaStreamSynchronize(s));
-  host_losses.clear();
 }
 
 lab::Verdict PerformanceBasics::Problem::verify() {
@@ -279,7 +277,9 @@ std::vector<std::pair<std::string, double>> PerformanceBasics::Problem::counters
     lab::DeviceBuffer<int> y(labels.size());
     x.upload(data);
     y.upload(labels);
-    handle.set_stream(s);
+    mlp::Blas blas;
+    mlp::Workspace ws(batch);
+    blas.handle.set_stream(s);
     auto time_graph = [&](auto&& step) {
       lab::GraphExec g;
       g.capture(s, [&] {
@@ -291,11 +291,11 @@ std::vector<std::pair<std::string, double>> PerformanceBasics::Problem::counters
       return best;
     };
     useful_s = time_graph([&](int t) {
-      mlp::train_step(handle, params.data(), *ws, x.data() + std::size_t(t) * batch * mlp::kIn,
+      mlp::train_step(blas.handle, params.data(), ws, x.data() + std::size_t(t) * batch * mlp::kIn,
                       y.data() + std::size_t(t) * batch, batch, losses.data() + t, s);
     });
     gemm_s = time_graph([&](int t) {
-      mlp::train_step_gemms(handle, params.data(), *ws, x.data() + std::size_t(t) * batch * mlp::kIn, batch);
+      mlp::train_step_gemms(blas.handle, params.data(), ws, x.data() + std::size_t(t) * batch * mlp::kIn, batch);
     });
   }
   return {{"samples/s", samples / seconds},

@@ -20,23 +20,32 @@ __global__ void block_sum_serial(const float* in, float* out, std::size_t n, flo
   out[blockIdx.x] = s * scale;
 }
 
+
+// The variant's scratch: partial sums alternate between two buffers, each the size of a first pass.
+struct SerialPasses {
+  using Topic = Reduction;
+  lab::DeviceBuffer<float> even, odd;
+  explicit SerialPasses(const Reduction::Problem& p)
+      : even((p.n + kChunk - 1) / kChunk), odd((p.n + kChunk - 1) / kChunk) {}
+
+  void run(Reduction::Problem& p, cudaStream_t stream) {
+    const float* in = p.x.data();
+    std::size_t n = p.n;
+    float* halves[2] = {even.data(), odd.data()};
+    int h = 0;
+    while (true) {
+      const std::size_t blocks = (n + kChunk - 1) / kChunk;
+      const bool last = blocks == 1;
+      float* out = last ? p.mean.data() : halves[h];
+      block_sum_serial<<<static_cast<unsigned>(blocks), 32, 0, stream>>>(in, out, n, last ? 1.f / float(p.n) : 1.f);
+      LAB_CHECK_LAUNCH();
+      if (last) break;
+      in = out;
+      n = blocks;
+      h ^= 1;
+    }
+  }
+};
 }  // namespace
 
-LAB_VARIANT(Reduction, baseline, "one thread per block sums 1024 elements serially; pass after pass") {
-  const float* in = p.x.data();
-  std::size_t n = p.n;
-  // Partial sums alternate between the two halves of the scratch buffer (each holds a first pass).
-  float* halves[2] = {p.partials.data(), p.partials.data() + p.partials.size() / 2};
-  int h = 0;
-  while (true) {
-    const std::size_t blocks = (n + kChunk - 1) / kChunk;
-    const bool last = blocks == 1;
-    float* out = last ? p.mean.data() : halves[h];
-    block_sum_serial<<<static_cast<unsigned>(blocks), 32, 0, stream>>>(in, out, n, last ? 1.f / float(p.n) : 1.f);
-    LAB_CHECK_LAUNCH();
-    if (last) break;
-    in = out;
-    n = blocks;
-    h ^= 1;
-  }
-}
+LAB_VARIANT_CLASS(SerialPasses, baseline, "one thread per block sums 1024 elements serially; pass after pass");

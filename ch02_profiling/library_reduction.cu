@@ -8,13 +8,27 @@
 
 namespace {
 __global__ void divide(float* v, double n) { *v = static_cast<float>(*v / n); }
+
+// CUB's temporary storage, sized by CUB for this n in the prepare step.
+struct CubSum {
+  using Topic = Reduction;
+  std::size_t bytes = 0;
+  lab::DeviceBuffer<std::uint8_t> scratch;
+  explicit CubSum(const Reduction::Problem& p) : bytes(query(p)), scratch(bytes) {}
+  static std::size_t query(const Reduction::Problem& p) {
+    std::size_t b = 0;
+    LAB_CHECK(cub::DeviceReduce::Sum(nullptr, b, p.x.data(), static_cast<float*>(nullptr),
+                                     static_cast<std::int64_t>(p.n)));
+    return b;
+  }
+
+  void run(Reduction::Problem& p, cudaStream_t stream) {
+    LAB_CHECK(cub::DeviceReduce::Sum(scratch.data(), bytes, p.x.data(), p.mean.data(), static_cast<std::int64_t>(p.n),
+                                     stream));
+    divide<<<1, 1, 0, stream>>>(p.mean.data(), static_cast<double>(p.n));
+    LAB_CHECK_LAUNCH();
+  }
+};
 }  // namespace
 
-LAB_VARIANT(Reduction, library, "cub::DeviceReduce::Sum, then a divide") {
-  std::size_t bytes = 0;
-  LAB_CHECK(cub::DeviceReduce::Sum(nullptr, bytes, p.x.data(), p.mean.data(), static_cast<std::int64_t>(p.n), stream));
-  if (p.scratch.bytes() < bytes) p.scratch = lab::DeviceBuffer<std::uint8_t>(bytes);  // first run only
-  LAB_CHECK(cub::DeviceReduce::Sum(p.scratch.data(), bytes, p.x.data(), p.mean.data(), static_cast<std::int64_t>(p.n), stream));
-  divide<<<1, 1, 0, stream>>>(p.mean.data(), static_cast<double>(p.n));
-  LAB_CHECK_LAUNCH();
-}
+LAB_VARIANT_CLASS(CubSum, library, "cub::DeviceReduce::Sum, then a divide");

@@ -69,12 +69,21 @@ int grid_size() {
   return blocks;
 }
 
+
+// The variant's scratch: one partial sum a block of the grid.
+struct TwoPasses {
+  using Topic = Reduction;
+  lab::DeviceBuffer<float> partials;
+  explicit TwoPasses(const Reduction::Problem&) : partials(static_cast<std::size_t>(grid_size())) {}
+
+  void run(Reduction::Problem& p, cudaStream_t stream) {
+    const int blocks = static_cast<int>(std::min<std::size_t>(grid_size(), (p.n + kThreads - 1) / kThreads));
+    partial_sums<<<blocks, kThreads, 0, stream>>>(p.x.data(), p.n, partials.data());
+    LAB_CHECK_LAUNCH();
+    finish_mean<<<1, kThreads, 0, stream>>>(partials.data(), blocks, p.mean.data(), static_cast<double>(p.n));
+    LAB_CHECK_LAUNCH();
+  }
+};
 }  // namespace
 
-LAB_VARIANT(Reduction, optimized, "grid-stride, 16-byte loads, warp shuffles, two passes: every thread reads") {
-  const int blocks = static_cast<int>(std::min<std::size_t>(grid_size(), (p.n + kThreads - 1) / kThreads));
-  partial_sums<<<blocks, kThreads, 0, stream>>>(p.x.data(), p.n, p.partials.data());
-  LAB_CHECK_LAUNCH();
-  finish_mean<<<1, kThreads, 0, stream>>>(p.partials.data(), blocks, p.mean.data(), static_cast<double>(p.n));
-  LAB_CHECK_LAUNCH();
-}
+LAB_VARIANT_CLASS(TwoPasses, optimized, "grid-stride, 16-byte loads, warp shuffles, two passes: every thread reads");

@@ -27,11 +27,8 @@ struct Reduction {
   struct Problem : lab::Problem {
     std::size_t n;
     lab::DeviceBuffer<float> x, mean;
-    lab::DeviceBuffer<float> partials;        // scratch for the multi-pass variants
-    lab::DeviceBuffer<std::uint8_t> scratch;  // the library's temporary storage (sized by it)
 
-    Problem(const lab::Shape& s, lab::Rng& rng)
-        : n(static_cast<std::size_t>(s[0])), x(n), mean(1), partials(2 * ((n + 1023) / 1024) + 4096) {
+    Problem(const lab::Shape& s, lab::Rng& rng) : n(static_cast<std::size_t>(s[0])), x(n), mean(1) {
       rng.uniform(x, 0.f, 1.f);  // positive: a mean near 0.5, no cancellation to hide errors in
     }
     void poison(cudaStream_t s) override { lab::poison(mean, s); }

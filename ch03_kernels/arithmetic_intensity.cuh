@@ -57,6 +57,12 @@ __global__ void steps_vec4(const float* in, float* out, std::size_t n) {
   for (std::size_t i = 4 * n4 + first; i < n; i += stride) out[i] = steps<First, Count>(in[i]);
 }
 
+// What a variant declares: it makes `k` passes over memory, each reading and writing every element
+// (8 bytes), where the minimum is one pass.
+inline lab::Declared passes(int k) {
+  return {.moved_bytes = [k](const lab::Shape& s) { return 8.0 * double(s[0]) * k; }};
+}
+
 }  // namespace ai
 
 struct ArithmeticIntensity {
@@ -77,7 +83,6 @@ struct ArithmeticIntensity {
   struct Problem : lab::Problem {
     std::size_t n;
     lab::DeviceBuffer<float> x, y;  // x is never written: every run starts from it
-    int passes = 0;                 // passes over memory the variant made (it says so when it runs)
 
     Problem(const lab::Shape& s, lab::Rng& rng) : n(static_cast<std::size_t>(s[0])), x(n), y(n) {
       rng.uniform(x, -2.f, 2.f);
@@ -99,13 +104,11 @@ struct ArithmeticIntensity {
       // Twelve fp32 roundings, against one double chain: well inside fp32's tolerance.
       return lab::compare(y.download(), ref, lab::Tolerance::fp32(), "y");
     }
-    // What the variant actually moved: passes x 8 bytes per element; its own intensity.
-    std::vector<std::pair<std::string, double>> counters(double seconds, cudaStream_t) override {
-      if (passes <= 0) return {};
-      const double moved = 8.0 * double(n) * passes;
-      return {{"passes", double(passes)},
-              {"AI_FLOP/byte", 2.0 * ai::kSteps * double(n) / moved},
-              {"moved_GB/s", moved / seconds / 1e9}};
+    // The variant's passes over memory (it declares them: ai::passes) and its own intensity.
+    std::vector<std::pair<std::string, double>> counters(double, cudaStream_t) override {
+      if (!declared().moved_bytes) return {};
+      const double moved = declared().moved_bytes(lab::Shape{std::int64_t(n)});
+      return {{"passes", moved / (8.0 * double(n))}, {"AI_FLOP/byte", 2.0 * ai::kSteps * double(n) / moved}};
     }
   };
 };

@@ -13,11 +13,11 @@ __global__ void step_scalar(const float* in, float* out, std::size_t n) {
 }
 }  // namespace
 
-LAB_VARIANT(ArithmeticIntensity, baseline, "one kernel per step: 12 passes over memory, 0.25 FLOP/byte") {
+LAB_VARIANT(ArithmeticIntensity, baseline, "one kernel per step: 12 passes over memory, 0.25 FLOP/byte",
+            ai::passes(ai::kSteps)) {
   const unsigned blocks = static_cast<unsigned>((p.n + ArithmeticIntensity::kThreads - 1) / ArithmeticIntensity::kThreads);
   ai::for_each_step<ai::kSteps>([&]<int K>() {
     step_scalar<K><<<blocks, ArithmeticIntensity::kThreads, 0, stream>>>(K == 0 ? p.x.data() : p.y.data(), p.y.data(), p.n);
     LAB_CHECK_LAUNCH();
   });
-  p.passes = ai::kSteps;
 }

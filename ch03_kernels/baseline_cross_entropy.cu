@@ -39,17 +39,27 @@ __global__ void gather_loss(const float* __restrict__ logits, const std::int32_t
                     ? row_loss[r] + __logf(row_sum[r]) - logits[std::size_t(r) * classes + label]
                     : NAN;
 }
+
+// The variant's intermediates: the row maxima (which become the row losses in place) and the row
+// sums of exp, one a row each.
+struct FourKernels {
+  using Topic = CrossEntropy;
+  lab::DeviceBuffer<float> row_loss, row_sum;
+  explicit FourKernels(const CrossEntropy::Problem& p) : row_loss(p.rows), row_sum(p.rows) {}
+
+  void run(CrossEntropy::Problem& p, cudaStream_t stream) {
+    p.clear_bad_row(stream);
+    float* maxima = row_loss.data();  // becomes the row losses in place
+    row_max<<<p.rows, kThreads, 0, stream>>>(p.logits.data(), maxima, p.classes);
+    LAB_CHECK_LAUNCH();
+    row_sum_exp<<<p.rows, kThreads, 0, stream>>>(p.logits.data(), maxima, row_sum.data(), p.classes);
+    LAB_CHECK_LAUNCH();
+    gather_loss<<<(p.rows + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
+        p.logits.data(), p.labels.data(), row_sum.data(), maxima, p.bad_row.data(), p.rows, p.classes);
+    LAB_CHECK_LAUNCH();
+    loss::sum_over(maxima, p.rows, p.rows, p.loss.data(), stream);
+  }
+};
 }  // namespace
 
-LAB_VARIANT(CrossEntropy, baseline, "four kernels: row max, sum of exp, log and gather, mean") {
-  p.clear_bad_row(stream);
-  float* maxima = p.row_loss.data();  // becomes the row losses in place
-  row_max<<<p.rows, kThreads, 0, stream>>>(p.logits.data(), maxima, p.classes);
-  LAB_CHECK_LAUNCH();
-  row_sum_exp<<<p.rows, kThreads, 0, stream>>>(p.logits.data(), maxima, p.row_sum.data(), p.classes);
-  LAB_CHECK_LAUNCH();
-  gather_loss<<<(p.rows + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
-      p.logits.data(), p.labels.data(), p.row_sum.data(), maxima, p.bad_row.data(), p.rows, p.classes);
-  LAB_CHECK_LAUNCH();
-  loss::sum_over(maxima, p.rows, p.rows, p.loss.data(), stream);
-}
+LAB_VARIANT_CLASS(FourKernels, baseline, "four kernels: row max, sum of exp, log and gather, mean");

@@ -6,7 +6,18 @@
 // Run: make ch03 && ./ch03_kernels/baseline_layernorm_backward
 #include "layernorm.cuh"
 
-LAB_VARIANT(LayerNormBackward, baseline, "three kernels: row sums, dx, column sums") {
-  ln::unfused::backward(p.x.data(), p.gamma.data(), p.mean.data(), p.rstd.data(), p.dy.data(), p.dx.data(),
-                        p.dgamma.data(), p.dbeta.data(), p.scratch.data(), p.rows, p.dim, stream);
-}
+namespace {
+// The variant's scratch: the row sums the dx kernel reads, two a row.
+struct Unfused {
+  using Topic = LayerNormBackward;
+  lab::DeviceBuffer<float> row_sums;
+  explicit Unfused(const LayerNormBackward::Problem& p) : row_sums(2 * std::size_t(p.rows)) {}
+
+  void run(LayerNormBackward::Problem& p, cudaStream_t stream) {
+    ln::unfused::backward(p.x.data(), p.gamma.data(), p.mean.data(), p.rstd.data(), p.dy.data(), p.dx.data(),
+                          p.dgamma.data(), p.dbeta.data(), row_sums.data(), p.rows, p.dim, stream);
+  }
+};
+}  // namespace
+
+LAB_VARIANT_CLASS(Unfused, baseline, "three kernels: row sums, dx, column sums");

@@ -21,14 +21,21 @@ __global__ void squared_error_atomic(const float* __restrict__ pred, const float
 }
 
 __global__ void divide(const double* total, std::size_t n, float* loss) { *loss = static_cast<float>(*total / double(n)); }
+
+// The variant's scratch: the double the blocks add into.
+struct Atomics {
+  using Topic = Mse;
+  lab::DeviceBuffer<double> total{1};
+
+  void run(Mse::Problem& p, cudaStream_t stream) {
+    LAB_CHECK(cudaMemsetAsync(total.data(), 0, sizeof(double), stream));
+    squared_error_atomic<<<static_cast<unsigned>((p.n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+        p.pred.data(), p.target.data(), total.data(), p.n);
+    LAB_CHECK_LAUNCH();
+    divide<<<1, 1, 0, stream>>>(total.data(), p.n, p.loss.data());
+    LAB_CHECK_LAUNCH();
+  }
+};
 }  // namespace
 
-LAB_VARIANT(Mse, baseline, "a thread per element, one atomicAdd per block into the loss") {
-  double* total = reinterpret_cast<double*>(p.partial.data());  // scratch: 4096 floats, 256-byte aligned
-  LAB_CHECK(cudaMemsetAsync(total, 0, sizeof(double), stream));
-  squared_error_atomic<<<static_cast<unsigned>((p.n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
-      p.pred.data(), p.target.data(), total, p.n);
-  LAB_CHECK_LAUNCH();
-  divide<<<1, 1, 0, stream>>>(total, p.n, p.loss.data());
-  LAB_CHECK_LAUNCH();
-}
+LAB_VARIANT_CLASS(Atomics, baseline, "a thread per element, one atomicAdd per block into the loss");

@@ -100,6 +100,7 @@ Record measure(const lab::Variant& v, const lab::Shape& shape, const Settings& c
   const lab::Measurement m = lab::measure_variant(v, shape, cfg.seed, cfg.reps, flusher, verify);
   r.time_ms = m.ms, r.memory_mb = m.peak_mib, r.verified = m.verified;
   if (m.oom) r.status = "OOM";  // this shape does not fit; the sweep goes on
+  if (!m.not_applicable.empty()) r.status = "N/A";  // the variant does not run this shape
   if (r.time_ms) r.throughput_gbps = work.bytes / (*r.time_ms * 1e-3) / 1e9;
   return r;
 }

@@ -177,8 +177,6 @@ struct LayerNormBackward : LayerNormShapes {
   struct Problem : lab::Problem {
     int rows, dim;
     lab::DeviceBuffer<float> x, gamma, dy, mean, rstd, dx, dgamma, dbeta;
-    lab::DeviceBuffer<float> scratch;  // the unfused kernels' row sums (2 x rows) and the fused
-                                       // kernel's partial dgamma/dbeta (parts x 2 x dim)
     Problem(const lab::Shape& s, lab::Rng& rng)
         : rows(static_cast<int>(s[0])),
           dim(static_cast<int>(s[1])),
@@ -189,10 +187,7 @@ struct LayerNormBackward : LayerNormShapes {
           rstd(rows),
           dx(std::size_t(rows) * dim),
           dgamma(dim),
-          dbeta(dim),
-          scratch(std::max<std::size_t>(2 * std::size_t(rows),
-                                        2 * std::size_t(dim) *
-                                            ln::backward_parts(rows, 1, rows::sm_count(), ln::kMaxBlocksPerSm))) {
+          dbeta(dim) {
       rng.uniform(x, -2.f, 4.f);
       rng.uniform(gamma, 0.5f, 1.5f);
       rng.uniform(dy, -1.f, 1.f);

@@ -173,13 +173,9 @@ struct CrossEntropy : CrossEntropyShapes {
     return {.bytes = 4.0 * (n * c + n + 1), .flops = 0};  // logits and labels in, the loss out
   }
   struct Problem : CrossEntropyInputs {
-    lab::DeviceBuffer<float> row_loss, row_sum, loss;  // per-row losses and sums of exp (scratch), the mean
-    Problem(const lab::Shape& s, lab::Rng& rng)
-        : CrossEntropyInputs(s, rng), row_loss(rows), row_sum(rows), loss(1) {}
-    void poison(cudaStream_t s) override {
-      lab::poison(loss, s);
-      lab::poison(row_loss, s);
-    }
+    lab::DeviceBuffer<float> loss;  // the mean
+    Problem(const lab::Shape& s, lab::Rng& rng) : CrossEntropyInputs(s, rng), loss(1) {}
+    void poison(cudaStream_t s) override { lab::poison(loss, s); }
     lab::Verdict verify() override {
       if (const std::string e = label_error(); !e.empty()) return label_failure("loss", e);
       const auto hx = logits.download();
@@ -253,13 +249,9 @@ struct Mse : MseShapes {
   static constexpr const char* name = "mse";
   static lab::Work work(const lab::Shape& s) { return {.bytes = 8.0 * double(s[0]) + 4, .flops = 0}; }
   struct Problem : MseInputs {
-    lab::DeviceBuffer<float> partial, loss;  // per-block sums (scratch), the mean
-    Problem(const lab::Shape& s, lab::Rng& rng) : MseInputs(s, rng), partial(kMaxBlocks), loss(1) {}
-    static constexpr int kMaxBlocks = 4096;
-    void poison(cudaStream_t s) override {
-      lab::poison(loss, s);
-      lab::poison(partial, s);
-    }
+    lab::DeviceBuffer<float> loss;  // the mean
+    Problem(const lab::Shape& s, lab::Rng& rng) : MseInputs(s, rng), loss(1) {}
+    void poison(cudaStream_t s) override { lab::poison(loss, s); }
     lab::Verdict verify() override {
       const auto hp = pred.download(), ht = target.download();
       // n positive terms (a difference and a square each), added in any order, then divided.

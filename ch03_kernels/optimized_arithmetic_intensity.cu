@@ -6,8 +6,8 @@
 // Run: make ch03 && ./ch03_kernels/optimized_arithmetic_intensity
 #include "arithmetic_intensity.cuh"
 
-LAB_VARIANT(ArithmeticIntensity, optimized, "fused: all 12 steps in one pass, 3 FLOP/byte") {
+LAB_VARIANT(ArithmeticIntensity, optimized, "fused: all 12 steps in one pass, 3 FLOP/byte",
+            ai::passes(1)) {
   ai::steps_vec4<0, ai::kSteps><<<p.vec4_blocks(), ArithmeticIntensity::kThreads, 0, stream>>>(p.x.data(), p.y.data(), p.n);
   LAB_CHECK_LAUNCH();
-  p.passes = 1;
 }

@@ -26,12 +26,12 @@ __global__ void step_unrolled(const float* in, float* out, std::size_t n) {
 }
 }  // namespace
 
-LAB_VARIANT_STEP(ArithmeticIntensity, 1, "unrolled: four independent elements a thread, still 12 passes") {
+LAB_VARIANT_STEP(ArithmeticIntensity, 1, "unrolled: four independent elements a thread, still 12 passes",
+                 ai::passes(ai::kSteps)) {
   const std::size_t tile = std::size_t{ArithmeticIntensity::kThreads} * kPerThread;
   const unsigned blocks = static_cast<unsigned>((p.n + tile - 1) / tile);
   ai::for_each_step<ai::kSteps>([&]<int K>() {
     step_unrolled<K><<<blocks, ArithmeticIntensity::kThreads, 0, stream>>>(K == 0 ? p.x.data() : p.y.data(), p.y.data(), p.n);
     LAB_CHECK_LAUNCH();
   });
-  p.passes = ai::kSteps;
 }

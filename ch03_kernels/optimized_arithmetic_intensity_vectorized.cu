@@ -6,11 +6,11 @@
 // Run: make ch03 && ./ch03_kernels/optimized_arithmetic_intensity_vectorized
 #include "arithmetic_intensity.cuh"
 
-LAB_VARIANT_STEP(ArithmeticIntensity, 2, "vectorized: float4 loads and stores, still 12 passes") {
+LAB_VARIANT_STEP(ArithmeticIntensity, 2, "vectorized: float4 loads and stores, still 12 passes",
+                 ai::passes(ai::kSteps)) {
   ai::for_each_step<ai::kSteps>([&]<int K>() {
     ai::steps_vec4<K, 1><<<p.vec4_blocks(), ArithmeticIntensity::kThreads, 0, stream>>>(
         K == 0 ? p.x.data() : p.y.data(), p.y.data(), p.n);
     LAB_CHECK_LAUNCH();
   });
-  p.passes = ai::kSteps;
 }

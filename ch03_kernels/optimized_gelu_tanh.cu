@@ -19,8 +19,8 @@ struct GeluTanhFn {
 };
 }  // namespace
 
-LAB_VARIANT_STEP(Gelu, 1, "tanh approximation, float4 (judged by its own bound: every element within 5e-4)") {
-  p.tolerance_override = lab::Tolerance::per_element(5e-4, 1e-5, "gelu tanh approximation");
+LAB_VARIANT_STEP(Gelu, 1, "tanh approximation, float4 (judged by its own bound: every element within 5e-4)",
+                 .tolerance = lab::Tolerance::per_element(5e-4, 1e-5, "gelu tanh approximation")) {
   ew::map_vec4<<<ew::vec4_blocks(p.n), ew::kThreads, 0, stream>>>(GeluTanhFn{}, p.x.data(), p.y.data(), p.n);
   LAB_CHECK_LAUNCH();
 }

@@ -81,7 +81,7 @@ __global__ void __launch_bounds__(rows::block_threads<kLanes>())
 }
 
 template <int V>
-bool launch(LayerNormBackward::Problem& p, cudaStream_t stream) {
+bool launch(LayerNormBackward::Problem& p, float* partials, cudaStream_t stream) {
   return rows::with_tile<V, kBackwardTiles>(p.dim, [&](auto lanes, auto items) {
     constexpr int kLanes = decltype(lanes)::value, kItems = decltype(items)::value;
     constexpr int kRowsPerBlock = rows::rows_per_block<kLanes>();
@@ -97,17 +97,31 @@ bool launch(LayerNormBackward::Problem& p, cudaStream_t stream) {
     const int parts = ln::backward_parts(p.rows, kRowsPerBlock, rows::sm_count(), resident);
     kernel<<<parts, rows::block_threads<kLanes>(), smem, stream>>>(p.x.data(), p.gamma.data(), p.mean.data(),
                                                                    p.rstd.data(), p.dy.data(), p.dx.data(),
-                                                                   p.scratch.data(), p.rows, p.dim);
+                                                                   partials, p.rows, p.dim);
     LAB_CHECK_LAUNCH();
-    rows::sum_partials(p.scratch.data(), parts, p.dim, 2 * std::size_t(p.dim), p.dgamma.data(), stream);
-    rows::sum_partials(p.scratch.data() + p.dim, parts, p.dim, 2 * std::size_t(p.dim), p.dbeta.data(), stream);
+    rows::sum_partials(partials, parts, p.dim, 2 * std::size_t(p.dim), p.dgamma.data(), stream);
+    rows::sum_partials(partials + p.dim, parts, p.dim, 2 * std::size_t(p.dim), p.dbeta.data(), stream);
   });
 }
+
+// The variant's scratch: the blocks' partial dgamma and dbeta (parts x 2 x dim; at most
+// ln::kMaxBlocksPerSm blocks an SM), or the unfused fallback's row sums (2 x rows).
+struct OnePass {
+  using Topic = LayerNormBackward;
+  lab::DeviceBuffer<float> scratch;
+  explicit OnePass(const LayerNormBackward::Problem& p)
+      : scratch(std::max<std::size_t>(
+            2 * std::size_t(p.rows),
+            2 * std::size_t(p.dim) * ln::backward_parts(p.rows, 1, rows::sm_count(), ln::kMaxBlocksPerSm))) {}
+
+  void run(LayerNormBackward::Problem& p, cudaStream_t stream) {
+    const bool launched =
+        p.dim % 4 == 0 ? launch<4>(p, scratch.data(), stream) : launch<1>(p, scratch.data(), stream);
+    if (!launched)
+      ln::unfused::backward(p.x.data(), p.gamma.data(), p.mean.data(), p.rstd.data(), p.dy.data(), p.dx.data(),
+                            p.dgamma.data(), p.dbeta.data(), scratch.data(), p.rows, p.dim, stream);
+  }
+};
 }  // namespace
 
-LAB_VARIANT(LayerNormBackward, optimized, "one pass: rows in registers, dgamma/dbeta in shared-memory slabs") {
-  const bool launched = p.dim % 4 == 0 ? launch<4>(p, stream) : launch<1>(p, stream);
-  if (!launched)
-    ln::unfused::backward(p.x.data(), p.gamma.data(), p.mean.data(), p.rstd.data(), p.dy.data(), p.dx.data(),
-                          p.dgamma.data(), p.dbeta.data(), p.scratch.data(), p.rows, p.dim, stream);
-}
+LAB_VARIANT_CLASS(OnePass, optimized, "one pass: rows in registers, dgamma/dbeta in shared-memory slabs");

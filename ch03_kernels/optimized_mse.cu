@@ -26,13 +26,22 @@ __global__ void squared_error_partials(const float* __restrict__ pred, const flo
   s = rows::group_sum<kThreads>(s, scratch);
   if (threadIdx.x == 0) partial[blockIdx.x] = s;
 }
+
+// The variant's scratch: one partial sum a block, at most kMaxBlocks blocks.
+struct TwoStages {
+  using Topic = Mse;
+  static constexpr std::size_t kMaxBlocks = 4096;
+  lab::DeviceBuffer<float> partial{kMaxBlocks};
+
+  void run(Mse::Problem& p, cudaStream_t stream) {
+    const std::size_t quads = (p.n + 3) / 4;
+    const unsigned blocks = static_cast<unsigned>(std::clamp<std::size_t>(
+        (quads + kThreads - 1) / kThreads, 1, std::min<std::size_t>(kMaxBlocks, 8 * rows::sm_count())));
+    squared_error_partials<<<blocks, kThreads, 0, stream>>>(p.pred.data(), p.target.data(), partial.data(), p.n);
+    LAB_CHECK_LAUNCH();
+    loss::sum_over(partial.data(), blocks, double(p.n), p.loss.data(), stream);
+  }
+};
 }  // namespace
 
-LAB_VARIANT(Mse, optimized, "grid-stride float4, a partial per block, a fixed-order second stage") {
-  const std::size_t quads = (p.n + 3) / 4;
-  const unsigned blocks = static_cast<unsigned>(std::clamp<std::size_t>(
-      (quads + kThreads - 1) / kThreads, 1, std::min<std::size_t>(Mse::Problem::kMaxBlocks, 8 * rows::sm_count())));
-  squared_error_partials<<<blocks, kThreads, 0, stream>>>(p.pred.data(), p.target.data(), p.partial.data(), p.n);
-  LAB_CHECK_LAUNCH();
-  loss::sum_over(p.partial.data(), blocks, double(p.n), p.loss.data(), stream);
-}
+LAB_VARIANT_CLASS(TwoStages, optimized, "grid-stride float4, a partial per block, a fixed-order second stage");

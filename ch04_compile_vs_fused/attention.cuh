@@ -17,6 +17,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -98,11 +99,46 @@ HeadReference reference_head(const float* q, const float* k, const float* v, con
 struct Inputs {
   Dims dims;
   lab::DeviceBuffer<float> q, k, v;
-  // bf16 copies for the tensor-core variants, made by their first run (untimed: a bf16 model
-  // holds its activations in bf16), and the copy of dO for the backward's.
-  lab::DeviceBuffer<__nv_bfloat16> q16, k16, v16, dout16;
   Inputs(const lab::Shape& s, lab::Rng& rng);
-  void bf16_inputs(cudaStream_t stream, const float* dout = nullptr);
+};
+
+// The arithmetic a variant declares (lab::Declared::precision): "fp32" and "3xtf32" are modelled by
+// Precision::fp32(), "bf16" by Precision::bf16(); nullopt for a name the reference does not know.
+std::optional<Precision> precision_named(const std::string& name);
+
+// Pieces of variant state that several variants hold (each variant holds its own, made in its
+// prepare step; the Problem holds none of them).
+
+// bf16 copies of the inputs, and of dO for the backward: a tensor-core variant's converted inputs
+// (untimed, as a bf16 model holds its activations in bf16).
+struct Bf16Inputs {
+  lab::DeviceBuffer<__nv_bfloat16> q, k, v, dout;
+  Bf16Inputs(const Inputs& in, cudaStream_t stream, const float* dout = nullptr);
+};
+
+// The eager and compiled variants' two seq x seq tensors a head: S and P forward, dP and dS
+// backward (1 GiB a head each at seq 16384: what fusion removes).
+struct Seq2Buffers {
+  lab::DeviceBuffer<float> first, second;
+  explicit Seq2Buffers(const Dims& a) : first(a.scores()), second(a.scores()) {}
+};
+
+// What the eager forward leaves for the eager backward: P (seq^2 a head), computed by the eager
+// forward in the backward variant's prepare step.
+struct SavedProbs {
+  lab::DeviceBuffer<float> probs;
+  SavedProbs(cublasHandle_t blas, const Inputs& in, cudaStream_t stream);
+};
+
+// What a fused forward leaves for the fused backward: O and the log-sum-exp, computed in the
+// prepare step through the eager forward a group of heads at a time with a scratch that is freed
+// afterwards (the device memory peak is reset after it: peak_MiB is the backward's own), and the
+// row sums delta, computed by prologue() in the timed region.
+struct SavedOutput {
+  lab::DeviceBuffer<float> o, lse, delta;
+  SavedOutput(const Inputs& in, cudaStream_t stream);
+  // The fused backward's first steps: delta = rowsum(dO o O), and dQ zeroed for its atomics.
+  void prologue(const Dims& a, const float* dout, float* dq, cudaStream_t stream);
 };
 
 // The eager (vanilla) forward, in the order PyTorch runs the textbook attention: cuBLAS S = Q K^T
@@ -171,23 +207,13 @@ struct Attention : attn::Shapes {
             .flops = 4.0 * a.bh() * double(a.seq) * a.seq * a.d * a.computed_fraction()};
   }
 
+  // O always; lse from the variants that declare it (.writes = {"lse"}: the fused ones).
   struct Problem : lab::Problem, attn::Inputs {
     lab::DeviceBuffer<float> o, lse;
-    bool wrote_lse = false;  // set by the variants that write the log-sum-exp (the fused ones)
-    lab::CublasHandle blas;
-    // The eager and compiled variants' seq x seq tensors: allocated by their first run, as a
-    // framework's allocator would, so that only the variants that need them show them in peak_MiB.
-    lab::DeviceBuffer<float> scores, probs;
-    // V^T in bf16, each head's seq rounded up to 64 (the wgmma path of the tensor-core forward).
-    lab::DeviceBuffer<__nv_bfloat16> vt16;
     Problem(const lab::Shape& s, lab::Rng& rng) : attn::Inputs(s, rng), o(dims.elements()), lse(dims.rows()) {}
     void poison(cudaStream_t s) override {
       lab::poison(o, s);
       lab::poison(lse, s);
-    }
-    void seq2_buffers() {
-      if (scores.size() == 0) scores = lab::DeviceBuffer<float>(dims.scores());
-      if (probs.size() == 0) probs = lab::DeviceBuffer<float>(dims.scores());
     }
     lab::Verdict verify() override;
   };
@@ -202,32 +228,15 @@ struct AttentionBackward : attn::Shapes {
             .flops = 2.5 * 4.0 * a.bh() * double(a.seq) * a.seq * a.d * a.computed_fraction()};
   }
 
+  // What the forward left for the backward (eager mode's P, or the fused forward's O and lse) is
+  // each variant's own state (attn::SavedProbs, attn::SavedOutput), made in its prepare step.
   struct Problem : lab::Problem, attn::Inputs {
     lab::DeviceBuffer<float> dout, dq, dk, dv;
-    lab::CublasHandle blas;
-    // What the forward left for the backward. Eager mode keeps P (seq^2 a head); the fused
-    // variants keep O and the log-sum-exp. Each variant asks for its own on its first run.
-    lab::DeviceBuffer<float> probs, o, lse;
-    lab::DeviceBuffer<float> delta;  // the fused variants' rowsum(dO o O), one a row
-    // Scratch of the eager and compiled variants (dP, dS: seq^2 a head each).
-    lab::DeviceBuffer<float> dprobs, dscores;
     Problem(const lab::Shape& s, lab::Rng& rng);
     void poison(cudaStream_t s) override {
       lab::poison(dq, s);
       lab::poison(dk, s);
       lab::poison(dv, s);
-    }
-    // P from the eager forward (kept: it is the eager backward's input).
-    const float* saved_probs(cudaStream_t stream);
-    // O and lse, computed head group by head group through the eager forward with a scratch that
-    // is freed afterwards; the peak counter is reset after it, so peak_MiB is the backward's own.
-    void saved_output(cudaStream_t stream);
-    // What the fused backward kernels start from, on the stream: O and lse (saved_output), delta
-    // = rowsum(dO o O), and dQ zeroed for their atomics.
-    void fused_prologue(cudaStream_t stream);
-    void seq2_scratch() {
-      if (dprobs.size() == 0) dprobs = lab::DeviceBuffer<float>(dims.scores());
-      if (dscores.size() == 0) dscores = lab::DeviceBuffer<float>(dims.scores());
     }
     lab::Verdict verify() override;
   };

@@ -8,8 +8,19 @@
 // Run: make ch04 && ./ch04_compile_vs_fused/baseline_attention
 #include "attention.cuh"
 
-LAB_VARIANT(Attention, baseline, "vanilla: cuBLAS Q K^T, a kernel per element-wise op, softmax, cuBLAS P V") {
-  p.seq2_buffers();
-  attn::eager_forward(p.blas, p.dims, p.q.data(), p.k.data(), p.v.data(), p.scores.data(), p.probs.data(),
-                      p.o.data(), nullptr, stream);
-}
+namespace {
+// The variant's state: a cuBLAS handle and eager mode's two seq x seq tensors, S and P.
+struct Eager {
+  using Topic = Attention;
+  lab::CublasHandle blas;
+  attn::Seq2Buffers seq2;
+  explicit Eager(const Attention::Problem& p) : seq2(p.dims) {}
+
+  void run(Attention::Problem& p, cudaStream_t stream) {
+    attn::eager_forward(blas, p.dims, p.q.data(), p.k.data(), p.v.data(), seq2.first.data(), seq2.second.data(),
+                        p.o.data(), nullptr, stream);
+  }
+};
+}  // namespace
+
+LAB_VARIANT_CLASS(Eager, baseline, "vanilla: cuBLAS Q K^T, a kernel per element-wise op, softmax, cuBLAS P V");

@@ -24,20 +24,31 @@ __global__ void softmax_backward_kernel(const float* __restrict__ p, const float
   for (int j = threadIdx.x; j < cols; j += blockDim.x) ds[off + j] = p[off + j] * (dp[off + j] - dot);
 }
 
+
+// The variant's state: a cuBLAS handle, P as the eager forward left it (computed before timing),
+// and the two seq x seq tensors of its backward, dP and dS.
+struct Eager {
+  using Topic = AttentionBackward;
+  lab::CublasHandle blas;
+  attn::SavedProbs saved;
+  attn::Seq2Buffers seq2;
+  Eager(const AttentionBackward::Problem& p, cudaStream_t stream) : saved(blas, p, stream), seq2(p.dims) {}
+
+  void run(AttentionBackward::Problem& p, cudaStream_t stream) {
+    const attn::Dims& a = p.dims;
+    const float* probs = saved.probs.data();
+    float *dprobs = seq2.first.data(), *dscores = seq2.second.data();
+    attn::use_stream(blas, stream);
+    attn::gemm_tn(blas, a, 1.f, probs, p.dout.data(), p.dv.data());    // dV = P^T dO
+    attn::gemm_nt(blas, a, 1.f, p.dout.data(), p.v.data(), dprobs);    // dP = dO V^T
+    softmax_backward_kernel<<<static_cast<unsigned>(a.rows()), 256, 0, stream>>>(probs, dprobs, dscores, a.seq);
+    LAB_CHECK(cudaGetLastError());
+    if (a.causal) attn::causal_mask(dscores, a, 0.f, stream);          // masked_fill's backward
+    attn::scale(dscores, dprobs, a.scores(), a.scale(), stream);       // the scale's backward
+    attn::gemm_nn(blas, a, 1.f, dprobs, p.k.data(), p.dq.data());      // dQ = dS K
+    attn::gemm_tn(blas, a, 1.f, dprobs, p.q.data(), p.dk.data());      // dK = dS^T Q
+  }
+};
 }  // namespace
 
-LAB_VARIANT(AttentionBackward, baseline, "vanilla: cuBLAS products, softmax/mask/scale backward a kernel each") {
-  const float* probs = p.saved_probs(stream);
-  p.seq2_scratch();
-  const attn::Dims& a = p.dims;
-  attn::use_stream(p.blas, stream);
-  attn::gemm_tn(p.blas, a, 1.f, probs, p.dout.data(), p.dv.data());    // dV = P^T dO
-  attn::gemm_nt(p.blas, a, 1.f, p.dout.data(), p.v.data(), p.dprobs.data());  // dP = dO V^T
-  softmax_backward_kernel<<<static_cast<unsigned>(a.rows()), 256, 0, stream>>>(probs, p.dprobs.data(),
-                                                                               p.dscores.data(), a.seq);
-  LAB_CHECK(cudaGetLastError());
-  if (a.causal) attn::causal_mask(p.dscores.data(), a, 0.f, stream);         // masked_fill's backward
-  attn::scale(p.dscores.data(), p.dprobs.data(), a.scores(), a.scale(), stream);  // the scale's backward
-  attn::gemm_nn(p.blas, a, 1.f, p.dprobs.data(), p.k.data(), p.dq.data());  // dQ = dS K
-  attn::gemm_tn(p.blas, a, 1.f, p.dprobs.data(), p.q.data(), p.dk.data());  // dK = dS^T Q
-}
+LAB_VARIANT_CLASS(Eager, baseline, "vanilla: cuBLAS products, softmax/mask/scale backward a kernel each");

@@ -93,13 +93,18 @@ struct Row {
     if (fwd.ms && bwd.ms) return *fwd.ms + *bwd.ms;
     return std::nullopt;
   }
-  std::string status() const { return fwd.oom || bwd.oom ? "OOM" : "ok"; }
+  std::string status() const {
+    return !fwd.not_applicable.empty() ? "N/A" : fwd.oom || bwd.oom ? "OOM" : "ok";
+  }
   bool verified() const { return fwd.verified && (bwd.verified || !has_backward); }
   // A table cell for direction t (0 forward, 1 backward, 2 total): "OOM" where that ran out of
-  // memory, "-" where there is nothing to time (no backward).
+  // memory, "N/A" where the implementation does not run the shape, "-" where there is nothing to
+  // time (no backward).
   std::string missing(int t) const {
     const bool oom = t == 0 ? fwd.oom : t == 1 ? bwd.oom : fwd.oom || bwd.oom;
-    return oom ? "OOM" : "-";
+    const bool na = t == 0 ? !fwd.not_applicable.empty() : t == 1 ? !bwd.not_applicable.empty()
+                                                                   : !fwd.not_applicable.empty();
+    return oom ? "OOM" : na ? "N/A" : "-";
   }
 };
 
@@ -220,7 +225,11 @@ int run(const Settings& cfg) {
     for (const auto& impl : impls) {
       Row r{shape, impl.name, impl.backward != nullptr, measure(*impl.forward, shape, cfg, flusher), {}};
       if (impl.backward) r.bwd = measure(*impl.backward, shape, cfg, flusher);
-      auto ms = [](const lab::Measurement& m, bool ran) { return !ran ? std::string("none") : m.ms ? fixed(*m.ms, 3) + " ms" : "OOM"; };
+      auto ms = [](const lab::Measurement& m, bool ran) {
+        if (!ran) return std::string("none");
+        if (!m.not_applicable.empty()) return "N/A (" + m.not_applicable + ")";
+        return m.ms ? fixed(*m.ms, 3) + " ms" : std::string("OOM");
+      };
       std::fprintf(stderr, "[%zu/%zu] %s %s: forward %s, backward %s%s\n", ++done, total, shape.str().c_str(),
                    impl.name.c_str(), ms(r.fwd, true).c_str(), ms(r.bwd, r.has_backward).c_str(),
                    r.verified() ? ", verified" : "");

@@ -5,15 +5,31 @@
 // Run: make ch04 && ./ch04_compile_vs_fused/optimized_attention_backward_compiled
 #include "attention.cuh"
 
-LAB_VARIANT_STEP(AttentionBackward, 1, "compiled: lab::jit fuses the mask and scale backward into the softmax backward") {
-  const float* probs = p.saved_probs(stream);
-  p.seq2_scratch();
-  const attn::Dims& a = p.dims;
-  attn::use_stream(p.blas, stream);
-  attn::gemm_tn(p.blas, a, 1.f, probs, p.dout.data(), p.dv.data());          // dV = P^T dO
-  attn::gemm_nt(p.blas, a, 1.f, p.dout.data(), p.v.data(), p.dprobs.data());  // dP = dO V^T
-  const lab::jit::RowKernel& softmax_backward = attn::compiled_row_kernel(lab::jit::RowOp::softmax_backward, a);
-  softmax_backward.launch(probs, p.dprobs.data(), p.dscores.data(), a.rows(), a.seq, a.seq, stream);  // dS, masked, scaled
-  attn::gemm_nn(p.blas, a, 1.f, p.dscores.data(), p.k.data(), p.dq.data());  // dQ = dS K
-  attn::gemm_tn(p.blas, a, 1.f, p.dscores.data(), p.q.data(), p.dk.data());  // dK = dS^T Q
-}
+namespace {
+// The variant's state: the eager one's (a cuBLAS handle, P, dP and dS) and the generated row kernel,
+// built (or taken from the cache) before timing.
+struct Compiled {
+  using Topic = AttentionBackward;
+  lab::CublasHandle blas;
+  attn::SavedProbs saved;
+  attn::Seq2Buffers seq2;
+  const lab::jit::RowKernel& softmax_backward;
+  Compiled(const AttentionBackward::Problem& p, cudaStream_t stream)
+      : saved(blas, p, stream), seq2(p.dims),
+        softmax_backward(attn::compiled_row_kernel(lab::jit::RowOp::softmax_backward, p.dims)) {}
+
+  void run(AttentionBackward::Problem& p, cudaStream_t stream) {
+    const attn::Dims& a = p.dims;
+    const float* probs = saved.probs.data();
+    float *dprobs = seq2.first.data(), *dscores = seq2.second.data();
+    attn::use_stream(blas, stream);
+    attn::gemm_tn(blas, a, 1.f, probs, p.dout.data(), p.dv.data());                  // dV = P^T dO
+    attn::gemm_nt(blas, a, 1.f, p.dout.data(), p.v.data(), dprobs);                  // dP = dO V^T
+    softmax_backward.launch(probs, dprobs, dscores, a.rows(), a.seq, a.seq, stream);  // dS, masked, scaled
+    attn::gemm_nn(blas, a, 1.f, dscores, p.k.data(), p.dq.data());                   // dQ = dS K
+    attn::gemm_tn(blas, a, 1.f, dscores, p.q.data(), p.dk.data());                   // dK = dS^T Q
+  }
+};
+}  // namespace
+
+LAB_VARIANT_CLASS_STEP(Compiled, 1, "compiled: lab::jit fuses the mask and scale backward into the softmax backward");

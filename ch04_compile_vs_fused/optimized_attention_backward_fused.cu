@@ -98,20 +98,30 @@ __global__ void __launch_bounds__(flash::kThreads)
   }
 }
 
+
+// The variant's state: O and lse as the fused forward leaves them (computed before timing), and
+// delta = rowsum(dO o O), computed at the start of every run.
+struct Fused {
+  using Topic = AttentionBackward;
+  attn::SavedOutput saved;
+  Fused(const AttentionBackward::Problem& p, cudaStream_t stream) : saved(p, stream) {}
+
+  void run(AttentionBackward::Problem& p, cudaStream_t stream) {
+    const attn::Dims& a = p.dims;
+    saved.prologue(a, p.dout.data(), p.dq.data(), stream);  // delta, and dQ = 0 for the atomics
+    flash::dispatch(a.d, a.causal, [&](auto dc, auto causal) {
+      constexpr int D = decltype(dc)::value;
+      auto kernel = flash_backward<D, decltype(causal)::value>;
+      constexpr int bytes = sizeof(BackwardShared<D>);
+      LAB_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+      const dim3 grid((a.seq + kRows - 1) / kRows, a.bh());
+      kernel<<<grid, flash::kThreads, bytes, stream>>>(p.q.data(), p.k.data(), p.v.data(), p.dout.data(),
+                                                       saved.lse.data(), saved.delta.data(), p.dq.data(), p.dk.data(),
+                                                       p.dv.data(), a.seq, a.scale(), a.scale() * flash::kLog2e);
+      LAB_CHECK(cudaGetLastError());
+    });
+  }
+};
 }  // namespace
 
-LAB_VARIANT_STEP(AttentionBackward, 2, "fused (flash) fp32: P recomputed per tile from lse, no seq^2 tensor") {
-  p.fused_prologue(stream);  // O, lse, delta = rowsum(dO o O), dQ = 0
-  const attn::Dims& a = p.dims;
-  flash::dispatch(a.d, a.causal, [&](auto dc, auto causal) {
-    constexpr int D = decltype(dc)::value;
-    auto kernel = flash_backward<D, decltype(causal)::value>;
-    constexpr int bytes = sizeof(BackwardShared<D>);
-    LAB_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-    const dim3 grid((a.seq + kRows - 1) / kRows, a.bh());
-    kernel<<<grid, flash::kThreads, bytes, stream>>>(p.q.data(), p.k.data(), p.v.data(), p.dout.data(),
-                                                     p.lse.data(), p.delta.data(), p.dq.data(), p.dk.data(),
-                                                     p.dv.data(), a.seq, a.scale(), a.scale() * flash::kLog2e);
-    LAB_CHECK(cudaGetLastError());
-  });
-}
+LAB_VARIANT_CLASS_STEP(Fused, 2, "fused (flash) fp32: P recomputed per tile from lse, no seq^2 tensor");

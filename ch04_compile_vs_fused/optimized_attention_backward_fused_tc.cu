@@ -179,22 +179,33 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+
+// The variant's state: O and lse as the forward leaves them, delta, and the bf16 copies of Q, K, V
+// and dO (made before timing).
+struct TensorCores {
+  using Topic = AttentionBackward;
+  attn::SavedOutput saved;
+  attn::Bf16Inputs in16;
+  TensorCores(const AttentionBackward::Problem& p, cudaStream_t stream)
+      : saved(p, stream), in16(p, stream, p.dout.data()) {}
+  static lab::Declared declared() { return {.precision = "bf16"}; }
+
+  void run(AttentionBackward::Problem& p, cudaStream_t stream) {
+    const attn::Dims& a = p.dims;
+    saved.prologue(a, p.dout.data(), p.dq.data(), stream);  // delta, and dQ = 0 for the atomics
+    flash::dispatch(a.d, a.causal, [&](auto dc, auto causal) {
+      constexpr int D = decltype(dc)::value;
+      auto kernel = flash_backward_tc<D, decltype(causal)::value>;
+      constexpr int bytes = sizeof(Shared<D>);
+      LAB_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+      const dim3 grid((a.seq + kRows - 1) / kRows, a.bh());
+      kernel<<<grid, kThreads, bytes, stream>>>(in16.q.data(), in16.k.data(), in16.v.data(), in16.dout.data(),
+                                                saved.lse.data(), saved.delta.data(), p.dq.data(), p.dk.data(),
+                                                p.dv.data(), a.seq, a.scale(), a.scale() * flash::kLog2e);
+      LAB_CHECK(cudaGetLastError());
+    });
+  }
+};
 }  // namespace
 
-LAB_VARIANT_STEP(AttentionBackward, 3, "fused on tensor cores: bf16 mma.sync for all five products, fp32 accumulation") {
-  p.fused_prologue(stream);  // O, lse, delta = rowsum(dO o O), dQ = 0
-  p.bf16_inputs(stream, p.dout.data());
-  p.tolerance_override = lab::Tolerance::bf16();
-  const attn::Dims& a = p.dims;
-  flash::dispatch(a.d, a.causal, [&](auto dc, auto causal) {
-    constexpr int D = decltype(dc)::value;
-    auto kernel = flash_backward_tc<D, decltype(causal)::value>;
-    constexpr int bytes = sizeof(Shared<D>);
-    LAB_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-    const dim3 grid((a.seq + kRows - 1) / kRows, a.bh());
-    kernel<<<grid, kThreads, bytes, stream>>>(p.q16.data(), p.k16.data(), p.v16.data(), p.dout16.data(),
-                                              p.lse.data(), p.delta.data(), p.dq.data(), p.dk.data(), p.dv.data(),
-                                              a.seq, a.scale(), a.scale() * flash::kLog2e);
-    LAB_CHECK(cudaGetLastError());
-  });
-}
+LAB_VARIANT_CLASS_STEP(TensorCores, 3, "fused on tensor cores: bf16 mma.sync for all five products, fp32 accumulation");

@@ -100,7 +100,8 @@ __global__ void __launch_bounds__(flash::kThreads, 2) flash_forward(const float*
 
 }  // namespace
 
-LAB_VARIANT_STEP(Attention, 2, "fused (flash) fp32: online softmax over K/V tiles, no seq^2 tensor") {
+LAB_VARIANT_STEP(Attention, 2, "fused (flash) fp32: online softmax over K/V tiles, no seq^2 tensor",
+                 .writes = {"lse"}) {
   const attn::Dims& a = p.dims;
   flash::dispatch(a.d, a.causal, [&](auto dc, auto causal) {
     constexpr int D = decltype(dc)::value;
@@ -112,5 +113,4 @@ LAB_VARIANT_STEP(Attention, 2, "fused (flash) fp32: online softmax over K/V tile
                                                      a.seq, a.scale() * flash::kLog2e);
     LAB_CHECK(cudaGetLastError());
   });
-  p.wrote_lse = true;
 }

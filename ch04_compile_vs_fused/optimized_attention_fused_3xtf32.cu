@@ -133,7 +133,8 @@ __global__ void __launch_bounds__(Config<D>::kThreads, Config<D>::kMinBlocks)
 
 }  // namespace
 
-LAB_VARIANT_STEP(Attention, 3, "fused fp32 on tensor cores: 3xTF32 mma.sync (fp32 split into two tf32), fp32 accuracy") {
+LAB_VARIANT_STEP(Attention, 3, "fused fp32 on tensor cores: 3xTF32 mma.sync (fp32 split into two tf32), fp32 accuracy",
+                 .precision = "3xtf32", .writes = {"lse"}) {
   const attn::Dims& a = p.dims;
   flash::dispatch(a.d, a.causal, [&](auto dc, auto causal) {
     constexpr int D = decltype(dc)::value;
@@ -145,5 +146,4 @@ LAB_VARIANT_STEP(Attention, 3, "fused fp32 on tensor cores: 3xTF32 mma.sync (fp3
                                                          p.lse.data(), a.seq, a.scale() * flash::kLog2e);
     LAB_CHECK(cudaGetLastError());
   });
-  p.wrote_lse = true;
 }

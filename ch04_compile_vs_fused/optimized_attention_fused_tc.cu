@@ -10,16 +10,11 @@
 // at d = 128 and 5% slower at d = 64). Inputs are bf16 copies of Q, K, V (made untimed, as a bf16
 // model holds them); the output O and lse are fp32. Tolerance: bf16 (inputs and P rounded to 8
 // bits of mantissa).
-// At d = 128, built for sm_90a (the default when the build is for sm_90 alone: see CMakeLists.txt),
-// the products run on Hopper's warpgroup wgmma instead (flash_forward_wgmma below, wgmma.cuh):
-// operands straight from shared memory, four warps sharing 64 rows.
+// The next step, optimized_attention_fused_wgmma, runs d = 128 on Hopper's warpgroup wgmma.
 // Run: make ch04 && ./ch04_compile_vs_fused/optimized_attention_fused_tc
 #include "attention.cuh"
 #include "flash_tiles.cuh"
 #include "mma_tiles.cuh"
-#if defined(LAB_SM90A)
-#include "wgmma.cuh"
-#endif
 
 namespace {
 
@@ -151,126 +146,28 @@ __global__ void __launch_bounds__(kThreads)
   mma::write_output(acc, m, l, o, lse + std::size_t(blockIdx.y) * seq, qrow0, seq);
 }
 
-#if defined(LAB_SM90A)
-// d = 128 on Hopper's wgmma (compiled for sm_90a only). Two warpgroups of 4 warps, each owning 64
-// queries: S = Q K^T is one m64n64k16 wgmma per 16 of d with Q and K read from shared memory by
-// descriptor, O += P V one m64n128k16 per 16 keys with P from registers (the accumulators packed
-// to bf16, as in the mma.sync kernel) and V^T from shared memory. V^T, with each head's seq rounded
-// up to 64 (zeros), is made from V by a transpose kernel at every call (timed), so that both
-// products read K-major tiles. The softmax, the mask, the copy schedule and the output are the
-// mma.sync kernel's helpers: the wgmma accumulator layout is mma's, warp by warp. Two blocks an
-// SM (kMinBlocks: 128 registers a thread, about 100 bytes spilled) ran the H100 at batch 8, 16
-// heads, seq 4096 in 2.84 ms against 3.77 ms with one block (172 registers) and 3.38 ms for the
-// mma.sync kernel; 128-key tiles, one block an SM, 3.43 ms. The products here still wait for each
-// wgmma before the softmax; overlapping the next tile's Q K^T with this tile's softmax
-// (FlashAttention-3) is the next step.
-namespace wg {
-constexpr int kGroups = 2, kThreads = 128 * kGroups, kBr = 64 * kGroups, kBc = 64, D = 128, kMinBlocks = 2;
-constexpr int kQ = kBr * D / 8, kK = kBc * D / 8, kV = D * kBc / 8;  // tiles, in 16-byte chunks
-constexpr int kSmemBytes = 16 * (kQ + kK + kV);
-}  // namespace wg
 
-template <bool Causal>
-__global__ void __launch_bounds__(wg::kThreads, wg::kMinBlocks)
-    flash_forward_wgmma(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k,
-                        const __nv_bfloat16* __restrict__ vt, float* __restrict__ o, float* __restrict__ lse, int seq,
-                        int seq_padded, float scale_log2) {
-  constexpr int kBr = wg::kBr, kBc = wg::kBc, D = wg::D, kT = wg::kThreads;
-  extern __shared__ __align__(1024) uint4 smem[];
-  uint4* qs = smem;       // Q: two regions (d 0-63, 64-127) of kBr rows
-  uint4* ks = qs + wg::kQ;    // K tile: two regions of kBc rows
-  uint4* vs = ks + wg::kK;    // V^T tile: one region of D rows (64 keys a row)
-  if (threadIdx.x == 0 && (mma::smem_address(smem) & 1023) != 0) __trap();  // the swizzle needs it
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, group = warp / 4;
-  const int tile = Causal ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
-  const int row0 = tile * kBr;
-  const std::size_t head = std::size_t(blockIdx.y) * seq * D;
-  q += head, k += head, o += head;
-  vt += std::size_t(blockIdx.y) * D * seq_padded;
+// The variant's state: the bf16 copies of Q, K and V, made before timing.
+struct TensorCores {
+  using Topic = Attention;
+  attn::Bf16Inputs in16;
+  TensorCores(const Attention::Problem& p, cudaStream_t stream) : in16(p, stream) {}
+  static lab::Declared declared() { return {.precision = "bf16", .writes = {"lse"}}; }
 
-  wgmma::load_async<kBr, D, kT>(qs, q, D, row0, seq, 0);
-  wgmma::load_async<kBc, D, kT>(ks, k, D, 0, seq, 0);
-  mma::cp_async_commit();  // copy groups: Q and K tile 0; V tile 0; then per tile K kt + 1, V kt + 1
-  wgmma::load_async<D, kBc, kT>(vs, vt, seq_padded, 0, D, 0);
-  mma::cp_async_commit();
-
-  float acc[1][D / 8][4] = {};
-  float m[1][2] = {{-INFINITY, -INFINITY}}, l[1][2] = {{0.f, 0.f}};
-  const int qrow0 = row0 + 64 * group + 16 * (warp % 4) + g;  // this lane's rows: qrow0, qrow0 + 8
-  const int last = Causal ? min(seq, row0 + kBr) : seq;
-  const int tiles = (last + kBc - 1) / kBc;
-  float s[1][kBc / 8][4];
-  const uint4* qg = qs + 64 * group * 8;  // the warpgroup's 64 rows of Q
-  mma::sweep_kv<true>(
-      tiles, [&](int kt) { wgmma::load_async<kBc, D, kT>(ks, k, D, kt * kBc, seq, 0); },
-      [&](int kt) { wgmma::load_async<D, kBc, kT>(vs, vt, seq_padded, 0, D, kt * kBc); },
-      [&](int) {
-        float(&sd)[kBc / 2] = reinterpret_cast<float(&)[kBc / 2]>(s);
-        wgmma::fence();
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {  // region kk / 4, its (kk % 4)-th 32 bytes
-          const std::uint64_t da = wgmma::descriptor(qg + (kk / 4) * kBr * 8) + 2 * (kk % 4);
-          const std::uint64_t db = wgmma::descriptor(ks + (kk / 4) * kBc * 8) + 2 * (kk % 4);
-          wgmma::mma_ss(sd, da, db, kk > 0);
-        }
-        wgmma::commit();
-        wgmma::wait<0>();
-      },
-      [&](int kt) {
-        mma::mask_scores<Causal>(s, kt * kBc, row0, qrow0, seq);
-        mma::online_softmax(s, scale_log2, m, l, acc);
-      },
-      [&](int) {
-        std::uint32_t a[kBc / 16][4];
-#pragma unroll
-        for (int kk = 0; kk < kBc / 16; ++kk) {
-          a[kk][0] = mma::pack_bf16(s[0][2 * kk][0], s[0][2 * kk][1]);
-          a[kk][1] = mma::pack_bf16(s[0][2 * kk][2], s[0][2 * kk][3]);
-          a[kk][2] = mma::pack_bf16(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
-          a[kk][3] = mma::pack_bf16(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
-        }
-        float(&od)[D / 2] = reinterpret_cast<float(&)[D / 2]>(acc);
-        wgmma::fence();
-#pragma unroll
-        for (int kk = 0; kk < kBc / 16; ++kk)  // region kk / 4 of V^T (64 keys a region)
-          wgmma::mma_rs_n128(od, a[kk], wgmma::descriptor(vs + (kk / 4) * D * 8) + 2 * (kk % 4));
-        wgmma::commit();
-        wgmma::wait<0>();
-      });
-  mma::write_output(acc, m, l, o, lse + std::size_t(blockIdx.y) * seq, qrow0, seq);
-}
-#endif
-
+  void run(Attention::Problem& p, cudaStream_t stream) {
+    const attn::Dims& a = p.dims;
+    flash::dispatch(a.d, a.causal, [&](auto dc, auto causal) {
+      constexpr int D = decltype(dc)::value;
+      auto kernel = flash_forward_tc<D, decltype(causal)::value>;
+      constexpr int bytes = Config<D>::kSmemBytes;
+      LAB_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+      const dim3 grid((a.seq + Config<D>::kBr - 1) / Config<D>::kBr, a.bh());
+      kernel<<<grid, kThreads, bytes, stream>>>(in16.q.data(), in16.k.data(), in16.v.data(), p.o.data(), p.lse.data(),
+                                                a.seq, a.scale() * flash::kLog2e);
+      LAB_CHECK(cudaGetLastError());
+    });
+  }
+};
 }  // namespace
 
-LAB_VARIANT_STEP(Attention, 4, "fused on tensor cores: bf16 mma.sync, fp32 accumulation, P kept in registers") {
-  const attn::Dims& a = p.dims;
-  p.bf16_inputs(stream);
-  p.tolerance_override = lab::Tolerance::bf16();
-#if defined(LAB_SM90A)
-  if (a.d == 128) {
-    const int seq_padded = (a.seq + wg::kBc - 1) / wg::kBc * wg::kBc;
-    if (p.vt16.size() == 0) p.vt16 = lab::DeviceBuffer<__nv_bfloat16>(std::size_t(a.bh()) * 128 * seq_padded);
-    attn::transpose_bf16(p.v16.data(), p.vt16.data(), a.bh(), a.seq, 128, seq_padded, stream);
-    auto kernel = a.causal ? flash_forward_wgmma<true> : flash_forward_wgmma<false>;
-    LAB_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, wg::kSmemBytes));
-    const dim3 grid((a.seq + wg::kBr - 1) / wg::kBr, a.bh());
-    kernel<<<grid, wg::kThreads, wg::kSmemBytes, stream>>>(p.q16.data(), p.k16.data(), p.vt16.data(), p.o.data(),
-                                                          p.lse.data(), a.seq, seq_padded, a.scale() * flash::kLog2e);
-    LAB_CHECK(cudaGetLastError());
-    p.wrote_lse = true;
-    return;
-  }
-#endif
-  flash::dispatch(a.d, a.causal, [&](auto dc, auto causal) {
-    constexpr int D = decltype(dc)::value;
-    auto kernel = flash_forward_tc<D, decltype(causal)::value>;
-    constexpr int bytes = Config<D>::kSmemBytes;
-    LAB_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-    const dim3 grid((a.seq + Config<D>::kBr - 1) / Config<D>::kBr, a.bh());
-    kernel<<<grid, kThreads, bytes, stream>>>(p.q16.data(), p.k16.data(), p.v16.data(), p.o.data(), p.lse.data(),
-                                              a.seq, a.scale() * flash::kLog2e);
-    LAB_CHECK(cudaGetLastError());
-  });
-  p.wrote_lse = true;
-}
+LAB_VARIANT_CLASS_STEP(TensorCores, 4, "fused on tensor cores: bf16 mma.sync, fp32 accumulation, P kept in registers");

@@ -118,16 +118,21 @@ Inputs::Inputs(const lab::Shape& s, lab::Rng& rng) : dims(s), q(dims.elements())
   rng.uniform(v, -1.f, 1.f);
 }
 
-void Inputs::bf16_inputs(cudaStream_t stream, const float* dout) {
-  auto copy = [&](const float* from, lab::DeviceBuffer<__nv_bfloat16>& to) {
-    if (to.size() != 0) return;
-    to = lab::DeviceBuffer<__nv_bfloat16>(dims.elements());
-    to_bf16(from, to.data(), dims.elements(), stream);
-  };
-  copy(q.data(), q16);
-  copy(k.data(), k16);
-  copy(v.data(), v16);
-  if (dout) copy(dout, dout16);
+std::optional<Precision> precision_named(const std::string& name) {
+  if (name == "fp32" || name == "3xtf32") return Precision::fp32();
+  if (name == "bf16") return Precision::bf16();
+  return std::nullopt;
+}
+
+Bf16Inputs::Bf16Inputs(const Inputs& in, cudaStream_t stream, const float* dout_f32)
+    : q(in.dims.elements()), k(in.dims.elements()), v(in.dims.elements()) {
+  to_bf16(in.q.data(), q.data(), in.dims.elements(), stream);
+  to_bf16(in.k.data(), k.data(), in.dims.elements(), stream);
+  to_bf16(in.v.data(), v.data(), in.dims.elements(), stream);
+  if (dout_f32) {
+    dout = lab::DeviceBuffer<__nv_bfloat16>(in.dims.elements());
+    to_bf16(dout_f32, dout.data(), in.dims.elements(), stream);
+  }
 }
 
 namespace {
@@ -343,11 +348,14 @@ std::vector<attn::HeadReference> references(const attn::Inputs& in, const std::v
 }
 
 
-// The precision a variant computes in: bf16 when it names the bf16 tolerance, else fp32. Both are
-// judged by fp32's tolerance plus the slack of their own arithmetic (attn::Precision).
+// The precision the variant declares. Every precision is judged by fp32's tolerance plus the slack
+// of its own arithmetic (attn::Precision).
 attn::Precision precision_of(const lab::Problem& p) {
-  return p.tolerance_override && std::string(p.tolerance_override->name) == "bf16" ? attn::Precision::bf16()
-                                                                                   : attn::Precision::fp32();
+  const auto prec = attn::precision_named(p.declared().precision);
+  if (!prec)
+    throw lab::Error("attention: the variant declares precision '" + p.declared().precision +
+                     "', which the reference does not model (fp32, 3xtf32 or bf16)");
+  return *prec;
 }
 
 lab::Tolerance tolerance_for(attn::Precision prec) {
@@ -366,7 +374,7 @@ lab::Verdict Attention::Problem::verify() {
   const lab::Tolerance tol = tolerance_for(prec);
   lab::Verdict v = compare_heads(dims, o.download(), [](const auto& r) { return Pair(r.o, r.o_slack); }, refs, tol, "O",
                                  std::size_t(dims.seq) * dims.d);
-  if (wrote_lse)
+  if (declared().writes_output("lse"))
     v.also(compare_heads(dims, lse.download(), [](const auto& r) { return Pair(r.lse, r.lse_slack); }, refs, tol,
                          "lse", std::size_t(dims.seq)));
   return v;
@@ -377,44 +385,42 @@ AttentionBackward::Problem::Problem(const lab::Shape& s, lab::Rng& rng)
   rng.uniform(dout, -1.f, 1.f);
 }
 
-const float* AttentionBackward::Problem::saved_probs(cudaStream_t stream) {
-  if (probs.size() == 0) {
-    probs = lab::DeviceBuffer<float>(dims.scores());
-    lab::DeviceBuffer<float> scratch(dims.scores()), out(dims.elements());
-    attn::eager_forward(blas, dims, q.data(), k.data(), v.data(), probs.data(), scratch.data(), out.data(), nullptr,
-                        stream);
-    LAB_CHECK(cudaStreamSynchronize(stream));
-  }
-  return probs.data();
+namespace attn {
+
+SavedProbs::SavedProbs(cublasHandle_t blas, const Inputs& in, cudaStream_t stream) : probs(in.dims.scores()) {
+  lab::DeviceBuffer<float> scratch(in.dims.scores()), out(in.dims.elements());
+  eager_forward(blas, in.dims, in.q.data(), in.k.data(), in.v.data(), probs.data(), scratch.data(), out.data(), nullptr,
+                stream);
+  LAB_CHECK(cudaStreamSynchronize(stream));
 }
 
-void AttentionBackward::Problem::saved_output(cudaStream_t stream) {
-  if (o.size() != 0) return;
-  o = lab::DeviceBuffer<float>(dims.elements());
-  lse = lab::DeviceBuffer<float>(dims.rows());
+SavedOutput::SavedOutput(const Inputs& in, cudaStream_t stream)
+    : o(in.dims.elements()), lse(in.dims.rows()), delta(in.dims.rows()) {
+  const Dims& dims = in.dims;
   {
+    lab::CublasHandle blas;
     // Heads a group at a time, so the scratch stays near 256 MiB (at least one head).
     const std::size_t per_head = std::size_t(dims.seq) * dims.seq;
     const int group = static_cast<int>(std::clamp<std::size_t>((std::size_t(64) << 20) / per_head, 1, dims.bh()));
     lab::DeviceBuffer<float> s1(per_head * group), s2(per_head * group);
     const std::size_t head = std::size_t(dims.seq) * dims.d;
     for (int h = 0; h < dims.bh(); h += group) {
-      attn::Dims part = dims;
+      Dims part = dims;
       part.batch = std::min(group, dims.bh() - h), part.heads = 1;
-      attn::eager_forward(blas, part, q.data() + h * head, k.data() + h * head, v.data() + h * head, s1.data(),
-                          s2.data(), o.data() + h * head, lse.data() + std::size_t(h) * dims.seq, stream);
+      eager_forward(blas, part, in.q.data() + h * head, in.k.data() + h * head, in.v.data() + h * head, s1.data(),
+                    s2.data(), o.data() + h * head, lse.data() + std::size_t(h) * dims.seq, stream);
     }
     LAB_CHECK(cudaStreamSynchronize(stream));
   }
   lab::reset_device_memory_peak();
 }
 
-void AttentionBackward::Problem::fused_prologue(cudaStream_t stream) {
-  saved_output(stream);
-  if (delta.size() == 0) delta = lab::DeviceBuffer<float>(dims.rows());
-  attn::row_dot(dout.data(), o.data(), delta.data(), dims.rows(), dims.d, stream);
-  LAB_CHECK(cudaMemsetAsync(dq.data(), 0, dq.bytes(), stream));
+void SavedOutput::prologue(const Dims& a, const float* dout, float* dq, cudaStream_t stream) {
+  row_dot(dout, o.data(), delta.data(), a.rows(), a.d, stream);
+  LAB_CHECK(cudaMemsetAsync(dq, 0, a.elements() * sizeof(float), stream));
 }
+
+}  // namespace attn
 
 lab::Verdict AttentionBackward::Problem::verify() {
   const auto hdout = dout.download();

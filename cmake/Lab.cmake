@@ -1,4 +1,5 @@
-# Build helpers for the lab. A chapter's CMakeLists.txt is one line, lab_chapter(chNN): every
+# Build helpers for the lab. A chapter's CMakeLists.txt is the line lab_chapter(chNN) (and, after
+# it, any extra targets of the chapter's own, as ch02's SASS listing): every
 # baseline_*.cu, optimized_*.cu and library_*.cu file in the folder becomes a program of the same
 # name, its variant joins the chapter's test binary, and the program is recorded in the manifest
 # (build/manifest.json) that compare reads. Nothing lists variants by hand.
@@ -51,6 +52,16 @@ function(lab_chapter short)
     target_link_libraries(${program}_variant PUBLIC lab ${support})
     target_include_directories(${program}_variant PUBLIC "${CMAKE_CURRENT_SOURCE_DIR}")
     lab_target_defaults(${program}_variant)
+    # A variant that needs Hopper's architecture-specific instructions (wgmma) says so in its file,
+    # on a line "// lab-arch: sm_90a". When the build is for sm_90 it is compiled for sm_90a and
+    # sees LAB_SM90A; otherwise it is compiled as the others are and reports N/A (its supports()).
+    file(STRINGS "${src}" arch_line REGEX "^// lab-arch: sm_90a$" LIMIT_COUNT 1)
+    if(arch_line AND CMAKE_CUDA_ARCHITECTURES STREQUAL "90")
+      set_property(TARGET ${program}_variant PROPERTY CUDA_ARCHITECTURES OFF)
+      target_compile_options(${program}_variant PRIVATE
+        $<$<COMPILE_LANGUAGE:CUDA>:--generate-code=arch=compute_90a,code=[compute_90a,sm_90a]>)
+      target_compile_definitions(${program}_variant PRIVATE LAB_SM90A)
+    endif()
     add_executable(${program} $<TARGET_OBJECTS:${program}_variant> $<TARGET_OBJECTS:lab_main>)
     target_link_libraries(${program} PRIVATE lab ${support})
     set_target_properties(${program} PROPERTIES LINKER_LANGUAGE CXX)

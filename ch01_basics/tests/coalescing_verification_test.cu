@@ -85,11 +85,10 @@ TEST(CoalescingVerification, AllVariantsAgreeBitForBit) {
   lab::Stream s;
   std::vector<float> first;
   for (const lab::Variant* v : variants) {
-    lab::Rng rng(lab::testing::run_seed());
-    Coalescing::Problem p(shape, rng);
-    LAB_CHECK(cudaDeviceSynchronize());
+    lab::Prepared pr = lab::prepare(*v, shape, lab::testing::run_seed(), s);
+    auto& p = dynamic_cast<Coalescing::Problem&>(*pr.problem);
     p.poison(s);
-    v->run(p, s);
+    pr.instance->run(p, s);
     s.sync();
     const auto out = p.out.download();
     if (first.empty())

@@ -19,15 +19,15 @@ void expect_label_error(std::string_view topic, const BadLabel& bad) {
   ASSERT_GE(variants.size(), 2u) << topic;
   for (const lab::Variant* v : variants) {
     SCOPED_TRACE(v->program + " at " + bad.shape.str());
-    lab::Rng rng(lab::testing::run_seed());
-    auto problem = v->topic->make(bad.shape, rng);
+    lab::Stream stream;
+    lab::Prepared pr = lab::prepare(*v, bad.shape, lab::testing::run_seed(), stream);
+    auto& problem = pr.problem;
     auto& in = dynamic_cast<CrossEntropyInputs&>(*problem);
     auto labels = in.labels.download();
     labels[static_cast<std::size_t>(bad.row)] = bad.label;
     in.labels.upload(labels);
-    lab::Stream stream;
     problem->poison(stream);
-    v->run(*problem, stream);
+    pr.instance->run(*problem, stream);
     LAB_CHECK(cudaStreamSynchronize(stream));
     const lab::Verdict verdict = problem->verify();
     EXPECT_FALSE(verdict.pass);
@@ -37,7 +37,7 @@ void expect_label_error(std::string_view topic, const BadLabel& bad) {
     labels[static_cast<std::size_t>(bad.row)] = 0;
     in.labels.upload(labels);
     problem->poison(stream);
-    v->run(*problem, stream);
+    pr.instance->run(*problem, stream);
     LAB_CHECK(cudaStreamSynchronize(stream));
     EXPECT_TRUE(problem->verify().pass);
   }

@@ -11,16 +11,9 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-namespace lab {
+#include "lab/contract.hpp"
 
-// Exit statuses of every lab program (the program contract).
-enum ExitCode : int {
-  kExitOk = 0,
-  kExitWrongResult = 1,  // verification failed, or the GPU faulted while computing a result
-  kExitUsage = 2,        // bad flag, bad shape, bad input
-  kExitNoDevice = 3,     // no usable CUDA device (none, no driver, or wrong architecture)
-  kExitOutOfMemory = 4,  // the device has not enough free memory for the problem
-};
+namespace lab {
 
 // Base of every error the lab throws on purpose.
 class Error : public std::runtime_error {

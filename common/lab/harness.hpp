@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -10,6 +11,7 @@
 
 #include <cuda_runtime.h>
 
+#include "lab/contract.hpp"
 #include "lab/registry.hpp"
 #include "lab/timing.hpp"
 #include "lab/verify.hpp"
@@ -43,20 +45,31 @@ std::uint64_t parse_seed(std::string_view text);
 // compare reads it; it needs no GPU.
 std::string describe_json(const Variant& v);
 
-// The counter that says whether a timed region is GPU-bound or host-bound: the host's time in the
-// variant's run (issuing work, and any wait it makes) over the GPU time between its events. Under
-// kHostBoundShare the GPU had work queued the whole time; at or above, the GPU waited on the host
-// (launch overheads, synchronous copies, allocations), and the time moves with the host's load.
-inline constexpr const char* kHostShareCounter = "host_share";
-inline constexpr double kHostBoundShare = 0.5;
-
-// Timed shapes whose reference is cheap enough to compute on the CPU are verified too.
-inline constexpr double kVerifyBytesLimit = double(1u << 30);
-inline constexpr double kVerifyFlopsLimit = 4e9;
+// Timed shapes within kVerifyBytesLimit and kVerifyFlopsLimit (contract.hpp) are verified too.
 std::vector<Shape> shapes_to_verify(const TopicInfo& t, const std::vector<Shape>& timed);
 
-// Makes the shape's inputs from the seed, poisons the outputs with NaN, runs the variant once and
-// compares with the topic's double-precision reference.
+// The problem for a shape, its inputs made from the seed, and the variant's state for it (its
+// prepare step, run and synchronized here: nothing of it is timed).
+struct Prepared {
+  std::unique_ptr<Problem> problem;
+  std::unique_ptr<Instance> instance;  // destroyed before the problem it was made for
+  Prepared() = default;
+  Prepared(Prepared&&) = default;
+  Prepared& operator=(Prepared&& o) noexcept {
+    instance = std::move(o.instance);
+    problem = std::move(o.problem);
+    return *this;
+  }
+  ~Prepared() { instance.reset(); }
+};
+Prepared prepare(const Variant& v, const Shape& s, std::uint64_t seed, cudaStream_t stream);
+
+// "" when the variant runs the shape on this device, otherwise its reason (Variant::supports).
+std::string unsupported(const Variant& v, const Shape& s);
+
+// Makes the shape's inputs from the seed and the variant's state, poisons the outputs with NaN,
+// runs the variant once and compares with the topic's double-precision reference. The shape must
+// be supported (unsupported() is ""): a check of a shape the variant cannot run throws Error.
 Verdict check_variant(const Variant& v, const Shape& s, std::uint64_t seed, cudaStream_t stream);
 
 // One measurement for the demos' reports: fresh inputs from the seed, a check against the reference
@@ -65,8 +78,9 @@ Verdict check_variant(const Variant& v, const Shape& s, std::uint64_t seed, cuda
 // result (oom), not an error, so a sweep can go on. peak_mib: the device memory the operation's
 // buffers held at most (MiB).
 struct Measurement {
-  std::optional<double> ms, peak_mib;  // median time; absent when oom
+  std::optional<double> ms, peak_mib;  // median time; absent when oom or not applicable
   bool oom = false, verified = false;
+  std::string not_applicable;  // the variant does not support the shape: why (nothing was run)
 };
 Measurement measure_variant(const Variant& v, const Shape& s, std::uint64_t seed, int reps, L2Flusher& flusher,
                             bool verify);

@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -49,7 +50,31 @@ struct Work {
   double flops = 0;
 };
 
-// One shape's device state, made by the topic: inputs filled from an Rng, outputs allocated.
+struct DeviceFacts;
+struct TopicInfo;
+
+// What a variant declares about itself, beside its kernels: read by the topic's verify and counters,
+// printed by --describe. Declared once in the variant's file, never assigned while it runs.
+struct Declared {
+  // An approximation on purpose (a tanh-form GELU, bf16 tensor-core inputs): the tolerance that
+  // judges it instead of the topic's default. Its name appears in every verdict.
+  std::optional<Tolerance> tolerance = std::nullopt;
+  // The arithmetic of its products, for references that model their rounding: "fp32", "3xtf32",
+  // "bf16" (attention's slack).
+  std::string precision = "fp32";
+  // The optional outputs it writes (attention's "lse"), or the one of several places it writes to
+  // (the pinned-memory lesson's "pinned" or "pageable" host buffers); the topic checks those named.
+  std::vector<std::string> writes = {};
+  // The bytes it moves through device memory per run, where that is more than the topic's minimum
+  // (Work::bytes): a lesson about traffic shows both. Reported as moved_GB/s and bytes_x_minimum.
+  std::function<double(const Shape&)> moved_bytes = {};
+
+  Tolerance tolerance_or(Tolerance topic_default) const { return tolerance.value_or(topic_default); }
+  bool writes_output(std::string_view name) const;
+};
+
+// One shape's device state, made by the topic: inputs filled from an Rng, outputs allocated, and
+// the reference. It holds nothing of any variant's: a variant's scratch is its own (Instance).
 class Problem {
  public:
   virtual ~Problem() = default;
@@ -60,11 +85,26 @@ class Problem {
   // after timing; it may run more work of its own (never inside the timed region).
   virtual std::vector<std::pair<std::string, double>> counters(double /*seconds*/, cudaStream_t) { return {}; }
 
-  // A variant that computes an approximation on purpose (a tanh-form GELU, tensor-core inputs)
-  // names its own tolerance when it runs; verify() uses it instead of the topic's default. The
-  // tolerance's name appears in every verdict, so the reader sees which one judged the result.
-  std::optional<Tolerance> tolerance_override;
-  Tolerance tolerance_or(Tolerance topic_default) const { return tolerance_override.value_or(topic_default); }
+  // What the variant this problem was made for declares (its tolerance, precision, outputs).
+  const Declared& declared() const { return *declared_; }
+  Tolerance tolerance_or(Tolerance topic_default) const { return declared_->tolerance_or(topic_default); }
+
+ private:
+  template <class T>
+  friend TopicInfo topic_info();
+  static const Declared kNothingDeclared;
+  const Declared* declared_ = &kNothingDeclared;
+};
+
+// A variant's state for one problem: made by the variant's prepare step (untimed, once a shape,
+// before the first run; its device memory counts in peak_MiB), then run as often as the harness
+// times it. Its scratch buffers, handles, converted inputs and captured graphs live here.
+class Instance {
+ public:
+  virtual ~Instance() = default;
+  virtual void run(Problem& p, cudaStream_t stream) = 0;
+  // The variant's own counters (bytes it moved, its compile time...), after timing.
+  virtual std::vector<std::pair<std::string, double>> counters(const Problem&, double /*seconds*/) { return {}; }
 };
 
 enum class Role { baseline, optimized, library };
@@ -78,7 +118,8 @@ struct TopicInfo {
   std::vector<Shape> sweep;   // timed by default
   std::vector<Shape> checks;  // verified always, awkward sizes included
   std::function<Work(const Shape&)> work;
-  std::function<std::unique_ptr<Problem>(const Shape&, Rng&)> make;
+  // Makes the shape's problem for a variant (whose declarations its verify reads).
+  std::function<std::unique_ptr<Problem>(const Shape&, Rng&, const Declared&)> make;
   // Topic-specific limits on a shape; returns "" when the shape is acceptable.
   std::function<std::string(const Shape&)> validate;
   // Whether a timed shape can be checked against the reference at all (beyond the cost limits).
@@ -92,7 +133,12 @@ struct Variant {
   int step = 0;             // order among a topic's optimized variants (intermediate steps first)
   std::string description;  // the one thing it changes
   const TopicInfo* topic = nullptr;
-  std::function<void(Problem&, cudaStream_t)> run;
+  Declared declared;
+  // "" when it can run the shape on the device, otherwise why not (architecture, head size,
+  // memory): a row N/A (reason) in compare, a skipped test, never a wrong result.
+  std::function<std::string(const Shape&, const DeviceFacts&)> supports;
+  // The untimed prepare step: the variant's state for this problem.
+  std::function<std::unique_ptr<Instance>(Problem&, cudaStream_t)> prepare;
 };
 
 // Chapter number -> folder name ("ch01_basics"); "" for an unknown chapter.
@@ -130,7 +176,11 @@ TopicInfo topic_info() {
   t.sweep = T::sweep();
   t.checks = T::checks();
   t.work = [](const Shape& s) { return T::work(s); };
-  t.make = [](const Shape& s, Rng& r) -> std::unique_ptr<Problem> { return std::make_unique<typename T::Problem>(s, r); };
+  t.make = [](const Shape& s, Rng& r, const Declared& d) -> std::unique_ptr<Problem> {
+    auto p = std::make_unique<typename T::Problem>(s, r);
+    p->declared_ = &d;
+    return p;
+  };
   if constexpr (requires(const Shape& s) { T::validate(s); }) {
     t.validate = [](const Shape& s) { return std::string(T::validate(s)); };
   } else {
@@ -144,16 +194,103 @@ TopicInfo topic_info() {
   return t;
 }
 
+namespace detail {
+
+// A variant written as one run function: no state of its own.
 template <class T>
-const Variant& register_variant(Registry& reg, std::string program, Role role, int step, std::string description,
-                                void (*fn)(typename T::Problem&, cudaStream_t)) {
+class FunctionInstance final : public Instance {
+ public:
+  using Fn = void (*)(typename T::Problem&, cudaStream_t);
+  explicit FunctionInstance(Fn fn) : fn_(fn) {}
+  void run(Problem& p, cudaStream_t s) override { fn_(static_cast<typename T::Problem&>(p), s); }
+
+ private:
+  Fn fn_;
+};
+
+// A variant written as a class V (its members are its state; see LAB_VARIANT_CLASS).
+template <class V>
+class ClassInstance final : public Instance {
+  using P = typename V::Topic::Problem;
+
+ public:
+  ClassInstance(P& p, cudaStream_t s) : v_(make(p, s)) {}
+  void run(Problem& p, cudaStream_t s) override { v_.run(static_cast<P&>(p), s); }
+  std::vector<std::pair<std::string, double>> counters(const Problem& p, double seconds) override {
+    if constexpr (requires(V& v, const P& q) { v.counters(q, seconds); })
+      return v_.counters(static_cast<const P&>(p), seconds);
+    else
+      return {};
+  }
+
+ private:
+  static V make(P& p, cudaStream_t s) {
+    if constexpr (std::is_constructible_v<V, P&, cudaStream_t>)
+      return V(p, s);
+    else if constexpr (std::is_constructible_v<V, P&>)
+      return V(p);
+    else
+      return V();
+  }
+  V v_;
+};
+
+// The fields every registration fills the same way.
+template <class T>
+Variant variant_record(Registry& reg, std::string program, Role role, int step, std::string description) {
   Variant v;
   v.program = std::move(program);
   v.role = role;
   v.step = step;
   v.description = std::move(description);
   v.topic = &reg.add_topic(topic_info<T>());
-  v.run = [fn](Problem& p, cudaStream_t s) { fn(static_cast<typename T::Problem&>(p), s); };
+  return v;
+}
+
+}  // namespace detail
+
+template <class T>
+const Variant& register_variant(Registry& reg, std::string program, Role role, int step, std::string description,
+                                void (*fn)(typename T::Problem&, cudaStream_t), Declared declared = {}) {
+  Variant v = detail::variant_record<T>(reg, std::move(program), role, step, std::move(description));
+  v.declared = std::move(declared);
+  v.supports = [](const Shape&, const DeviceFacts&) { return std::string(); };
+  v.prepare = [fn](Problem&, cudaStream_t) -> std::unique_ptr<Instance> {
+    return std::make_unique<detail::FunctionInstance<T>>(fn);
+  };
+  return reg.add(std::move(v));
+}
+
+// A variant class V declares, beside `using Topic = ...;` and `void run(Topic::Problem&, cudaStream_t)`:
+//   a constructor from (const Topic::Problem&, cudaStream_t), (const Topic::Problem&) or nothing:
+//     its prepare step, untimed (allocate scratch, convert inputs); it reads the inputs and writes
+//     nothing of the problem's (a constructor that captures a CUDA graph of the run takes a
+//     Topic::Problem&, since the graph records the outputs' addresses, and runs nothing);
+//   optionally static Declared declared(): its tolerance, precision, outputs;
+//   optionally static std::string supports(const Shape&, const DeviceFacts&): "" or why not;
+//   optionally counters(const Topic::Problem&, double seconds): its own counters.
+template <class V>
+const Variant& register_variant_class(Registry& reg, std::string program, Role role, int step,
+                                      std::string description) {
+  using T = typename V::Topic;
+  // Two files whose classes share a name outside an anonymous namespace are one class to the
+  // linker (one definition): the second registration would reuse the first file's class.
+  static const Registry* registered_in = nullptr;
+  if (registered_in == &reg)
+    throw Error("variant class of '" + program + "' registered twice: a class of the same name in another file "
+                "is the same class to the linker; define variant classes in an anonymous namespace");
+  registered_in = &reg;
+  Variant v = detail::variant_record<T>(reg, std::move(program), role, step, std::move(description));
+  if constexpr (requires { V::declared(); }) v.declared = V::declared();
+  v.supports = [](const Shape& s, const DeviceFacts& d) {
+    if constexpr (requires { V::supports(s, d); })
+      return std::string(V::supports(s, d));
+    else
+      return std::string();
+  };
+  v.prepare = [](Problem& p, cudaStream_t s) -> std::unique_ptr<Instance> {
+    return std::make_unique<detail::ClassInstance<V>>(static_cast<typename T::Problem&>(p), s);
+  };
   return reg.add(std::move(v));
 }
 
@@ -161,18 +298,37 @@ inline constexpr int kFinalStep = 1000;
 
 }  // namespace lab
 
-#define LAB_DETAIL_VARIANT(Topic, role, step, description)                                                 \
+#define LAB_DETAIL_VARIANT(Topic, role, step, description, ...)                                            \
   static void lab_variant_run(Topic::Problem& p, cudaStream_t stream);                                      \
   [[maybe_unused]] static const ::lab::Variant* lab_variant_registration = &::lab::register_variant<Topic>( \
       ::lab::Registry::global(), ::lab::program_name_from_path(__FILE__), ::lab::Role::role, step,          \
-      description, &lab_variant_run);                                                                       \
+      description, &lab_variant_run, ::lab::Declared{__VA_ARGS__});                                        \
   static void lab_variant_run([[maybe_unused]] Topic::Problem& p, [[maybe_unused]] cudaStream_t stream)
 
 // Registers this file's variant of Topic and opens its run function, whose parameters are
-// `p` (Topic::Problem&: inputs, outputs, shape) and `stream` (the stream to launch on).
+// `p` (Topic::Problem&: inputs, outputs, shape) and `stream` (the stream to launch on). A variant
+// with no state of its own is this one function; what it declares (lab::Declared) may follow the
+// description, as designated initializers or a Declared value:
 //   LAB_VARIANT(Transpose, optimized, "shared-memory tile with padding") { kernel<<<g, b, 0, stream>>>(...); }
+//   LAB_VARIANT_STEP(Gelu, 1, "tanh form", .tolerance = lab::Tolerance::per_element(...)) { ... }
 // role: baseline, optimized or library. One variant per file; the program takes the file's name.
-#define LAB_VARIANT(Topic, role, description) LAB_DETAIL_VARIANT(Topic, role, ::lab::kFinalStep, description)
+// A variant with state (scratch, handles, graphs) is a class: LAB_VARIANT_CLASS below.
+#define LAB_VARIANT(Topic, role, description, ...) \
+  LAB_DETAIL_VARIANT(Topic, role, ::lab::kFinalStep, description __VA_OPT__(, ) __VA_ARGS__)
 
 // An intermediate optimized step (1, 2, ...), listed before the final optimized variant.
-#define LAB_VARIANT_STEP(Topic, step, description) LAB_DETAIL_VARIANT(Topic, optimized, step, description)
+#define LAB_VARIANT_STEP(Topic, step, description, ...) \
+  LAB_DETAIL_VARIANT(Topic, optimized, step, description __VA_OPT__(, ) __VA_ARGS__)
+
+#define LAB_DETAIL_VARIANT_CLASS(Class, role, step, description)                                                  \
+  [[maybe_unused]] static const ::lab::Variant* lab_variant_registration = &::lab::register_variant_class<Class>( \
+      ::lab::Registry::global(), ::lab::program_name_from_path(__FILE__), ::lab::Role::role, step, description)
+
+// Registers a variant written as a class, for a variant with state or declarations (see
+// register_variant_class): its members are its workspace, made by its constructor before timing.
+// Define the class in an anonymous namespace: the chapter's test binary links every variant file.
+//   struct Eager { using Topic = Attention; lab::DeviceBuffer<float> scores; ...
+//                  explicit Eager(const Attention::Problem& p); void run(Attention::Problem& p, cudaStream_t s); };
+//   LAB_VARIANT_CLASS(Eager, baseline, "one kernel per operation");
+#define LAB_VARIANT_CLASS(Class, role, description) LAB_DETAIL_VARIANT_CLASS(Class, role, ::lab::kFinalStep, description)
+#define LAB_VARIANT_CLASS_STEP(Class, step, description) LAB_DETAIL_VARIANT_CLASS(Class, optimized, step, description)

@@ -15,6 +15,7 @@ class VariantCheck : public ::testing::Test {
   VariantCheck(const lab::Variant* v, lab::Shape s) : v_(v), s_(std::move(s)) {}
   void TestBody() override {
     LAB_REQUIRE_GPU();
+    if (const std::string why = lab::unsupported(*v_, s_); !why.empty()) GTEST_SKIP() << "N/A: " << why;
     const std::uint64_t seed = lab::testing::run_seed();
     lab::Stream stream;
     const lab::Verdict r = lab::check_variant(*v_, s_, seed, stream);

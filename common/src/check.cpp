@@ -32,7 +32,7 @@ int run_reporting_errors(const std::function<int()>& body) {
 }
 
 OutOfMemory::OutOfMemory(std::size_t wanted, std::size_t free_bytes, std::size_t total_bytes)
-    : Error("out of device memory: wanted " + std::to_string(wanted) + " bytes (" + mib(wanted) + "), " +
+    : Error(std::string(kOutOfMemoryMarker) + "out of device memory: wanted " + std::to_string(wanted) + " bytes (" + mib(wanted) + "), " +
                 std::to_string(free_bytes) + " bytes free (" + mib(free_bytes) + ") of " + mib(total_bytes),
             kExitOutOfMemory),
       wanted_(wanted),
@@ -85,4 +85,16 @@ void throw_cublas(cublasStatus_t r, const char* expr, const char* file, int line
 }
 
 }  // namespace detail
+std::string exit_status_help() {
+  return "Exit status: " + std::to_string(kExitOk) + " ok; " + std::to_string(kExitWrongResult) +
+         " wrong result or GPU fault; " + std::to_string(kExitUsage) + " bad usage; " + std::to_string(kExitNoDevice) +
+         " no usable CUDA device;\n" + std::to_string(kExitOutOfMemory) + " out of device memory.\n";
+}
+
+std::string verify_limits_text(const char* conjunction) {
+  return std::to_string(static_cast<long long>(kVerifyBytesLimit) >> 30) + " GiB " + conjunction + " " +
+         std::to_string(static_cast<long long>(kVerifyFlopsLimit / 1e9)) + " GFLOP";
+}
+
 }  // namespace lab
+

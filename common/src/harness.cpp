@@ -53,7 +53,8 @@ std::string footer(const Variant& v) {
   for (const auto& sw : t.switches) o << " (" << sw << ": 0 off, 1 on)";
   o << ". Default sweep: " << shapes_text(t.sweep) << "\n"
     << "Always verified (awkward sizes): " << shapes_text(t.checks) << "\n"
-    << "Timed shapes are verified too while the CPU reference stays under 1 GiB and 4 GFLOP of work.\n\n"
+    << "Timed shapes are verified too while the CPU reference stays under " << verify_limits_text()
+    << " of work.\n\n"
     << "Timing runs through Google Benchmark; its flags pass through, for example\n"
     << "  --benchmark_repetitions=N    samples per shape (default " << kDefaultRepetitions << "; the median is the headline)\n"
     << "  --benchmark_min_time=S       GPU seconds per sample (default " << kDefaultMinTimeSeconds << ")\n"
@@ -61,8 +62,7 @@ std::string footer(const Variant& v) {
     << "  --benchmark_format=console|json|csv   (json/csv: the lab's own lines go to stderr)\n"
     << "  --benchmark_out=FILE --benchmark_out_format=json\n"
     << "  --benchmark_list_tests\n\n"
-    << "Exit status: 0 ok; 1 wrong result or GPU fault; 2 bad usage; 3 no usable CUDA device;\n"
-    << "4 out of device memory.\n";
+    << exit_status_help();
   return o.str();
 }
 
@@ -163,7 +163,12 @@ std::string describe_json(const Variant& v) {
                             {"description", v.description}, {"dims", t.dims},
                             {"sweep", shapes(t.sweep)},   {"checks", shapes(t.checks)},
                             {"built_for", built_architectures()}};
-  return j.dump(2);
+  nlohmann::json declared = {{"precision", v.declared.precision}, {"writes", v.declared.writes},
+                             {"moves_more_than_minimum", static_cast<bool>(v.declared.moved_bytes)}};
+  if (v.declared.tolerance) declared["tolerance"] = v.declared.tolerance->name;
+  nlohmann::json out = j;
+  out["declared"] = std::move(declared);
+  return out.dump(2);
 }
 
 std::vector<Shape> shapes_to_verify(const TopicInfo& t, const std::vector<Shape>& timed) {
@@ -178,22 +183,40 @@ std::vector<Shape> shapes_to_verify(const TopicInfo& t, const std::vector<Shape>
 namespace {
 
 // Poisons the outputs, runs the variant once and compares with the reference.
-Verdict run_and_verify(const Variant& v, Problem& p, cudaStream_t stream) {
+Verdict run_and_verify(Instance& instance, Problem& p, cudaStream_t stream) {
   p.poison(stream);
-  v.run(p, stream);
+  instance.run(p, stream);
   LAB_CHECK_LAUNCH();
   LAB_CHECK(cudaStreamSynchronize(stream));
   return p.verify();
 }
 
+const DeviceFacts& this_device() {
+  static const DeviceFacts facts = init_device();
+  return facts;
+}
+
 }  // namespace
+
+Prepared prepare(const Variant& v, const Shape& s, std::uint64_t seed, cudaStream_t stream) {
+  Prepared out;
+  Rng rng(seed);
+  out.problem = v.topic->make(s, rng, v.declared);
+  LAB_CHECK(cudaDeviceSynchronize());  // inputs are complete before the variant's stream starts
+  out.instance = v.prepare(*out.problem, stream);
+  LAB_CHECK_LAUNCH();
+  LAB_CHECK(cudaStreamSynchronize(stream));
+  return out;
+}
+
+std::string unsupported(const Variant& v, const Shape& s) { return v.supports(s, this_device()); }
 
 Verdict check_variant(const Variant& v, const Shape& s, std::uint64_t seed, cudaStream_t stream) {
   prof::Range phase("verify " + s.str());
-  Rng rng(seed);
-  auto p = v.topic->make(s, rng);
-  LAB_CHECK(cudaDeviceSynchronize());  // inputs are complete before the variant's stream starts
-  return run_and_verify(v, *p, stream);
+  if (const std::string why = unsupported(v, s); !why.empty())
+    throw Error(v.program + " does not support " + s.str() + ": " + why + " (ask unsupported() first)");
+  Prepared pr = prepare(v, s, seed, stream);
+  return run_and_verify(*pr.instance, *pr.problem, stream);
 }
 
 Measurement measure_variant(const Variant& v, const Shape& s, std::uint64_t seed, int reps, L2Flusher& flusher,
@@ -201,17 +224,16 @@ Measurement measure_variant(const Variant& v, const Shape& s, std::uint64_t seed
   Measurement m;
   const std::size_t before = device_memory_stats().current;
   reset_device_memory_peak();
+  if (m.not_applicable = unsupported(v, s); !m.not_applicable.empty()) return m;
   try {
-    Rng rng(seed);
-    auto problem = v.topic->make(s, rng);
-    LAB_CHECK(cudaDeviceSynchronize());  // inputs are complete before the variant's stream starts
     Stream stream;
+    Prepared pr = prepare(v, s, seed, stream);
     if (verify) {
-      const Verdict verdict = run_and_verify(v, *problem, stream);
+      const Verdict verdict = run_and_verify(*pr.instance, *pr.problem, stream);
       if (!verdict.pass) throw Error(v.program + " at " + s.str() + ": wrong result: " + verdict.details());
       m.verified = true;
     }
-    const auto ms = flushed_samples_ms([&] { v.run(*problem, stream); }, stream, &flusher, reps);
+    const auto ms = flushed_samples_ms([&] { pr.instance->run(*pr.problem, stream); }, stream, &flusher, reps);
     m.ms = stats::median(ms);
     m.peak_mib = double(device_memory_stats().peak - before) / double(1 << 20);
   } catch (const OutOfMemory&) {
@@ -225,30 +247,29 @@ namespace {
 struct BenchContext {
   const Variant& v;
   const Options& opt;
-  DeviceFacts dev;
   Peaks peaks;
   std::uint64_t seed = 0;
   Stream stream;
   Event start, stop;
   std::unique_ptr<L2Flusher> flusher;
-  Shape shape;  // of the problem held below
-  std::unique_ptr<Problem> problem;
+  Shape shape;        // of the problem and the variant's state held below
+  Prepared prepared;
   int exit_code = kExitOk;
   std::vector<std::string> failures;
   std::vector<std::pair<Shape, std::string>> failed_shapes;  // not retried in later repetitions
 
   BenchContext(const Variant& var, const Options& o) : v(var), opt(o) {}
 
-  Problem& problem_for(const Shape& s) {
-    if (!problem || !(shape == s)) {
-      problem.reset();  // free the previous shape before allocating the next
+  // The problem and the variant's state for the shape (its prepare step: untimed, but its memory
+  // counts in peak_MiB).
+  Prepared& prepared_for(const Shape& s) {
+    if (!prepared.problem || !(shape == s)) {
+      prepared = {};  // free the previous shape before allocating the next
       reset_device_memory_peak();
-      Rng rng(seed);
-      problem = v.topic->make(s, rng);
-      LAB_CHECK(cudaDeviceSynchronize());
+      prepared = prepare(v, s, seed, stream);
       shape = s;
     }
-    return *problem;
+    return prepared;
   }
 
   const std::string* failure_of(const Shape& s) const {
@@ -258,7 +279,7 @@ struct BenchContext {
   }
 
   void fail(const Shape& s, const Error& e) {
-    problem.reset();
+    prepared = {};
     failed_shapes.emplace_back(s, e.what());
     exit_code = std::max<int>(exit_code, e.exit_code() == kExitOutOfMemory ? kExitOutOfMemory : kExitWrongResult);
     failures.push_back(s.str() + ": " + e.what());
@@ -270,15 +291,21 @@ void bench_shape(benchmark::State& st, BenchContext& c, const Shape& s) {
     st.SkipWithError(msg->c_str());
     return;
   }
+  if (const std::string why = unsupported(c.v, s); !why.empty()) {
+    st.SkipWithError((std::string(kNotApplicableMarker) + why).c_str());
+    return;
+  }
   try {
-    Problem& p = [&]() -> Problem& {
+    Prepared& pr = [&]() -> Prepared& {
       prof::Range phase("setup " + s.str());
-      return c.problem_for(s);
+      return c.prepared_for(s);
     }();
+    Problem& p = *pr.problem;
+    Instance& instance = *pr.instance;
     {
       prof::Range phase("warm-up " + s.str());
       for (int i = 0; i < kWarmupRuns; ++i) {  // module load, first-launch and library setup costs
-        c.v.run(p, c.stream);
+        instance.run(p, c.stream);
         LAB_CHECK_LAUNCH();
       }
       c.stream.sync();
@@ -293,7 +320,7 @@ void bench_shape(benchmark::State& st, BenchContext& c, const Shape& s) {
             // The host's own time in the timed region: issuing the work (and any wait the variant
             // makes itself). Near the GPU time, the GPU waited on the host: a host-bound region.
             const auto h0 = std::chrono::steady_clock::now();
-            c.v.run(p, c.stream);
+            instance.run(p, c.stream);
             host_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - h0).count();
           },
           c.stream, c.start, c.stop);
@@ -315,6 +342,12 @@ void bench_shape(benchmark::State& st, BenchContext& c, const Shape& s) {
     st.counters["peak_MiB"] = static_cast<double>(device_memory_stats().peak) / (1024.0 * 1024.0);
     st.counters[kHostShareCounter] = host_ms / total_ms;
     for (const auto& [name, value] : p.counters(secs, c.stream)) st.counters[name] = value;
+    if (c.v.declared.moved_bytes) {
+      const double moved = c.v.declared.moved_bytes(s);
+      st.counters["moved_GB/s"] = moved / secs / 1e9;
+      st.counters["bytes_x_minimum"] = moved / w.bytes;
+    }
+    for (const auto& [name, value] : instance.counters(p, secs)) st.counters[name] = value;
   } catch (const Error& e) {
     c.fail(s, e);
     st.SkipWithError(e.what());
@@ -338,28 +371,28 @@ constexpr int kProfiledRuns = 5;
 // made, warmed up and run kProfiledRuns times back to back (no L2 flush); the table covers those runs.
 void profile_pass(const Variant& v, const Options& opt, const std::vector<Shape>& shapes, std::uint64_t seed,
                   std::ostream& out) {
-  const TopicInfo& t = *v.topic;
   Stream stream;
   std::vector<std::pair<Shape, std::pair<std::uint64_t, std::uint64_t>>> windows;
   prof::Session session;
   for (const auto& s : shapes) {
-    std::unique_ptr<Problem> p;
+    if (!unsupported(v, s).empty()) continue;
+    Prepared pr;
     {
       prof::Range phase("setup " + s.str());
-      Rng rng(seed);
-      p = t.make(s, rng);
-      LAB_CHECK(cudaDeviceSynchronize());
+      pr = prepare(v, s, seed, stream);
     }
+    Problem* p = pr.problem.get();
+    Instance& instance = *pr.instance;
     {
       prof::Range phase("warm-up " + s.str());
-      for (int i = 0; i < kWarmupRuns; ++i) v.run(*p, stream);
+      for (int i = 0; i < kWarmupRuns; ++i) instance.run(*p, stream);
       LAB_CHECK_LAUNCH();
       stream.sync();
     }
     const std::uint64_t t0 = prof::now_ns();
     {
       prof::Range phase("profiled " + s.str());
-      for (int i = 0; i < kProfiledRuns; ++i) v.run(*p, stream);
+      for (int i = 0; i < kProfiledRuns; ++i) instance.run(*p, stream);
       LAB_CHECK_LAUNCH();
       stream.sync();
     }
@@ -411,7 +444,7 @@ int run(const Variant& v, const Options& opt, const std::string& argv0) {
   benchmark::Initialize(&bargc, bargv.data());
   if (benchmark::ReportUnrecognizedArguments(bargc, bargv.data())) return kExitUsage;
 
-  DeviceFacts dev = init_device();
+  const DeviceFacts& dev = this_device();
   out << v.program << ": " << role_name(v.role) << " variant of '" << t.name << "' (" << t.folder() << ")\n  "
       << v.description << "\n"
       << dev.describe() << "\n";
@@ -440,6 +473,10 @@ int run(const Variant& v, const Options& opt, const std::string& argv0) {
     out << "verification (" << shapes.size() << " shapes against a double-precision CPU reference):\n";
     int failed = 0;
     for (const auto& s : shapes) {
+      if (const std::string why = unsupported(v, s); !why.empty()) {
+        out << "  " << s.str() << ": N/A (" << why << ")\n";
+        continue;
+      }
       const Verdict r = check_variant(v, s, seed, stream);
       out << "  " << s.str() << ": " << (r.pass ? r.summary() : r.details()) << "\n";
       out.flush();
@@ -448,7 +485,8 @@ int run(const Variant& v, const Options& opt, const std::string& argv0) {
     for (const auto& s : timed)
       if (std::find(shapes.begin(), shapes.end(), s) == shapes.end())
         out << "  " << s.str()
-            << ": not verified (over the CPU reference's limits: 1 GiB or 4 GFLOP of work, or the topic's own); the "
+            << ": not verified (over the CPU reference's limits: " << verify_limits_text("or")
+            << " of work, or the topic's own); the "
                "shapes above cover the same code\n";
     if (failed) {
       std::cerr << "error: verification FAILED on " << failed << " of " << shapes.size() << " shapes (seed " << seed
@@ -462,7 +500,6 @@ int run(const Variant& v, const Options& opt, const std::string& argv0) {
 
   // Timing.
   BenchContext ctx(v, opt);
-  ctx.dev = dev;
   ctx.peaks = peaks;
   ctx.seed = seed;
   if (opt.cache == CacheMode::cold) ctx.flusher = std::make_unique<L2Flusher>(dev.l2_bytes, dev.sms);
@@ -475,21 +512,21 @@ int run(const Variant& v, const Options& opt, const std::string& argv0) {
       << " warm-up runs; time and counters are per iteration, GPU time\n";
   out.flush();
 
-  benchmark::AddCustomContext("lab_program", v.program);
-  benchmark::AddCustomContext("lab_topic", t.name);
-  benchmark::AddCustomContext("lab_role", role_name(v.role));
-  benchmark::AddCustomContext("lab_device", dev.name);
-  benchmark::AddCustomContext("lab_device_uuid", dev.uuid);
-  benchmark::AddCustomContext("lab_arch", dev.arch());
-  benchmark::AddCustomContext("lab_driver", cuda_version_text(dev.driver_version));
-  benchmark::AddCustomContext("lab_runtime", cuda_version_text(dev.runtime_version));
-  benchmark::AddCustomContext("lab_sm_clock_mhz", std::to_string(dev.sm_clock_khz / 1000));
-  benchmark::AddCustomContext("lab_mem_clock_mhz", std::to_string(dev.mem_clock_khz / 1000));
-  benchmark::AddCustomContext("lab_peak_copy_gbs", std::to_string(peaks.copy_gbs));
-  benchmark::AddCustomContext("lab_peak_fp32_tflops", std::to_string(peaks.fp32_tflops));
-  benchmark::AddCustomContext("lab_cache", cache_mode_name(opt.cache));
-  benchmark::AddCustomContext("lab_seed", std::to_string(seed));
-  benchmark::AddCustomContext("lab_verification", verification);
+  benchmark::AddCustomContext(context::kProgram, v.program);
+  benchmark::AddCustomContext(context::kTopic, t.name);
+  benchmark::AddCustomContext(context::kRole, role_name(v.role));
+  benchmark::AddCustomContext(context::kDevice, dev.name);
+  benchmark::AddCustomContext(context::kDeviceUuid, dev.uuid);
+  benchmark::AddCustomContext(context::kArch, dev.arch());
+  benchmark::AddCustomContext(context::kDriver, cuda_version_text(dev.driver_version));
+  benchmark::AddCustomContext(context::kRuntime, cuda_version_text(dev.runtime_version));
+  benchmark::AddCustomContext(context::kSmClockMhz, std::to_string(dev.sm_clock_khz / 1000));
+  benchmark::AddCustomContext(context::kMemClockMhz, std::to_string(dev.mem_clock_khz / 1000));
+  benchmark::AddCustomContext(context::kPeakCopyGbs, std::to_string(peaks.copy_gbs));
+  benchmark::AddCustomContext(context::kPeakFp32Tflops, std::to_string(peaks.fp32_tflops));
+  benchmark::AddCustomContext(context::kCache, cache_mode_name(opt.cache));
+  benchmark::AddCustomContext(context::kSeed, std::to_string(seed));
+  benchmark::AddCustomContext(context::kVerification, verification);
 
   for (const auto& s : timed) {
     const Work w = t.work(s);
@@ -500,7 +537,7 @@ int run(const Variant& v, const Options& opt, const std::string& argv0) {
   }
   const std::size_t ran = benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
-  ctx.problem.reset();
+  ctx.prepared = {};
   const bool listing = has_flag(bargs, "--benchmark_list_tests");
   if (ran == 0 && !listing) {
     std::cerr << "error: --benchmark_filter matched none of: " << shapes_text(timed) << "\n";

@@ -94,6 +94,12 @@ std::string program_name_from_path(std::string_view path) {
   return std::string(path.substr(0, dot));
 }
 
+const Declared Problem::kNothingDeclared{};
+
+bool Declared::writes_output(std::string_view name) const {
+  return std::find(writes.begin(), writes.end(), name) != writes.end();
+}
+
 Registry& Registry::global() {
   static Registry r;
   return r;
@@ -115,6 +121,16 @@ const Variant& Registry::add(Variant v) {
   if (v.program.empty()) throw Error("variant with an empty program name");
   if (!v.topic) throw Error("variant '" + v.program + "' has no topic");
   if (find(v.program)) throw Error("variant '" + v.program + "' registered twice");
+  // One baseline, one library and one final optimized variant a topic, and each step number once:
+  // the order compare runs and the README lists them is the step order, so a tie is a mistake.
+  for (const auto& have : variants_)
+    if (have->topic->name == v.topic->name && have->role == v.role && have->step == v.step)
+      throw Error("variants '" + have->program + "' and '" + v.program + "' of topic '" + v.topic->name +
+                  "' are both the " + role_name(v.role) +
+                  (v.role == Role::optimized && v.step != kFinalStep ? " step " + std::to_string(v.step) : " variant") +
+                  ": give each its own step (LAB_VARIANT_STEP)");
+  if (!v.prepare) throw Error("variant '" + v.program + "' has no prepare step");
+  if (!v.supports) v.supports = [](const Shape&, const DeviceFacts&) { return std::string(); };
   variants_.push_back(std::make_unique<Variant>(std::move(v)));
   return *variants_.back();
 }

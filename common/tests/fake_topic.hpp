@@ -16,7 +16,8 @@ struct FakeTopic {
   static std::string validate(const lab::Shape& s) { return s[1] > 1000 ? "at most 1000 columns" : ""; }
   static bool verifiable(const lab::Shape& s) { return s[0] != 7; }  // a topic's own limit
   struct Problem : lab::Problem {
-    Problem(const lab::Shape&, lab::Rng&) {}
+    std::int64_t rows = 0;
+    Problem(const lab::Shape& s, lab::Rng&) : rows(s[0]) {}
     void poison(cudaStream_t) override {}
     lab::Verdict verify() override { return {}; }
   };

@@ -4,6 +4,7 @@
 
 #include "fake_topic.hpp"
 #include "lab/check.hpp"
+#include "lab/device.hpp"
 
 namespace {
 
@@ -95,18 +96,78 @@ TEST(Shape, ErrorsNameTheFlagAndTheProblem) {
 
 namespace {
 
-struct ToleranceProbe : lab::Problem {
-  void poison(cudaStream_t) override {}
-  lab::Verdict verify() override { return {}; }
+// A variant written as a class: its members are its state (made by its constructor, the prepare
+// step), and it declares its tolerance, precision, outputs and the shapes it supports.
+struct CountingVariant {
+  using Topic = FakeTopic;
+  int runs = 0;
+  std::int64_t rows = 0;  // read from the problem by the prepare step
+  explicit CountingVariant(const FakeTopic::Problem& p) : rows(p.rows) {}
+  void run(FakeTopic::Problem&, cudaStream_t) { ++runs; }
+  std::vector<std::pair<std::string, double>> counters(const FakeTopic::Problem&, double seconds) {
+    return {{"runs", double(runs)}, {"rows", double(rows)}, {"seconds", seconds}};
+  }
+  static lab::Declared declared() {
+    return {.tolerance = lab::Tolerance{5e-4, 1e-5, 2e-4, "declared approximation"}, .precision = "bf16",
+            .writes = {"lse"}};
+  }
+  static std::string supports(const lab::Shape& s, const lab::DeviceFacts&) {
+    return s[0] < 2 ? "needs two rows or more" : "";
+  }
 };
 
-TEST(Problem, AVariantMayNameItsOwnTolerance) {
-  ToleranceProbe p;
-  EXPECT_STREQ(p.tolerance_or(lab::Tolerance::fp32()).name, "fp32");  // the topic's default
-  p.tolerance_override = lab::Tolerance{5e-4, 1e-5, 2e-4, "gelu tanh approximation"};
-  const lab::Tolerance t = p.tolerance_or(lab::Tolerance::fp32());
-  EXPECT_STREQ(t.name, "gelu tanh approximation");
-  EXPECT_DOUBLE_EQ(t.atol, 5e-4);
+TEST(Registry, AVariantClassOwnsItsStateAndDeclaresWhatItIs) {
+  lab::Registry reg;
+  const lab::Variant* registered = &lab::register_variant_class<CountingVariant>(
+      reg, "optimized_counting", lab::Role::optimized, lab::kFinalStep, "counts");
+  const lab::Variant& v = *registered;
+  EXPECT_EQ(v.topic->name, "fake");
+  EXPECT_EQ(v.declared.precision, "bf16");
+  EXPECT_TRUE(v.declared.writes_output("lse"));
+  EXPECT_FALSE(v.declared.writes_output("o"));
+  const lab::DeviceFacts facts;
+  EXPECT_EQ(v.supports({1, 5}, facts), "needs two rows or more");
+  EXPECT_EQ(v.supports({3, 5}, facts), "");
+
+  // The problem made for the variant reads its declarations; the variant's state is its own.
+  lab::Rng rng(1);
+  auto p = v.topic->make({3, 5}, rng, v.declared);
+  EXPECT_STREQ(p->tolerance_or(lab::Tolerance::fp32()).name, "declared approximation");
+  EXPECT_EQ(p->declared().precision, "bf16");
+  auto instance = v.prepare(*p, nullptr);
+  instance->run(*p, nullptr);
+  instance->run(*p, nullptr);
+  const auto c = instance->counters(*p, 0.5);
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[0], (std::pair<std::string, double>{"runs", 2.0}));
+  EXPECT_EQ(c[1], (std::pair<std::string, double>{"rows", 3.0}));
+
+  // A variant that declares nothing: the topic's defaults, every shape supported.
+  const lab::Variant* registered_plain =
+      &lab::register_variant<FakeTopic>(reg, "baseline_plain", lab::Role::baseline, lab::kFinalStep, "plain", &fake_run);
+  const lab::Variant& plain = *registered_plain;
+  auto q = plain.topic->make({1, 1}, rng, plain.declared);
+  EXPECT_STREQ(q->tolerance_or(lab::Tolerance::fp32()).name, "fp32");
+  EXPECT_EQ(q->declared().precision, "fp32");
+  EXPECT_EQ(plain.supports({1, 1}, facts), "");
+  EXPECT_TRUE(plain.prepare(*q, nullptr)->counters(*q, 1.0).empty());
+}
+
+TEST(Registry, TwoVariantsInOneStepAreAnError) {
+  lab::Registry reg;
+  lab::register_variant<FakeTopic>(reg, "optimized_a", lab::Role::optimized, 1, "a", &fake_run);
+  lab::register_variant<FakeTopic>(reg, "optimized_b", lab::Role::optimized, 2, "b", &fake_run);
+  try {
+    lab::register_variant<FakeTopic>(reg, "optimized_c", lab::Role::optimized, 1, "c", &fake_run);
+    FAIL() << "no throw";
+  } catch (const lab::Error& e) {
+    const std::string w = e.what();
+    EXPECT_NE(w.find("'optimized_a' and 'optimized_c'"), std::string::npos) << w;
+    EXPECT_NE(w.find("step 1"), std::string::npos) << w;
+  }
+  lab::register_variant<FakeTopic>(reg, "baseline_a", lab::Role::baseline, lab::kFinalStep, "a", &fake_run);
+  EXPECT_THROW(lab::register_variant<FakeTopic>(reg, "baseline_b", lab::Role::baseline, lab::kFinalStep, "b", &fake_run),
+               lab::Error);
 }
 
 TEST(Shape, SwitchDimsTakeZeroOrOne) {

@@ -30,6 +30,7 @@ const char* status_name(Status s) {
     case Status::not_built: return "NOT-BUILT";
     case Status::bad_output: return "BAD-OUTPUT";
     case Status::usage: return "USAGE";
+    case Status::not_applicable: return "N/A";
   }
   return "?";
 }
@@ -196,8 +197,13 @@ void add_samples(ProgramResult& pr, const BenchmarkRun& run, int round) {
   for (const auto& e : run.errors) {
     if (!pr.shapes.count(e.shape)) pr.shape_order.push_back(e.shape);
     Cell& c = pr.shapes[e.shape];
-    c.status = e.message.find("out of device memory") != std::string::npos ? Status::oom : Status::wrong;
-    c.message = e.message;
+    // The contract's markers (lab/contract.hpp): out of memory, not applicable; anything else failed.
+    const auto starts = [&](const char* marker) { return e.message.rfind(marker, 0) == 0; };
+    c.status = starts(lab::kOutOfMemoryMarker)     ? Status::oom
+               : starts(lab::kNotApplicableMarker) ? Status::not_applicable
+                                                   : Status::wrong;
+    c.message = c.status == Status::not_applicable ? e.message.substr(std::string(lab::kNotApplicableMarker).size())
+                                                   : e.message;
   }
 }
 
@@ -239,7 +245,7 @@ Collected run_programs(const std::vector<const Program*>& programs, const RunOpt
       } else if (r.signal) {
         pr.status = Status::crash;
         pr.message = "killed by " + signal_name(r.signal);
-      } else if (r.exit_code == 3) {
+      } else if (r.exit_code == lab::kExitNoDevice) {
         c.no_gpu = true;
         c.no_gpu_message = failure_message(r.err);
         pr.status = Status::no_gpu;
@@ -247,25 +253,26 @@ Collected run_programs(const std::vector<const Program*>& programs, const RunOpt
         progress << "NO-GPU\n";
         c.seconds = elapsed();
         return c;  // nothing else can run either
-      } else if (r.exit_code == 2) {
+      } else if (r.exit_code == lab::kExitUsage) {
         pr.status = Status::usage;
         pr.message = failure_message(r.err);
-      } else if (r.exit_code == 1) {
+      } else if (r.exit_code == lab::kExitWrongResult) {
         pr.status = Status::wrong;
         pr.message = failure_message(r.err);
-      } else if (r.exit_code == 0 || r.exit_code == 4) {
+      } else if (r.exit_code == lab::kExitOk || r.exit_code == lab::kExitOutOfMemory) {
         try {
           const BenchmarkRun run = parse_benchmark_json(r.out);
           add_samples(pr, run, round);
           for (const auto& [key, value] : run.context)
-            if (key.rfind("lab_", 0) == 0 && !c.context.count(key)) c.context[key] = value;
-          if (r.exit_code == 4 && run.errors.empty()) {
+            if (key.rfind(lab::context::kPrefix, 0) == 0 && !c.context.count(key)) c.context[key] = value;
+          if (r.exit_code == lab::kExitOutOfMemory && run.errors.empty()) {
             pr.status = Status::oom;
             pr.message = failure_message(r.err);
           }
         } catch (const std::exception& e) {
-          pr.status = r.exit_code == 4 ? Status::oom : Status::bad_output;
-          pr.message = r.exit_code == 4 ? failure_message(r.err) : e.what();
+          const bool oom = r.exit_code == lab::kExitOutOfMemory;
+          pr.status = oom ? Status::oom : Status::bad_output;
+          pr.message = oom ? failure_message(r.err) : e.what();
         }
       } else {
         pr.status = Status::crash;
@@ -414,7 +421,7 @@ Analysis analyse(const Collected& c, std::uint64_t seed) {
     by_topic[t].push_back(&pr);
     if (pr.status != Status::ok) a.any_failure = true;
     for (const auto& [shape, cl] : pr.shapes)
-      if (cl.status != Status::ok) a.any_failure = true;
+      if (cl.status != Status::ok && cl.status != Status::not_applicable) a.any_failure = true;
   }
   std::map<int, std::vector<double>> final_speedups;
   std::map<int, std::string> folders;
@@ -436,12 +443,19 @@ Analysis analyse(const Collected& c, std::uint64_t seed) {
         if (std::find(shapes.begin(), shapes.end(), s) == shapes.end()) shapes.push_back(s);
     if (shapes.empty()) shapes.push_back("(none)");
     for (const auto& shape : shapes) {
+      // The final speedup at a shape: the last optimized variant's, or where it does not apply
+      // (N/A), the last one's that does; none when a variant that applies failed.
+      double final_speedup = NAN;
+      bool final_valid = true;
+      int final_chapter = 0;
       for (std::size_t i = 0; i < opt.size(); ++i) {
         if (base) {
           Row r = compare_pair(*base, *opt[i], shape, "vs baseline", seed);
-          if (i + 1 == opt.size() && r.status == Status::ok) {
-            final_speedups[r.chapter].push_back(r.speedup);
-          }
+          final_chapter = r.chapter;
+          if (r.status == Status::ok) final_speedup = r.speedup, final_valid = true;
+          else if (r.status != Status::not_applicable) final_valid = false;
+          if (i + 1 == opt.size() && final_valid && !std::isnan(final_speedup))
+            final_speedups[final_chapter].push_back(final_speedup);
           folders[r.chapter] = opt[i]->program->folder;
           a.rows.push_back(std::move(r));
         }
@@ -458,7 +472,7 @@ Analysis analyse(const Collected& c, std::uint64_t seed) {
         if (pr->status != Status::ok) a.rows.push_back(failure_row(*pr, t, ""));
   }
   for (const auto& r : a.rows)
-    if (r.status != Status::ok) a.any_failure = true;
+    if (r.status != Status::ok && r.status != Status::not_applicable) a.any_failure = true;
   for (const auto& [ch, v] : final_speedups) {
     ChapterSummary s;
     s.chapter = ch;

@@ -16,7 +16,8 @@
 
 namespace compare {
 
-enum class Status { ok, wrong, crash, timeout, oom, no_gpu, not_built, bad_output, usage };
+// not_applicable: the variant does not support the shape (its reason in the message); not a failure.
+enum class Status { ok, wrong, crash, timeout, oom, no_gpu, not_built, bad_output, usage, not_applicable };
 const char* status_name(Status);
 
 struct Program {

@@ -105,11 +105,30 @@ std::vector<std::string> failure_lines(const Analysis& a) {
   std::vector<std::string> lines;
   std::vector<std::string> seen;
   for (const auto& r : a.rows) {
-    if (r.status == Status::ok) continue;
+    if (r.status == Status::ok || r.status == Status::not_applicable) continue;
     const std::string key = r.verdict + "|" + r.message;
     if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
     seen.push_back(key);
     lines.push_back(r.verdict + " " + r.message);
+  }
+  return lines;
+}
+
+// One line per variant and reason for the N/A rows: which variant does not run which shapes, and why.
+std::vector<std::string> not_applicable_lines(const Analysis& a) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> by;  // "variant: reason" -> shapes
+  for (const auto& r : a.rows) {
+    if (r.status != Status::not_applicable) continue;
+    const std::string key = r.message;
+    auto it = std::find_if(by.begin(), by.end(), [&](const auto& e) { return e.first == key; });
+    if (it == by.end()) it = by.insert(by.end(), {key, {}});
+    if (std::find(it->second.begin(), it->second.end(), r.shape) == it->second.end()) it->second.push_back(r.shape);
+  }
+  std::vector<std::string> lines;
+  for (const auto& [key, shapes] : by) {
+    std::string s;
+    for (const auto& sh : shapes) s += (s.empty() ? "" : ", ") + sh;
+    lines.push_back(key + " (" + s + ")");
   }
   return lines;
 }
@@ -197,6 +216,9 @@ void print_table(std::ostream& out, const Analysis& a, const Meta& m, bool color
   const auto failures = failure_lines(a);
   if (!failures.empty()) out << "\nfailures:\n";
   for (const auto& f : failures) out << "  " << f << "\n";
+  const auto na = not_applicable_lines(a);
+  if (!na.empty()) out << "\nnot applicable (the variant declares it does not run these shapes):\n";
+  for (const auto& f : na) out << "  " << f << "\n";
   out << "\n";
   for (const auto& s : a.chapters)
     out << s.folder << ": geometric mean speedup of the final optimized variants over their baselines: "
@@ -216,6 +238,9 @@ std::string markdown(const Analysis& a, const Meta& m, const Collected* c) {
   const auto failures = failure_lines(a);
   if (!failures.empty()) o << "\nFailures:\n\n";
   for (const auto& f : failures) o << "- " << f << "\n";
+  const auto na = not_applicable_lines(a);
+  if (!na.empty()) o << "\nNot applicable (the variant declares it does not run these shapes):\n\n";
+  for (const auto& f : na) o << "- " << f << "\n";
   o << "\n";
   for (const auto& s : a.chapters)
     o << "Geometric mean speedup of the final optimized variants over their baselines (" << s.folder << ", "
@@ -305,7 +330,7 @@ nlohmann::json to_json(const Collected& c, const Analysis& a, const Meta& m) {
 namespace {
 Status status_from(const std::string& s) {
   for (Status st : {Status::ok, Status::wrong, Status::crash, Status::timeout, Status::oom, Status::no_gpu,
-                    Status::not_built, Status::bad_output, Status::usage})
+                    Status::not_built, Status::bad_output, Status::usage, Status::not_applicable})
     if (s == status_name(st)) return st;
   throw std::runtime_error("unknown status '" + s + "'");
 }

@@ -339,6 +339,25 @@ TEST(Groups, SamplesGroupedByRound) {
   EXPECT_EQ(compare::sample_groups(c).size(), 1u);
 }
 
+TEST_F(FakeLab, AShapeAVariantDoesNotSupportIsNotApplicableNotAFailure) {
+  const auto m = manifest({"baseline_six", "optimized_six_na"});
+  const auto c = run(m);
+  const auto a = compare::analyse(c, 7);
+  EXPECT_FALSE(a.any_failure);  // N/A is what the variant declares, not something that went wrong
+  const auto* ok = row(a, "optimized_six_na", "vs baseline", "64x64");
+  ASSERT_NE(ok, nullptr);
+  EXPECT_EQ(ok->verdict, "FASTER");
+  const auto* na = row(a, "optimized_six_na", "vs baseline", "128x256");
+  ASSERT_NE(na, nullptr);
+  EXPECT_EQ(na->verdict, "N/A");
+  EXPECT_EQ(na->status, compare::Status::not_applicable);
+  EXPECT_NE(na->message.find("written for 64x64 only"), std::string::npos) << na->message;
+  EXPECT_EQ(na->message.find("[lab:"), std::string::npos) << na->message;  // the marker is not shown
+  // The chapter's final speedup keeps the shape where the final variant ran.
+  ASSERT_EQ(a.chapters.size(), 1u);
+  EXPECT_EQ(a.chapters[0].matched, 1);
+}
+
 TEST_F(FakeLab, FailuresAreRowsNeverGaps) {
   const auto m = manifest({"baseline_fake", "optimized_fake_crash", "baseline_two", "optimized_two_wrong",
                            "baseline_three", "optimized_three_garbage", "baseline_four", "optimized_four_oom",
@@ -364,6 +383,7 @@ TEST_F(FakeLab, FailuresAreRowsNeverGaps) {
   const auto* oom = row(a, "optimized_four_oom", "vs baseline", "128x256");
   ASSERT_NE(oom, nullptr);
   EXPECT_EQ(oom->verdict, "OOM");
+  EXPECT_NE(oom->message.find("out of device memory"), std::string::npos) << oom->message;
   // Not built: its topic is unknown (it cannot describe itself), but it is a row all the same.
   const compare::Row* missing = nullptr;
   for (const auto& r : a.rows)

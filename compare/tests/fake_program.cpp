@@ -1,9 +1,11 @@
 // A stand-in for a lab program, for compare's tests on machines without a GPU. Its behaviour
 // follows its own name (compare's tests call it through symbolic links):
 //   <role>_<topic>[_<what>]   role: baseline, optimized, library; what: step, crash, hang, wrong,
-//                             garbage, nogpu, oom (anything else behaves normally)
+//                             garbage, nogpu, oom, na (anything else behaves normally)
 // It prints Google Benchmark JSON like a real program, with times that depend on the role.
 #include <unistd.h>
+
+#include "lab/contract.hpp"
 
 #include <chrono>
 #include <cmath>
@@ -69,11 +71,15 @@ int main(int argc, char** argv) {
     for (int r = 0; r < reps; ++r) {
       std::cout << (first ? "" : ",") << "\n{\"name\": \"" << topic << "/" << self << "/" << s << "/manual_time\", ";
       first = false;
-      if (what == "oom" && s != shapes.front()) {
+      if ((what == "oom" || what == "na") && s != shapes.front()) {
+        // A shape that could not run: the contract's marker, then the message (lab/contract.hpp).
+        const std::string message =
+            what == "oom" ? std::string(lab::kOutOfMemoryMarker) +
+                                "out of device memory: wanted 100 bytes (0.0 MiB), 10 bytes free (0.0 MiB) of 0.0 MiB"
+                          : std::string(lab::kNotApplicableMarker) + "the fake kernel is written for 64x64 only";
         std::cout << "\"run_name\": \"" << topic << "/" << self << "/" << s
-                  << "/manual_time\", \"run_type\": \"iteration\", \"error_occurred\": true, \"error_message\": "
-                     "\"out of device memory: wanted 100 bytes (0.0 MiB), 10 bytes free (0.0 MiB) of 0.0 MiB\", "
-                     "\"iterations\": 0, \"real_time\": 0, \"cpu_time\": 0, \"time_unit\": \"us\"}";
+                  << "/manual_time\", \"run_type\": \"iteration\", \"error_occurred\": true, \"error_message\": \""
+                  << message << "\", \"iterations\": 0, \"real_time\": 0, \"cpu_time\": 0, \"time_unit\": \"us\"}";
         continue;
       }
       const double t = base * elems / 4096.0 * (1.0 + 0.004 * std::sin(1.7 * r + elems));
