@@ -67,6 +67,52 @@ void list(const compare::Manifest& m) {
   }
 }
 
+// --against: this run (or a replayed one) against a saved run: regressions and the agreement rule.
+// Returns 0, 1 (a regression or a disagreement) or 2 (the two runs cannot be compared).
+int judge_against(const std::string& against_text, const compare::Collected& c, const compare::Analysis& a,
+                  bool ignore_device, bool color) {
+  int status = 0;
+  std::string error;
+  const auto changes = compare::against(against_text, c, ignore_device, error);
+  if (!error.empty()) {
+    std::cerr << "compare: error: --against: " << error << "\n";
+    return 2;
+  }
+  compare::print_changes(std::cout, changes, color);
+  for (const auto& ch : changes)
+    if (ch.verdict == "REGRESSED") status = 1;
+  try {
+    const compare::Agreement g = compare::row_agreement(against_text, a);
+    compare::print_agreement(std::cout, g);
+    if (!g.agrees()) {
+      std::cerr << "compare: the two runs disagree on " << g.gpu_failed + g.host_failed
+                << " rows (see 'agreement with the previous run')\n";
+      status = 1;
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "compare: error: --against: " << e.what() << "\n";
+    return 2;
+  }
+  return status;
+}
+
+// Reads and checks a saved run before anything runs: "" and a message in `error` when it is bad.
+std::string read_previous_run(const std::string& path, std::string& error) {
+  std::ifstream in(path);
+  if (!in) {
+    error = "cannot read --against " + path;
+    return "";
+  }
+  std::string text(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>{});
+  try {
+    compare::validate_previous_run(text);
+  } catch (const std::exception& e) {
+    error = "--against " + path + ": " + e.what();
+    return "";
+  }
+  return text;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -102,7 +148,8 @@ int main(int argc, char** argv) {
   app.add_flag("--ignore-device", ignore_device, "with --against: accept a run from another device");
   app.add_flag("--no-color", no_color, "no color in the terminal table");
   auto* replay_opt = app.add_option("--replay", replay_path,
-                                    "render a saved --json run again (table, --markdown, --csv) without running anything");
+                                    "render a saved --json run again (table, --markdown, --csv) without running "
+                                    "anything; with --against, judge it against another saved run");
   replay_opt->excludes(ch_opt)->excludes(topic_opt)->excludes(all_opt)->excludes(list_opt);
   app.footer(
       "Exit status: 0 all good; 1 a failure row or a regression; 2 bad usage; 3 no usable CUDA device.\n"
@@ -118,6 +165,15 @@ int main(int argc, char** argv) {
   }
   const bool color = !no_color && isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr;
   if (!replay_path.empty()) {
+    std::string against_text;
+    if (!against_path.empty()) {  // two saved runs judged against each other, nothing run
+      std::string error;
+      against_text = read_previous_run(against_path, error);
+      if (!error.empty()) {
+        std::cerr << "compare: error: " << error << "\n";
+        return 2;
+      }
+    }
     compare::Replayed r;
     try {
       std::ifstream in(replay_path);
@@ -129,11 +185,14 @@ int main(int argc, char** argv) {
     }
     const compare::Analysis a = compare::analyse(r.collected, r.meta.seed);
     compare::print_table(std::cout, a, r.meta, color);
+    int status = a.any_failure ? 1 : 0;
+    if (!against_text.empty())
+      status = std::max(status, judge_against(against_text, r.collected, a, ignore_device, color));
     bool wrote = true;
     if (!json_path.empty()) wrote &= write_file(json_path, compare::to_json(r.collected, a, r.meta).dump(2) + "\n");
     if (!csv_path.empty()) wrote &= write_file(csv_path, compare::csv(a, r.meta));
     if (!md_path.empty()) wrote &= write_file(md_path, compare::markdown(a, r.meta, &r.collected));
-    return !wrote ? 2 : a.any_failure ? 1 : 0;
+    return !wrote ? 2 : status;
   }
   if (!do_list && !all && chapter.empty() && topic.empty()) {
     std::cerr << "compare: error: say what to run: --chapter N, --topic NAME, --all, --list or --replay FILE (see --help)\n";
@@ -186,16 +245,10 @@ int main(int argc, char** argv) {
   std::string against_text;
   if (!against_path.empty()) {
     // Read and checked before anything runs: a bad file is a usage error now, not after the run.
-    std::ifstream in(against_path);
-    if (!in) {
-      std::cerr << "compare: error: cannot read --against " << against_path << "\n";
-      return 2;
-    }
-    against_text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    try {
-      compare::validate_previous_run(against_text);
-    } catch (const std::exception& e) {
-      std::cerr << "compare: error: --against " << against_path << ": " << e.what() << "\n";
+    std::string error;
+    against_text = read_previous_run(against_path, error);
+    if (!error.empty()) {
+      std::cerr << "compare: error: " << error << "\n";
       return 2;
     }
   }
@@ -215,30 +268,7 @@ int main(int argc, char** argv) {
   compare::print_table(std::cout, a, meta, color);
 
   int status = a.any_failure ? 1 : 0;
-  if (!against_text.empty()) {
-    std::string error;
-    const auto changes = compare::against(against_text, c, ignore_device, error);
-    if (!error.empty()) {
-      std::cerr << "compare: error: --against: " << error << "\n";
-      status = 2;
-    } else {
-      compare::print_changes(std::cout, changes, color);
-      for (const auto& ch : changes)
-        if (ch.verdict == "REGRESSED") status = std::max(status, 1);
-      try {
-        const compare::Agreement g = compare::row_agreement(against_text, a);
-        compare::print_agreement(std::cout, g);
-        if (!g.agrees()) {
-          std::cerr << "compare: the two runs disagree on " << g.gpu_failed + g.host_failed
-                    << " rows (see 'agreement with the previous run')\n";
-          status = std::max(status, 1);
-        }
-      } catch (const std::exception& e) {
-        std::cerr << "compare: error: --against: " << e.what() << "\n";
-        status = 2;
-      }
-    }
-  }
+  if (!against_text.empty()) status = std::max(status, judge_against(against_text, c, a, ignore_device, color));
   bool wrote = true;
   if (!json_path.empty()) wrote &= write_file(json_path, compare::to_json(c, a, meta).dump(2) + "\n");
   if (!csv_path.empty()) wrote &= write_file(csv_path, compare::csv(a, meta));

@@ -500,6 +500,12 @@ TEST_F(FakeLab, CommandLineWritesEveryOutput) {
   EXPECT_NE(again.out.find("2 rows in both runs;"), std::string::npos) << again.out;
   EXPECT_NE(again.out.find("same verdict: 2;"), std::string::npos) << again.out;
   EXPECT_NE(again.out.find("the runs agree"), std::string::npos) << again.out;
+  // Two saved runs judged against each other, nothing run: the same rule.
+  const auto saved = compare::run_process({COMPARE_BIN, "--replay", j.string(), "--against", j.string()}, 60);
+  EXPECT_EQ(saved.exit_code, 0) << saved.err;
+  EXPECT_NE(saved.out.find("2 rows in both runs;"), std::string::npos) << saved.out;
+  EXPECT_NE(saved.out.find("the runs agree"), std::string::npos) << saved.out;
+  EXPECT_EQ(saved.err.find("round 1/"), std::string::npos) << saved.err;
   // A corrupt previous run is refused before anything runs (exit 2, the file named).
   std::ofstream(dir_ / "corrupt.json") << "{\"rows\": [";
   const auto corrupt = compare::run_process({COMPARE_BIN, "--manifest", m.string(), "--chapter", "1", "--against",
