@@ -88,8 +88,8 @@ inline ForwardSlack forward_slack(const std::vector<float>& x, const RowStats& s
 
 }  // namespace ln
 
-// The shapes both directions share. Sweep: the issue's three (a transformer's 768, and two wide
-// rows); checks: D = 1, D not a multiple of 4 or 32, every register tile, and rows longer than
+// The shapes both directions share. Sweep: three the users' benchmarks name (a transformer's
+// 768, and two wide rows); checks: D = 1, D not a multiple of 4 or 32, every register tile, and rows longer than
 // the largest tile (the fallback).
 struct LayerNormShapes {
   static constexpr int chapter = 3;

@@ -1,6 +1,6 @@
 // Vanilla attention, as eager mode runs the textbook formula softmax(Q K^T / sqrt(d)) V: cuBLAS for
 // Q K^T, then one kernel per element-wise operation (the scale; the causal mask), a row-softmax
-// kernel, cuBLAS for P V (attn::eager_forward in support_attention.cu: the backward problems start
+// kernel, cuBLAS for P V (attn::eager_forward in attention_eager.cu: the backward problems start
 // from the same forward). The products are fast; what costs is that S and P, seq x seq a head,
 // go through device memory four or five times: written by the product, read and written by the
 // scale, by the mask, by the softmax, read by the second product. At seq 4096 that is 64 MiB a

@@ -4,6 +4,7 @@
 // the question compare answers is how much the hand gains over lab::jit's generated kernel.
 // Run: make ch04 && ./ch04_compile_vs_fused/optimized_elementwise_chain
 #include "elementwise_chain.cuh"
+#include "lab/launch.hpp"
 
 namespace {
 constexpr int kThreads = 256;
@@ -31,9 +32,7 @@ __global__ void fused_scalar(const float* __restrict__ x, const float* __restric
     y[i] = chain(x[i], c[i % cols]);
 }
 
-unsigned blocks_for(std::size_t work) {
-  return static_cast<unsigned>(std::min<std::size_t>((work + kThreads - 1) / kThreads, std::size_t{1} << 20));
-}
+unsigned blocks_for(std::size_t work) { return lab::grid_for(work, kThreads); }
 }  // namespace
 
 LAB_VARIANT(ElementwiseChain, optimized, "hand-fused: one kernel, float4 loads and stores, bias broadcast",

@@ -20,26 +20,37 @@ function(lab_target_defaults target)
     $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo -Xcompiler=-Wall,-Wextra>)
 endfunction()
 
-# lab_chapter(ch01): the programs, the test binary, and the `ch01` target of the current folder.
+# lab_chapter(ch01 [LINK lib...]): the programs, the test binary, and the `ch01` target of the
+# current folder. LINK: libraries every target of the chapter links besides lab (ch04: lab_jit).
 function(lab_chapter short)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "LINK")
+  set(extra ${arg_LINK})
   get_filename_component(folder "${CMAKE_CURRENT_SOURCE_DIR}" NAME)
   string(REGEX REPLACE "^ch0*" "" number "${short}")
   file(GLOB variant_sources CONFIGURE_DEPENDS
        "${CMAKE_CURRENT_SOURCE_DIR}/baseline_*.cu"
        "${CMAKE_CURRENT_SOURCE_DIR}/optimized_*.cu"
        "${CMAKE_CURRENT_SOURCE_DIR}/library_*.cu")
-  # support_*.cu: code that several variants of the chapter share (compiled once).
-  file(GLOB support_sources CONFIGURE_DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/support_*.cu")
+  # Every other .cu file of the folder is code that several variants share, compiled once into the
+  # chapter's library, chNN_shared; each is named for what it holds (layernorm_unfused.cu, mlp.cu).
+  file(GLOB all_sources CONFIGURE_DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/*.cu")
+  set(support_sources "")
+  foreach(src IN LISTS all_sources)
+    get_filename_component(stem "${src}" NAME)
+    if(NOT stem MATCHES "^(baseline|optimized|library|demo)_")
+      list(APPEND support_sources "${src}")
+    endif()
+  endforeach()
   if(support_sources)
-    add_library(${short}_support STATIC ${support_sources})
-    target_link_libraries(${short}_support PUBLIC lab)
-    target_include_directories(${short}_support PUBLIC "${CMAKE_CURRENT_SOURCE_DIR}")
-    lab_target_defaults(${short}_support)
-    set(support ${short}_support)
+    add_library(${short}_shared STATIC ${support_sources})
+    target_link_libraries(${short}_shared PUBLIC lab ${extra})
+    target_include_directories(${short}_shared PUBLIC "${CMAKE_CURRENT_SOURCE_DIR}")
+    lab_target_defaults(${short}_shared)
+    set(support ${short}_shared)
   else()
     set(support "")
   endif()
-  set_property(GLOBAL PROPERTY LAB_SUPPORT_${short} "${support}")
+  set_property(GLOBAL PROPERTY LAB_SUPPORT_${short} "${support};${extra}")
   file(GLOB test_sources CONFIGURE_DEPENDS
        "${CMAKE_CURRENT_SOURCE_DIR}/tests/*.cu" "${CMAKE_CURRENT_SOURCE_DIR}/tests/*.cpp")
   list(SORT variant_sources)
@@ -49,7 +60,7 @@ function(lab_chapter short)
     get_filename_component(program "${src}" NAME_WE)
     # The variant is compiled once and linked into its program and into the chapter's tests.
     add_library(${program}_variant OBJECT "${src}")
-    target_link_libraries(${program}_variant PUBLIC lab ${support})
+    target_link_libraries(${program}_variant PUBLIC lab ${support} ${extra})
     target_include_directories(${program}_variant PUBLIC "${CMAKE_CURRENT_SOURCE_DIR}")
     lab_target_defaults(${program}_variant)
     # A variant that needs Hopper's architecture-specific instructions (wgmma) says so in its file,
@@ -63,7 +74,7 @@ function(lab_chapter short)
       target_compile_definitions(${program}_variant PRIVATE LAB_SM90A)
     endif()
     add_executable(${program} $<TARGET_OBJECTS:${program}_variant> $<TARGET_OBJECTS:lab_main>)
-    target_link_libraries(${program} PRIVATE lab ${support})
+    target_link_libraries(${program} PRIVATE lab ${support} ${extra})
     set_target_properties(${program} PROPERTIES LINKER_LANGUAGE CXX)
     add_dependencies(${short} ${program})
     list(APPEND objects $<TARGET_OBJECTS:${program}_variant>)
@@ -78,7 +89,7 @@ function(lab_chapter short)
   foreach(src IN LISTS demo_sources)
     get_filename_component(program "${src}" NAME_WE)
     add_executable(${program} "${src}" ${objects})
-    target_link_libraries(${program} PRIVATE lab ${support} CLI11::CLI11 nlohmann_json::nlohmann_json)
+    target_link_libraries(${program} PRIVATE lab ${support} ${extra} CLI11::CLI11 nlohmann_json::nlohmann_json)
     set_target_properties(${program} PROPERTIES LINKER_LANGUAGE CXX)
     lab_target_defaults(${program})
     add_dependencies(${short} ${program})
@@ -107,6 +118,13 @@ function(lab_chapter short)
   if(variant_sources)
     lab_chapter_gtest_binary(${short} fuzz lab_chapter_fuzz_main "gpu;fuzz;${short}" 900 ${objects})
   endif()
+  # The README's table of programs is the registry's, never typed by hand (a CPU test).
+  add_test(NAME ${short}.readme_programs
+           COMMAND ${CMAKE_COMMAND} -DCOMPARE=$<TARGET_FILE:compare> -DMANIFEST=${PROJECT_BINARY_DIR}/manifest.json
+                   -DCHAPTER=${short} -DREADME=${CMAKE_CURRENT_SOURCE_DIR}/README.md
+                   -DOUT=${CMAKE_CURRENT_BINARY_DIR}/programs.md
+                   -P ${PROJECT_SOURCE_DIR}/cmake/check_readme_programs.cmake)
+  set_tests_properties(${short}.readme_programs PROPERTIES LABELS "cpu;${short}" TIMEOUT 120)
 endfunction()
 
 # A chapter's GoogleTest binary, chNN_<suffix>: the chapter's variant objects (and sources) with a

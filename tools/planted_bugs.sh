@@ -78,7 +78,7 @@ plant causal_fp32 ch04_compile_vs_fused/optimized_attention_fused.cu optimized_a
   '(Causal && col > row0 + 4 * ty + i)' '(Causal && col > row0 + 4 * ty + i + 1)'
 plant causal_bf16 ch04_compile_vs_fused/mma_tiles.cuh optimized_attention_fused_tc \
   '(Causal && col > qrow0 + 16 * mt + 8 * (e / 2))' '(Causal && col > qrow0 + 16 * mt + 8 * (e / 2) + 1)'
-plant bf16_pair_swapped ch04_compile_vs_fused/mma_tiles.cuh optimized_attention_fused_tc \
+plant bf16_pair_swapped ch04_compile_vs_fused/mma_ptx.cuh optimized_attention_fused_tc \
   '__floats2bfloat162_rn(lo, hi)' '__floats2bfloat162_rn(hi, lo)'
 
 echo "planted_bugs: $caught caught, ${#missed[@]} missed${missed:+: ${missed[*]}}"

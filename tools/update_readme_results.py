@@ -3,9 +3,12 @@
 markers <!-- results:begin --> and <!-- results:end -->, so that no number in a README is typed
 by hand. --section NAME uses the markers <!-- results:NAME:begin --> and <!-- results:NAME:end -->
 instead, for a second table a chapter's demo or another tool wrote (its file starts "Measured by `").
+--section programs takes the chapter's table of programs that `compare --list --chapter N --markdown
+FILE` wrote (its file starts "Listed by `compare --list"); a CPU test fails when it is stale.
 
   tools/update_readme_results.py ch01_basics/README.md results.md
   tools/update_readme_results.py ch04_compile_vs_fused/README.md attention.md --section attention
+  tools/update_readme_results.py ch01_basics/README.md programs.md --section programs
 """
 import argparse
 import sys
@@ -18,10 +21,11 @@ STAMP = "Measured by `compare`"
 def update(readme_text: str, results_text: str, section: str = "") -> str:
     begin, end = (BEGIN, END) if not section else ("<!-- results:%s:begin -->" % section,
                                                    "<!-- results:%s:end -->" % section)
-    stamp = STAMP if not section else "Measured by `"
+    stamp = STAMP if not section else "Listed by `compare --list" if section == "programs" else "Measured by `"
     if stamp not in results_text:
-        raise ValueError("the results file was not written by %s (no '%s' line)"
-                         % ("compare --markdown" if not section else "a demo's or a tool's --markdown", stamp))
+        writer = ("compare --markdown" if not section else "compare --list --markdown" if section == "programs"
+                  else "a demo's or a tool's --markdown")
+        raise ValueError("the results file was not written by %s (no '%s' line)" % (writer, stamp))
     b, e = readme_text.find(begin), readme_text.find(end)
     if b < 0 or e < 0 or e < b:
         raise ValueError("the README has no %s ... %s markers" % (begin, end))

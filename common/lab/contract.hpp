@@ -51,6 +51,10 @@ inline constexpr const char* kVerification = "lab_verification";
 inline constexpr const char* kPrefix = "lab_";  // every key above starts with it
 }  // namespace context
 
+// The step of a topic's baseline, library and final optimized variant in --describe's "step";
+// intermediate optimized steps are 1, 2, ... and run (and are listed) before it.
+inline constexpr int kFinalStep = 1000;
+
 // Timed shapes whose reference is cheap enough to compute on the CPU are verified too.
 inline constexpr double kVerifyBytesLimit = double(1u << 30);
 inline constexpr double kVerifyFlopsLimit = 4e9;

@@ -39,8 +39,7 @@ inline int demo_main(int argc, char** argv, const DemoInfo& d, const std::functi
   bool describe = false;
   options(app);
   app.add_flag("--describe", describe, "print this program's description as JSON and exit (no GPU needed)");
-  app.footer("Exit status: 0 ok; 1 a wrong result or GPU fault; 2 bad usage; 3 no usable CUDA device; "
-             "4 out of device memory.");
+  app.footer(exit_status_help());
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {

@@ -17,6 +17,7 @@
 
 #include <cuda_runtime.h>
 
+#include "lab/contract.hpp"
 #include "lab/rng.hpp"
 #include "lab/verify.hpp"
 
@@ -294,7 +295,6 @@ const Variant& register_variant_class(Registry& reg, std::string program, Role r
   return reg.add(std::move(v));
 }
 
-inline constexpr int kFinalStep = 1000;
 
 }  // namespace lab
 

@@ -23,7 +23,7 @@ CacheMode parse_cache_mode(std::string_view);  // throws UsageError
 
 class L2Flusher {
  public:
-  explicit L2Flusher(std::size_t l2_bytes, int sms = 132);
+  L2Flusher(std::size_t l2_bytes, int sms);  // the device's (DeviceFacts::l2_bytes, sms)
   void flush(cudaStream_t s);  // asynchronous, on s
   std::size_t bytes() const { return buf_.bytes(); }
 

@@ -1,3 +1,5 @@
+// The timed run of a program: Google Benchmark's glue, the CUPTI profile pass, and the contract's
+// main (flags checked, the device initialised, verification, timing, the exit status).
 #include "lab/harness.hpp"
 
 #include <algorithm>
@@ -8,239 +10,22 @@
 #include <memory>
 #include <sstream>
 
-#include <CLI/CLI.hpp>
 #include <benchmark/benchmark.h>
-#include <nlohmann/json.hpp>
 
 #include "lab/check.hpp"
 #include "lab/device.hpp"
 #include "lab/memory.hpp"
 #include "lab/profiler.hpp"
-#include "lab/stats.hpp"
+
+#include "harness_internal.hpp"
 
 namespace lab {
 
-namespace {
-
-constexpr int kDefaultRepetitions = 5;
-constexpr double kDefaultMinTimeSeconds = 0.05;  // of GPU time per repetition
-constexpr int kWarmupRuns = 3;
-
-bool starts_with(const std::string& s, std::string_view p) { return s.rfind(p, 0) == 0; }
-
-std::string shapes_text(const std::vector<Shape>& v) {
-  std::string s;
-  for (const auto& x : v) {
-    if (!s.empty()) s += ' ';
-    s += x.str();
-  }
-  return s;
-}
-
-std::string dims_text(const TopicInfo& t) {
-  std::string s;
-  for (const auto& d : t.dims) {
-    if (!s.empty()) s += 'x';
-    s += d;
-  }
-  return s;
-}
-
-std::string footer(const Variant& v) {
-  const TopicInfo& t = *v.topic;
-  std::ostringstream o;
-  o << "Shapes are " << dims_text(t);
-  for (const auto& sw : t.switches) o << " (" << sw << ": 0 off, 1 on)";
-  o << ". Default sweep: " << shapes_text(t.sweep) << "\n"
-    << "Always verified (awkward sizes): " << shapes_text(t.checks) << "\n"
-    << "Timed shapes are verified too while the CPU reference stays under " << verify_limits_text()
-    << " of work.\n\n"
-    << "Timing runs through Google Benchmark; its flags pass through, for example\n"
-    << "  --benchmark_repetitions=N    samples per shape (default " << kDefaultRepetitions << "; the median is the headline)\n"
-    << "  --benchmark_min_time=S       GPU seconds per sample (default " << kDefaultMinTimeSeconds << ")\n"
-    << "  --benchmark_filter=REGEX     run matching shapes only\n"
-    << "  --benchmark_format=console|json|csv   (json/csv: the lab's own lines go to stderr)\n"
-    << "  --benchmark_out=FILE --benchmark_out_format=json\n"
-    << "  --benchmark_list_tests\n\n"
-    << exit_status_help();
-  return o.str();
-}
-
-struct Cli {
-  CLI::App app;
-  std::vector<std::string> shape_text;
-  std::string cache = "cold";
-  std::string seed;
-  Options o;
-
-  explicit Cli(const Variant& v) : app(v.description, v.program) {
-    app.allow_extras();
-    app.description(v.program + ": " + std::string(role_name(v.role)) + " variant of '" + v.topic->name +
-                    "' (" + v.topic->folder() + ")\n" + v.description);
-    app.add_flag("--check-only", o.check_only, "verify, print the verdict, skip timing");
-    app.add_flag("--no-check", o.no_check, "skip verification (timing only)")->excludes("--check-only");
-    app.add_option("--shape", shape_text, "time these shapes instead of the default sweep (repeatable, or comma-separated)")
-        ->type_name(dims_text(*v.topic))
-        ->delimiter(',');
-    app.add_option("--cache", cache, "cold: flush the L2 before every timed iteration (default); hot: back to back")
-        ->check(CLI::IsMember({"cold", "hot"}));
-    app.add_option("--seed", seed, "seed for the random inputs (default: a fresh one, printed)");
-    app.add_flag("--remeasure-peaks", o.remeasure_peaks, "measure the device's peak bandwidth and FP32 rate again");
-    app.add_flag("--profile", o.profile,
-                 "after the timing, profile a pass of its own (CUPTI): per-kernel, copy and memset table by total GPU time");
-    app.add_option("--trace", o.trace, "with that pass, write a Chrome trace (Perfetto, chrome://tracing) to FILE")
-        ->type_name("FILE.json");
-    app.add_flag("--describe", o.describe, "print this variant's description as JSON and exit (no GPU needed)");
-    app.footer(footer(v));
-  }
-};
-
-}  // namespace
-
-std::uint64_t parse_seed(std::string_view text) {
-  std::uint64_t v = 0;
-  if (text.empty()) throw UsageError("--seed: empty (a whole number from 0 to 18446744073709551615)");
-  for (char c : text) {
-    if (c < '0' || c > '9')
-      throw UsageError("--seed " + std::string(text) + ": not a whole number from 0 to 18446744073709551615");
-    const std::uint64_t d = static_cast<std::uint64_t>(c - '0');
-    if (v > (UINT64_MAX - d) / 10) throw UsageError("--seed " + std::string(text) + ": above 18446744073709551615");
-    v = v * 10 + d;
-  }
-  return v;
-}
-
-std::string help_text(const Variant& v) {
-  Cli cli(v);
-  return cli.app.help();
-}
-
-Options parse_options(const Variant& v, const std::vector<std::string>& args) {
-  Cli cli(v);
-  std::vector<const char*> argv{v.program.c_str()};
-  for (const auto& a : args) argv.push_back(a.c_str());
-  try {
-    cli.app.parse(static_cast<int>(argv.size()), argv.data());
-  } catch (const CLI::CallForHelp&) {
-    Options o;
-    o.help = true;
-    return o;
-  } catch (const CLI::ParseError& e) {
-    throw UsageError(e.what());
-  }
-  Options o = cli.o;
-  for (const auto& a : cli.app.remaining()) {
-    if (starts_with(a, "--benchmark_") || starts_with(a, "--v=")) {
-      o.benchmark_args.push_back(a);
-      if (a == "--benchmark_format=json" || a == "--benchmark_format=csv") o.machine_readable = true;
-    } else {
-      throw UsageError("unknown argument '" + a + "' (see --help)");
-    }
-  }
-  o.cache = parse_cache_mode(cli.cache);
-  if (cli.app.count("--seed")) o.seed = parse_seed(cli.seed);
-  for (const auto& s : cli.shape_text) {
-    Shape sh = parse_shape(s, v.topic->dims, "--shape", v.topic->switches);
-    if (auto why = v.topic->validate(sh); !why.empty()) throw UsageError("--shape " + s + ": " + why);
-    o.shapes.push_back(std::move(sh));
-  }
-  return o;
-}
-
-std::string describe_json(const Variant& v) {
-  const TopicInfo& t = *v.topic;
-  auto shapes = [&](const std::vector<Shape>& list) {
-    nlohmann::json a = nlohmann::json::array();
-    for (const auto& s : list) {
-      const Work w = t.work(s);
-      a.push_back({{"shape", s.str()}, {"bytes", w.bytes}, {"flops", w.flops}});
-    }
-    return a;
-  };
-  const nlohmann::json j = {{"program", v.program},       {"topic", t.name},
-                            {"chapter", t.chapter},       {"folder", t.folder()},
-                            {"role", role_name(v.role)},  {"step", v.step},
-                            {"description", v.description}, {"dims", t.dims},
-                            {"sweep", shapes(t.sweep)},   {"checks", shapes(t.checks)},
-                            {"built_for", built_architectures()}};
-  nlohmann::json declared = {{"precision", v.declared.precision}, {"writes", v.declared.writes},
-                             {"moves_more_than_minimum", static_cast<bool>(v.declared.moved_bytes)}};
-  if (v.declared.tolerance) declared["tolerance"] = v.declared.tolerance->name;
-  nlohmann::json out = j;
-  out["declared"] = std::move(declared);
-  return out.dump(2);
-}
-
-std::vector<Shape> shapes_to_verify(const TopicInfo& t, const std::vector<Shape>& timed) {
-  std::vector<Shape> out = t.checks;
-  for (const auto& s : timed)
-    if (t.work(s).bytes <= kVerifyBytesLimit && t.work(s).flops <= kVerifyFlopsLimit && t.verifiable(s) &&
-        std::find(out.begin(), out.end(), s) == out.end())
-      out.push_back(s);
-  return out;
-}
-
-namespace {
-
-// Poisons the outputs, runs the variant once and compares with the reference.
-Verdict run_and_verify(Instance& instance, Problem& p, cudaStream_t stream) {
-  p.poison(stream);
-  instance.run(p, stream);
-  LAB_CHECK_LAUNCH();
-  LAB_CHECK(cudaStreamSynchronize(stream));
-  return p.verify();
-}
-
-const DeviceFacts& this_device() {
-  static const DeviceFacts facts = init_device();
-  return facts;
-}
-
-}  // namespace
-
-Prepared prepare(const Variant& v, const Shape& s, std::uint64_t seed, cudaStream_t stream) {
-  Prepared out;
-  Rng rng(seed);
-  out.problem = v.topic->make(s, rng, v.declared);
-  LAB_CHECK(cudaDeviceSynchronize());  // inputs are complete before the variant's stream starts
-  out.instance = v.prepare(*out.problem, stream);
-  LAB_CHECK_LAUNCH();
-  LAB_CHECK(cudaStreamSynchronize(stream));
-  return out;
-}
-
-std::string unsupported(const Variant& v, const Shape& s) { return v.supports(s, this_device()); }
-
-Verdict check_variant(const Variant& v, const Shape& s, std::uint64_t seed, cudaStream_t stream) {
-  prof::Range phase("verify " + s.str());
-  if (const std::string why = unsupported(v, s); !why.empty())
-    throw Error(v.program + " does not support " + s.str() + ": " + why + " (ask unsupported() first)");
-  Prepared pr = prepare(v, s, seed, stream);
-  return run_and_verify(*pr.instance, *pr.problem, stream);
-}
-
-Measurement measure_variant(const Variant& v, const Shape& s, std::uint64_t seed, int reps, L2Flusher& flusher,
-                            bool verify) {
-  Measurement m;
-  const std::size_t before = device_memory_stats().current;
-  reset_device_memory_peak();
-  if (m.not_applicable = unsupported(v, s); !m.not_applicable.empty()) return m;
-  try {
-    Stream stream;
-    Prepared pr = prepare(v, s, seed, stream);
-    if (verify) {
-      const Verdict verdict = run_and_verify(*pr.instance, *pr.problem, stream);
-      if (!verdict.pass) throw Error(v.program + " at " + s.str() + ": wrong result: " + verdict.details());
-      m.verified = true;
-    }
-    const auto ms = flushed_samples_ms([&] { pr.instance->run(*pr.problem, stream); }, stream, &flusher, reps);
-    m.ms = stats::median(ms);
-    m.peak_mib = double(device_memory_stats().peak - before) / double(1 << 20);
-  } catch (const OutOfMemory&) {
-    m.oom = true;
-  }
-  return m;
-}
+using detail::kDefaultMinTimeSeconds;
+using detail::kDefaultRepetitions;
+using detail::kWarmupRuns;
+using detail::shapes_text;
+using detail::starts_with;
 
 namespace {
 
@@ -444,7 +229,7 @@ int run(const Variant& v, const Options& opt, const std::string& argv0) {
   benchmark::Initialize(&bargc, bargv.data());
   if (benchmark::ReportUnrecognizedArguments(bargc, bargv.data())) return kExitUsage;
 
-  const DeviceFacts& dev = this_device();
+  const DeviceFacts& dev = detail::this_device();
   out << v.program << ": " << role_name(v.role) << " variant of '" << t.name << "' (" << t.folder() << ")\n  "
       << v.description << "\n"
       << dev.describe() << "\n";

@@ -45,8 +45,7 @@ void describe_programs(Manifest& m, double timeout_s);
 
 struct Selection {
   std::optional<std::string> chapter;  // "1", "01", "ch01" or "ch01_basics"
-  std::optional<std::string> topic;
-  bool all = false;
+  std::optional<std::string> topic;  // neither: every program
 };
 // Programs of the selection, ordered by chapter, topic, then baseline, optimized steps, optimized,
 // library (demos last). Throws std::invalid_argument naming what exists when nothing matches.

@@ -126,12 +126,14 @@ int main(int argc, char** argv) {
   compare::RunOptions o;
   std::uint64_t seed = 0;
   app.add_option("--manifest", manifest_path, "the build's manifest.json")->capture_default_str();
-  auto* list_opt = app.add_flag("--list", do_list, "list chapters, topics and variants with their descriptions");
+  auto* list_opt = app.add_flag("--list", do_list,
+                                "list chapters, topics and variants with their descriptions (with --chapter N "
+                                "--markdown FILE: the chapter README's table of programs)");
   auto* ch_opt = app.add_option("--chapter", chapter, "a chapter: number (1) or folder (ch01_basics)");
   auto* topic_opt = app.add_option("--topic", topic, "one topic, e.g. coalescing");
   auto* all_opt = app.add_flag("--all", all, "every chapter");
   all_opt->excludes(ch_opt)->excludes(topic_opt);
-  list_opt->excludes(ch_opt)->excludes(topic_opt)->excludes(all_opt);
+  list_opt->excludes(topic_opt)->excludes(all_opt);
   app.add_option("--repetitions", o.repetitions, "Google Benchmark repetitions per program run (default 3)")
       ->check(CLI::Range(1, 1000));
   app.add_option("--rounds", o.rounds, "interleaved rounds (ABAB), one process per program each; samples per side = repetitions x rounds (default 4)")
@@ -178,7 +180,8 @@ int main(int argc, char** argv) {
     try {
       std::ifstream in(replay_path);
       if (!in) throw std::runtime_error("cannot read it");
-      compare::replay(nlohmann::json::parse(in), r);
+      const std::string text(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>{});
+      compare::replay(compare::parse_run_file(text), r);
     } catch (const std::exception& e) {
       std::cerr << "compare: error: --replay " << replay_path << ": " << e.what() << "\n";
       return 2;
@@ -218,15 +221,29 @@ int main(int argc, char** argv) {
   }
   compare::describe_programs(m, 60);
   if (do_list) {
-    list(m);
-    return 0;
+    if (chapter.empty() && md_path.empty()) {
+      list(m);
+      return 0;
+    }
+    if (chapter.empty() || md_path.empty()) {
+      std::cerr << "compare: error: --list writes a Markdown table for one chapter: --list --chapter N --markdown FILE\n";
+      return 2;
+    }
+    try {
+      compare::Selection s;
+      s.chapter = chapter;
+      const std::string table = compare::programs_markdown(compare::select_programs(m, s));
+      return write_file(md_path, table) ? 0 : 2;
+    } catch (const std::exception& e) {
+      std::cerr << "compare: error: " << e.what() << "\n";
+      return 2;
+    }
   }
   std::vector<const compare::Program*> programs;
   try {
     compare::Selection s;
     if (!chapter.empty()) s.chapter = chapter;
     if (!topic.empty()) s.topic = topic;
-    s.all = all;
     programs = compare::select_programs(m, s);
   } catch (const std::exception& e) {
     std::cerr << "compare: error: " << e.what() << "\n";

@@ -9,6 +9,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "lab/contract.hpp"
 #include "lab/stats.hpp"
 #include "process.hpp"
 
@@ -16,10 +17,6 @@ namespace compare {
 
 namespace {
 
-std::string ctx(const Collected& c, const char* key, const char* fallback = "?") {
-  auto it = c.context.find(key);
-  return it == c.context.end() ? fallback : it->second;
-}
 
 std::string fixed(double v, int digits) {
   if (std::isnan(v)) return "-";
@@ -46,25 +43,16 @@ std::string speedup_text(const Row& r) {
 
 std::string ci_text(const Row& r) {
   if (std::isnan(r.ci_lo)) return "-";
-  if (r.kind == "vs library") return "[" + fixed(100 * r.ci_lo, 1) + ", " + fixed(100 * r.ci_hi, 1) + "]%";
-  return "[" + fixed(r.ci_lo, 2) + ", " + fixed(r.ci_hi, 2) + "]";
+  const bool lib = r.kind == "vs library";
+  std::string s = "[";  // appended, not "[" + std::string: GCC 12 warns (-Wrestrict) on that form
+  s += lib ? fixed(100 * r.ci_lo, 1) : fixed(r.ci_lo, 2);
+  s += ", ";
+  s += lib ? fixed(100 * r.ci_hi, 1) : fixed(r.ci_hi, 2);
+  s += lib ? "]%" : "]";
+  return s;
 }
 
 std::string gbs_text(double v) { return std::isnan(v) ? "-" : fixed(v, 0); }
-
-std::string which(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::istringstream dirs(path ? path : "/usr/bin:/bin");
-  std::string d;
-  while (std::getline(dirs, d, ':')) {
-    const std::string p = (d.empty() ? "." : d) + "/" + name;
-    if (FILE* f = std::fopen(p.c_str(), "r")) {
-      std::fclose(f);
-      return p;
-    }
-  }
-  return "";
-}
 
 std::vector<std::vector<std::string>> table_cells(const Analysis& a) {
   std::vector<std::vector<std::string>> rows;
@@ -133,7 +121,6 @@ std::vector<std::string> not_applicable_lines(const Analysis& a) {
   return lines;
 }
 
-nlohmann::json maybe(double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); }
 
 }  // namespace
 
@@ -149,50 +136,6 @@ std::string format_time(double s) {
   return buf;
 }
 
-std::string git_commit(const std::string& source_dir) {
-  if (const char* c = std::getenv("LAB_GIT_COMMIT"); c && *c) return c;  // a tree copied without .git
-  const std::string git = which("git");
-  if (git.empty() || source_dir.empty()) return "unknown";
-  const auto head = run_process({git, "-C", source_dir, "rev-parse", "--short=12", "HEAD"}, 10);
-  if (head.exit_code != 0) return "unknown";
-  std::string commit = head.out.substr(0, head.out.find('\n'));
-  const auto dirty = run_process({git, "-C", source_dir, "status", "--porcelain", "--untracked-files=no"}, 10);
-  if (dirty.exit_code == 0 && !dirty.out.empty()) commit += "-dirty";
-  return commit;
-}
-
-Meta make_meta(const Collected& c, const RunOptions& o, const std::string& source_dir, const std::string& command) {
-  Meta m;
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", std::gmtime(&t));
-  m.date = buf;
-  m.commit = git_commit(source_dir);
-  m.command = command;
-  m.device = ctx(c, "lab_device");
-  m.uuid = ctx(c, "lab_device_uuid", "");
-  m.arch = ctx(c, "lab_arch");
-  m.driver = ctx(c, "lab_driver");
-  m.runtime = ctx(c, "lab_runtime");
-  m.sm_clock_mhz = ctx(c, "lab_sm_clock_mhz");
-  m.mem_clock_mhz = ctx(c, "lab_mem_clock_mhz");
-  m.cache = o.cache;
-  m.peak_copy_gbs = ctx(c, "lab_peak_copy_gbs", "");
-  m.peak_fp32_tflops = ctx(c, "lab_peak_fp32_tflops", "");
-  m.repetitions = o.repetitions;
-  m.rounds = o.rounds;
-  m.seed = o.seed;
-  return m;
-}
-
-std::string Meta::line() const {
-  std::ostringstream o;
-  o << device << " (" << arch << "), driver " << driver << ", CUDA " << runtime << ", max clocks SM " << sm_clock_mhz
-    << " MHz / memory " << mem_clock_mhz << " MHz; cache " << cache << "; " << repetitions * rounds
-    << " samples a side (" << repetitions << " x " << rounds << " rounds, interleaved); " << date << "; commit "
-    << commit;
-  return o.str();
-}
 
 void print_table(std::ostream& out, const Analysis& a, const Meta& m, bool color) {
   out << m.line() << "\n\n";
@@ -283,120 +226,6 @@ std::string csv(const Analysis& a, const Meta& m) {
   return o.str();
 }
 
-nlohmann::json to_json(const Collected& c, const Analysis& a, const Meta& m) {
-  nlohmann::json j;
-  j["format"] = 1;
-  j["tool"] = "cuda-perf-lab compare";
-  j["date"] = m.date;
-  j["git_commit"] = m.commit;
-  j["command"] = m.command;
-  j["device"] = {{"name", m.device},       {"uuid", m.uuid},         {"arch", m.arch},
-                 {"driver", m.driver},     {"cuda", m.runtime},      {"sm_clock_mhz", m.sm_clock_mhz},
-                 {"mem_clock_mhz", m.mem_clock_mhz}, {"peak_copy_gbs", m.peak_copy_gbs},
-                 {"peak_fp32_tflops", m.peak_fp32_tflops}};
-  j["options"] = {{"repetitions", m.repetitions}, {"rounds", m.rounds}, {"cache", m.cache}, {"seed", m.seed}};
-  j["programs"] = nlohmann::json::array();
-  for (const auto& pr : c.programs) {
-    nlohmann::json p = {{"program", pr.program->name}, {"topic", pr.program->topic},   {"role", pr.program->role},
-                        {"step", pr.program->step},    {"chapter", pr.program->chapter}, {"folder", pr.program->folder},
-                        {"status", status_name(pr.status)}, {"message", pr.message}, {"seconds", pr.seconds}};
-    p["shapes"] = nlohmann::json::array();
-    for (const auto& s : pr.shape_order) {
-      const Cell& cl = pr.shapes.at(s);
-      nlohmann::json e = {{"shape", s}, {"status", status_name(cl.status)}, {"message", cl.message},
-                          {"samples_s", cl.samples}, {"rounds", cl.rounds}, {"counters", cl.counters}};
-      e["median_s"] = cl.samples.empty() ? nlohmann::json(nullptr) : nlohmann::json(lab::stats::median(cl.samples));
-      p["shapes"].push_back(e);
-    }
-    j["programs"].push_back(p);
-  }
-  j["rows"] = nlohmann::json::array();
-  for (const auto& r : a.rows)
-    j["rows"].push_back({{"chapter", r.chapter}, {"topic", r.topic}, {"shape", r.shape}, {"variant", r.variant},
-                         {"against", r.against}, {"kind", r.kind}, {"status", status_name(r.status)},
-                         {"message", r.message}, {"against_median_s", maybe(r.base_median)},
-                         {"variant_median_s", maybe(r.var_median)}, {"speedup", maybe(r.speedup)},
-                         {"ci95", {maybe(r.ci_lo), maybe(r.ci_hi)}},
-                         {"round_ci95", {maybe(r.round_lo), maybe(r.round_hi)}}, {"p_value", maybe(r.p)}, {"verdict", r.verdict},
-                         {"variant_gbs", maybe(r.gbs)}, {"n_against", r.n_base}, {"n_variant", r.n_var},
-                         {"bound", r.bound}, {"host_share", {maybe(r.base_host_share), maybe(r.var_host_share)}}});
-  j["chapters"] = nlohmann::json::array();
-  for (const auto& s : a.chapters)
-    j["chapters"].push_back({{"chapter", s.chapter}, {"folder", s.folder}, {"geomean_speedup", maybe(s.geomean)},
-                             {"matched_shapes", s.matched}});
-  return j;
-}
-
-namespace {
-Status status_from(const std::string& s) {
-  for (Status st : {Status::ok, Status::wrong, Status::crash, Status::timeout, Status::oom, Status::no_gpu,
-                    Status::not_built, Status::bad_output, Status::usage, Status::not_applicable})
-    if (s == status_name(st)) return st;
-  throw std::runtime_error("unknown status '" + s + "'");
-}
-}  // namespace
-
-void replay(const nlohmann::json& j, Replayed& out) {
-  if (j.value("tool", "") != "cuda-perf-lab compare") throw std::runtime_error("not a compare --json file");
-  try {
-    const auto& d = j.at("device");
-    Meta& m = out.meta;
-    m.date = j.at("date");
-    m.commit = j.at("git_commit");
-    m.command = j.value("command", "");
-    m.device = d.at("name");
-    m.uuid = d.value("uuid", "");
-    m.arch = d.value("arch", "?");
-    m.driver = d.value("driver", "?");
-    m.runtime = d.value("cuda", "?");
-    m.sm_clock_mhz = d.value("sm_clock_mhz", "?");
-    m.mem_clock_mhz = d.value("mem_clock_mhz", "?");
-    m.peak_copy_gbs = d.value("peak_copy_gbs", "");
-    m.peak_fp32_tflops = d.value("peak_fp32_tflops", "");
-    const auto& o = j.at("options");
-    m.repetitions = o.at("repetitions");
-    m.rounds = o.at("rounds");
-    m.cache = o.at("cache");
-    m.seed = o.at("seed");
-    const auto& progs = j.at("programs");
-    out.programs.clear();
-    out.programs.reserve(progs.size());  // ProgramResult points into it
-    for (const auto& p : progs) {
-      Program g;
-      g.name = p.at("program");
-      g.topic = p.at("topic");
-      g.role = p.at("role");
-      g.step = p.at("step");
-      g.chapter = p.at("chapter");
-      g.folder = p.at("folder");
-      g.built = true;
-      out.programs.push_back(std::move(g));
-    }
-    Collected& c = out.collected;
-    c.context = {{"lab_device", m.device}, {"lab_device_uuid", m.uuid}};
-    for (std::size_t i = 0; i < progs.size(); ++i) {
-      const auto& p = progs[i];
-      ProgramResult pr;
-      pr.program = &out.programs[i];
-      pr.status = status_from(p.at("status"));
-      pr.message = p.value("message", "");
-      pr.seconds = p.value("seconds", 0.0);
-      for (const auto& sh : p.at("shapes")) {
-        const std::string name = sh.at("shape");
-        pr.shape_order.push_back(name);
-        Cell& cl = pr.shapes[name];
-        cl.status = status_from(sh.at("status"));
-        cl.message = sh.value("message", "");
-        cl.samples = sh.at("samples_s").get<std::vector<double>>();
-        cl.rounds = sh.value("rounds", std::vector<int>{});  // absent in runs before rounds were kept
-        cl.counters = sh.at("counters").get<std::map<std::string, std::vector<double>>>();
-      }
-      c.programs.push_back(std::move(pr));
-    }
-  } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(std::string("a field is missing or has the wrong type: ") + e.what());
-  }
-}
 
 void print_changes(std::ostream& out, const std::vector<Change>& changes, bool color) {
   out << "\nagainst the previous run (before / after: above 1 is faster now):\n";
@@ -438,4 +267,24 @@ void print_agreement(std::ostream& out, const Agreement& a) {
   out << "  the runs " << (a.agrees() ? "agree" : "DISAGREE") << "\n";
 }
 
+std::string programs_markdown(const std::vector<const Program*>& programs) {
+  std::ostringstream o;
+  o << "Listed by `compare --list --chapter N --markdown FILE` from each program's `--describe`, in the order\n"
+       "compare runs them (intermediate steps between the baseline and the final optimized variant).\n\n"
+       "| topic | program | role | what it does |\n| --- | --- | --- | --- |\n";
+  std::string last_topic;
+  for (const Program* p : programs) {
+    if (!p->built) throw std::runtime_error(p->name + ": " + p->describe_error);
+    const bool demo = p->kind == "demo" || p->role == "demo";
+    std::string role = p->role;
+    if (p->role == "optimized") role = p->step == lab::kFinalStep ? "optimized (final)" : "step " + std::to_string(p->step);
+    const std::string topic = demo ? "(demo)" : p->topic;
+    const std::string cell = topic == last_topic && !demo ? "" : " " + topic;  // a topic's name once
+    o << "|" << cell << " | `" << p->name << "` | " << role << " | " << p->description << " |\n";
+    last_topic = topic;
+  }
+  return o.str();
+}
+
 }  // namespace compare
+

@@ -26,8 +26,18 @@ std::string format_time(double seconds);  // "7.27 us", "1.19 ms", "2.31 s"
 void print_table(std::ostream& out, const Analysis& a, const Meta& m, bool color);
 // With c, a second table lists every program's median time and counters at every shape.
 std::string markdown(const Analysis& a, const Meta& m, const Collected* c = nullptr);
+
+// The programs of a selection as a Markdown table, from their own --describe (topic, role, step,
+// description), in the order compare runs them: what a chapter README shows between its
+// <!-- results:programs:begin --> and <!-- results:programs:end --> markers. Throws
+// std::runtime_error naming a program that is not built (it cannot describe itself).
+std::string programs_markdown(const std::vector<const Program*>& programs);
 std::string csv(const Analysis& a, const Meta& m);
 nlohmann::json to_json(const Collected& c, const Analysis& a, const Meta& m);
+// The one reader of a run file: parses it and checks what every consumer relies on (an object with
+// "rows" and "programs" arrays, rows naming their variant, kind and shape). Throws
+// std::runtime_error saying what is wrong.
+nlohmann::json parse_run_file(const std::string& text);
 
 // A saved run (--json), read back: the programs (kept in `programs`, which must outlive the
 // result), their samples and counters, and the run's metadata. Throws std::runtime_error.

@@ -225,6 +225,7 @@ TEST(Agreement, RowByRowAgainstAPreviousRun) {
   only_now.shape = "256";
   now.rows = {a, b, only_now};
   const nlohmann::json prev = {
+      {"programs", nlohmann::json::array()},
       {"rows",
        {{{"variant", "optimized_x"}, {"kind", "vs baseline"}, {"against", "baseline_x"}, {"shape", "64"},
          {"speedup", 3.6}, {"verdict", "FASTER"}},
@@ -303,6 +304,7 @@ TEST(Against, OneSlowProcessIsNotARegression) {
   };
   auto previous = [&](const compare::Cell& c) {
     return nlohmann::json{{"device", {{"uuid", "GPU-1"}}},
+                          {"rows", nlohmann::json::array()},
                           {"programs", {{{"program", "baseline_x"},
                                          {"shapes", {{{"shape", "64"}, {"samples_s", c.samples}, {"rounds", c.rounds}}}}}}}}
         .dump();
@@ -337,6 +339,29 @@ TEST(Groups, SamplesGroupedByRound) {
   EXPECT_EQ(g[1], (std::vector<double>{3, 4, 5}));
   c.rounds.clear();  // a run saved before rounds were kept: one group
   EXPECT_EQ(compare::sample_groups(c).size(), 1u);
+}
+
+TEST_F(FakeLab, ListWritesAChaptersTableOfProgramsInRunOrder) {
+  const auto m = manifest({"optimized_fake", "baseline_fake", "optimized_fake_step", "library_fake", "demo_fake"});
+  const auto md = dir_ / "programs.md";
+  const auto r = compare::run_process(
+      {COMPARE_BIN, "--manifest", m.string(), "--list", "--chapter", "1", "--markdown", md.string()}, 60);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string t = read(md);
+  EXPECT_EQ(t.rfind("Listed by `compare --list", 0), 0u) << t;  // the stamp update_readme_results.py asks for
+  const auto at = [&](const std::string& s) { return t.find(s); };
+  ASSERT_NE(at("| fake | `baseline_fake` | baseline |"), std::string::npos) << t;
+  ASSERT_NE(at("| | `optimized_fake_step` | step 1 |"), std::string::npos) << t;
+  ASSERT_NE(at("| | `optimized_fake` | optimized (final) |"), std::string::npos) << t;
+  ASSERT_NE(at("| | `library_fake` | library |"), std::string::npos) << t;
+  ASSERT_NE(at("| (demo) | `demo_fake` | demo |"), std::string::npos) << t;
+  EXPECT_LT(at("`baseline_fake`"), at("`optimized_fake_step`"));
+  EXPECT_LT(at("`optimized_fake_step`"), at("`optimized_fake` |"));
+  EXPECT_LT(at("`optimized_fake` |"), at("`library_fake`"));
+  // Half the request is a usage error.
+  EXPECT_EQ(compare::run_process({COMPARE_BIN, "--manifest", m.string(), "--list", "--markdown", md.string()}, 60)
+                .exit_code,
+            2);
 }
 
 TEST_F(FakeLab, AShapeAVariantDoesNotSupportIsNotApplicableNotAFailure) {

@@ -1,0 +1,154 @@
+// The program's command line: its flags, --help and --describe (no GPU needed for any of them).
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "harness_internal.hpp"
+#include "lab/check.hpp"
+#include "lab/harness.hpp"
+
+namespace lab {
+
+namespace {
+
+using detail::kDefaultMinTimeSeconds;
+using detail::kDefaultRepetitions;
+using detail::shapes_text;
+using detail::starts_with;
+
+std::string dims_text(const TopicInfo& t) {
+  std::string s;
+  for (const auto& d : t.dims) {
+    if (!s.empty()) s += 'x';
+    s += d;
+  }
+  return s;
+}
+
+std::string footer(const Variant& v) {
+  const TopicInfo& t = *v.topic;
+  std::ostringstream o;
+  o << "Shapes are " << dims_text(t);
+  for (const auto& sw : t.switches) o << " (" << sw << ": 0 off, 1 on)";
+  o << ". Default sweep: " << shapes_text(t.sweep) << "\n"
+    << "Always verified (awkward sizes): " << shapes_text(t.checks) << "\n"
+    << "Timed shapes are verified too while the CPU reference stays under " << verify_limits_text()
+    << " of work.\n\n"
+    << "Timing runs through Google Benchmark; its flags pass through, for example\n"
+    << "  --benchmark_repetitions=N    samples per shape (default " << kDefaultRepetitions << "; the median is the headline)\n"
+    << "  --benchmark_min_time=S       GPU seconds per sample (default " << kDefaultMinTimeSeconds << ")\n"
+    << "  --benchmark_filter=REGEX     run matching shapes only\n"
+    << "  --benchmark_format=console|json|csv   (json/csv: the lab's own lines go to stderr)\n"
+    << "  --benchmark_out=FILE --benchmark_out_format=json\n"
+    << "  --benchmark_list_tests\n\n"
+    << exit_status_help();
+  return o.str();
+}
+
+struct Cli {
+  CLI::App app;
+  std::vector<std::string> shape_text;
+  std::string cache = "cold";
+  std::string seed;
+  Options o;
+
+  explicit Cli(const Variant& v) : app(v.description, v.program) {
+    app.allow_extras();
+    app.description(v.program + ": " + std::string(role_name(v.role)) + " variant of '" + v.topic->name +
+                    "' (" + v.topic->folder() + ")\n" + v.description);
+    app.add_flag("--check-only", o.check_only, "verify, print the verdict, skip timing");
+    app.add_flag("--no-check", o.no_check, "skip verification (timing only)")->excludes("--check-only");
+    app.add_option("--shape", shape_text, "time these shapes instead of the default sweep (repeatable, or comma-separated)")
+        ->type_name(dims_text(*v.topic))
+        ->delimiter(',');
+    app.add_option("--cache", cache, "cold: flush the L2 before every timed iteration (default); hot: back to back")
+        ->check(CLI::IsMember({"cold", "hot"}));
+    app.add_option("--seed", seed, "seed for the random inputs (default: a fresh one, printed)");
+    app.add_flag("--remeasure-peaks", o.remeasure_peaks, "measure the device's peak bandwidth and FP32 rate again");
+    app.add_flag("--profile", o.profile,
+                 "after the timing, profile a pass of its own (CUPTI): per-kernel, copy and memset table by total GPU time");
+    app.add_option("--trace", o.trace, "with that pass, write a Chrome trace (Perfetto, chrome://tracing) to FILE")
+        ->type_name("FILE.json");
+    app.add_flag("--describe", o.describe, "print this variant's description as JSON and exit (no GPU needed)");
+    app.footer(footer(v));
+  }
+};
+
+}  // namespace
+
+std::uint64_t parse_seed(std::string_view text) {
+  std::uint64_t v = 0;
+  if (text.empty()) throw UsageError("--seed: empty (a whole number from 0 to 18446744073709551615)");
+  for (char c : text) {
+    if (c < '0' || c > '9')
+      throw UsageError("--seed " + std::string(text) + ": not a whole number from 0 to 18446744073709551615");
+    const std::uint64_t d = static_cast<std::uint64_t>(c - '0');
+    if (v > (UINT64_MAX - d) / 10) throw UsageError("--seed " + std::string(text) + ": above 18446744073709551615");
+    v = v * 10 + d;
+  }
+  return v;
+}
+
+std::string help_text(const Variant& v) {
+  Cli cli(v);
+  return cli.app.help();
+}
+
+Options parse_options(const Variant& v, const std::vector<std::string>& args) {
+  Cli cli(v);
+  std::vector<const char*> argv{v.program.c_str()};
+  for (const auto& a : args) argv.push_back(a.c_str());
+  try {
+    cli.app.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const CLI::CallForHelp&) {
+    Options o;
+    o.help = true;
+    return o;
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(e.what());
+  }
+  Options o = cli.o;
+  for (const auto& a : cli.app.remaining()) {
+    if (starts_with(a, "--benchmark_") || starts_with(a, "--v=")) {
+      o.benchmark_args.push_back(a);
+      if (a == "--benchmark_format=json" || a == "--benchmark_format=csv") o.machine_readable = true;
+    } else {
+      throw UsageError("unknown argument '" + a + "' (see --help)");
+    }
+  }
+  o.cache = parse_cache_mode(cli.cache);
+  if (cli.app.count("--seed")) o.seed = parse_seed(cli.seed);
+  for (const auto& s : cli.shape_text) {
+    Shape sh = parse_shape(s, v.topic->dims, "--shape", v.topic->switches);
+    if (auto why = v.topic->validate(sh); !why.empty()) throw UsageError("--shape " + s + ": " + why);
+    o.shapes.push_back(std::move(sh));
+  }
+  return o;
+}
+
+std::string describe_json(const Variant& v) {
+  const TopicInfo& t = *v.topic;
+  auto shapes = [&](const std::vector<Shape>& list) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& s : list) {
+      const Work w = t.work(s);
+      a.push_back({{"shape", s.str()}, {"bytes", w.bytes}, {"flops", w.flops}});
+    }
+    return a;
+  };
+  const nlohmann::json j = {{"program", v.program},       {"topic", t.name},
+                            {"chapter", t.chapter},       {"folder", t.folder()},
+                            {"role", role_name(v.role)},  {"step", v.step},
+                            {"description", v.description}, {"dims", t.dims},
+                            {"sweep", shapes(t.sweep)},   {"checks", shapes(t.checks)},
+                            {"built_for", built_architectures()}};
+  nlohmann::json declared = {{"precision", v.declared.precision}, {"writes", v.declared.writes},
+                             {"moves_more_than_minimum", static_cast<bool>(v.declared.moved_bytes)}};
+  if (v.declared.tolerance) declared["tolerance"] = v.declared.tolerance->name;
+  nlohmann::json out = j;
+  out["declared"] = std::move(declared);
+  return out.dump(2);
+}
+
+}  // namespace lab

@@ -1,0 +1,86 @@
+// Making a variant's problem and state for a shape, checking it against the reference, and the
+// demos' one-shape measurement.
+#include <algorithm>
+
+#include "harness_internal.hpp"
+#include "lab/check.hpp"
+#include "lab/device.hpp"
+#include "lab/harness.hpp"
+#include "lab/memory.hpp"
+#include "lab/profiler.hpp"
+#include "lab/stats.hpp"
+
+namespace lab {
+
+std::vector<Shape> shapes_to_verify(const TopicInfo& t, const std::vector<Shape>& timed) {
+  std::vector<Shape> out = t.checks;
+  for (const auto& s : timed)
+    if (t.work(s).bytes <= kVerifyBytesLimit && t.work(s).flops <= kVerifyFlopsLimit && t.verifiable(s) &&
+        std::find(out.begin(), out.end(), s) == out.end())
+      out.push_back(s);
+  return out;
+}
+
+namespace {
+
+// Poisons the outputs, runs the variant once and compares with the reference.
+Verdict run_and_verify(Instance& instance, Problem& p, cudaStream_t stream) {
+  p.poison(stream);
+  instance.run(p, stream);
+  LAB_CHECK_LAUNCH();
+  LAB_CHECK(cudaStreamSynchronize(stream));
+  return p.verify();
+}
+
+}  // namespace
+
+const DeviceFacts& detail::this_device() {
+  static const DeviceFacts facts = init_device();
+  return facts;
+}
+
+Prepared prepare(const Variant& v, const Shape& s, std::uint64_t seed, cudaStream_t stream) {
+  Prepared out;
+  Rng rng(seed);
+  out.problem = v.topic->make(s, rng, v.declared);
+  LAB_CHECK(cudaDeviceSynchronize());  // inputs are complete before the variant's stream starts
+  out.instance = v.prepare(*out.problem, stream);
+  LAB_CHECK_LAUNCH();
+  LAB_CHECK(cudaStreamSynchronize(stream));
+  return out;
+}
+
+std::string unsupported(const Variant& v, const Shape& s) { return v.supports(s, detail::this_device()); }
+
+Verdict check_variant(const Variant& v, const Shape& s, std::uint64_t seed, cudaStream_t stream) {
+  prof::Range phase("verify " + s.str());
+  if (const std::string why = unsupported(v, s); !why.empty())
+    throw Error(v.program + " does not support " + s.str() + ": " + why + " (ask unsupported() first)");
+  Prepared pr = prepare(v, s, seed, stream);
+  return run_and_verify(*pr.instance, *pr.problem, stream);
+}
+
+Measurement measure_variant(const Variant& v, const Shape& s, std::uint64_t seed, int reps, L2Flusher& flusher,
+                            bool verify) {
+  Measurement m;
+  const std::size_t before = device_memory_stats().current;
+  reset_device_memory_peak();
+  if (m.not_applicable = unsupported(v, s); !m.not_applicable.empty()) return m;
+  try {
+    Stream stream;
+    Prepared pr = prepare(v, s, seed, stream);
+    if (verify) {
+      const Verdict verdict = run_and_verify(*pr.instance, *pr.problem, stream);
+      if (!verdict.pass) throw Error(v.program + " at " + s.str() + ": wrong result: " + verdict.details());
+      m.verified = true;
+    }
+    const auto ms = flushed_samples_ms([&] { pr.instance->run(*pr.problem, stream); }, stream, &flusher, reps);
+    m.ms = stats::median(ms);
+    m.peak_mib = double(device_memory_stats().peak - before) / double(1 << 20);
+  } catch (const OutOfMemory&) {
+    m.oom = true;
+  }
+  return m;
+}
+
+}  // namespace lab
