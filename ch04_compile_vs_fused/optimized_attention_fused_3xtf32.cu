@@ -29,7 +29,8 @@ namespace {
 // both), so 128 queries, and kBc keys a tile. One buffer for K and one for V, in
 // FlashAttention-2's schedule: the next K tile is copied while the softmax and P V run, the next V
 // tile while Q K^T runs. Double buffering both would overlap no more and, at d = 128, take 138 KiB
-// of shared memory: one block an SM instead of two, 13% slower on the H100.
+// of shared memory: one block an SM instead of two, which measured slower (the chapter README
+// gives the figure).
 template <int D>
 struct Config {
   static constexpr int kWarps = 4, kThreads = 32 * kWarps;
