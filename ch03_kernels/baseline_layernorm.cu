@@ -4,9 +4,51 @@
 // Every kernel is coalesced; the cost is the passes: 3 reads of x and one write of y, where one
 // read and one write are the minimum.
 // Run: make ch03 && ./ch03_kernels/baseline_layernorm
+#include "lab/launch.hpp"
 #include "layernorm.cuh"
 
+namespace {
+
+constexpr int kThreads = 256;  // a block per row for the statistics, a thread per element for y
+
+__global__ void row_mean(const float* __restrict__ x, float* __restrict__ mean, int dim) {
+  __shared__ float scratch[32];
+  const float* row = x + std::size_t(blockIdx.x) * dim;
+  float s = 0.f;
+  for (int j = threadIdx.x; j < dim; j += kThreads) s += row[j];
+  s = rows::group_sum<kThreads>(s, scratch);
+  if (threadIdx.x == 0) mean[blockIdx.x] = s / dim;
+}
+
+__global__ void row_rstd(const float* __restrict__ x, const float* __restrict__ mean, float* __restrict__ rstd,
+                         int dim) {
+  __shared__ float scratch[32];
+  const float* row = x + std::size_t(blockIdx.x) * dim;
+  const float mu = mean[blockIdx.x];
+  float s = 0.f;
+  for (int j = threadIdx.x; j < dim; j += kThreads) s += (row[j] - mu) * (row[j] - mu);
+  s = rows::group_sum<kThreads>(s, scratch);
+  if (threadIdx.x == 0) rstd[blockIdx.x] = rsqrtf(s / dim + ln::kEps);
+}
+
+__global__ void normalize(const float* __restrict__ x, const float* __restrict__ gamma, const float* __restrict__ beta,
+                          const float* __restrict__ mean, const float* __restrict__ rstd, float* __restrict__ y,
+                          int rows, int dim) {
+  const std::size_t n = std::size_t(rows) * dim, stride = std::size_t(gridDim.x) * blockDim.x;
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n; i += stride) {
+    const std::size_t r = i / dim, j = i % dim;
+    y[i] = (x[i] - mean[r]) * rstd[r] * gamma[j] + beta[j];
+  }
+}
+
+}  // namespace
+
 LAB_VARIANT(LayerNorm, baseline, "three kernels: row means, row variances, normalize") {
-  ln::unfused::forward(p.x.data(), p.gamma.data(), p.beta.data(), p.y.data(), p.mean.data(), p.rstd.data(), p.rows,
-                       p.dim, stream);
+  row_mean<<<p.rows, kThreads, 0, stream>>>(p.x.data(), p.mean.data(), p.dim);
+  LAB_CHECK_LAUNCH();
+  row_rstd<<<p.rows, kThreads, 0, stream>>>(p.x.data(), p.mean.data(), p.rstd.data(), p.dim);
+  LAB_CHECK_LAUNCH();
+  normalize<<<lab::grid_for(std::size_t(p.rows) * p.dim, kThreads), kThreads, 0, stream>>>(
+      p.x.data(), p.gamma.data(), p.beta.data(), p.mean.data(), p.rstd.data(), p.y.data(), p.rows, p.dim);
+  LAB_CHECK_LAUNCH();
 }

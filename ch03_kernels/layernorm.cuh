@@ -7,7 +7,7 @@
 //   dgamma_j = sum_r dy_rj xhat_rj     dbeta_j = sum_r dy_rj
 // A handful of operations an element against 8 bytes moved forward (12 backward): memory-bound at
 // every D, so the yardstick is the copy bandwidth. What decides the speed is how many times each
-// row crosses memory: the unfused kernels below read x three times; the optimized ones once.
+// row crosses memory: the baselines' kernels read x three times; the optimized ones once.
 #pragma once
 
 #include <cmath>
@@ -20,18 +20,6 @@
 namespace ln {
 
 inline constexpr float kEps = 1e-5f;
-
-// The unfused kernels (support_layernorm.cu), one statistic each: the baseline, and the optimized
-// variants' fallback for rows longer than their register tiles hold.
-namespace unfused {
-// Row means, row rstd around them, then y element by element: x read three times.
-void forward(const float* x, const float* gamma, const float* beta, float* y, float* mean, float* rstd, int rows,
-             int dim, cudaStream_t s);
-// The two row sums of g = dy gamma, dx element by element, then dgamma and dbeta with a thread per
-// column. scratch: 2 * rows floats.
-void backward(const float* x, const float* gamma, const float* mean, const float* rstd, const float* dy, float* dx,
-              float* dgamma, float* dbeta, float* scratch, int rows, int dim, cudaStream_t s);
-}  // namespace unfused
 
 // How many blocks (and so partial dgamma/dbeta rows) the optimized backward uses: persistent
 // blocks, as many an SM as fit (registers, shared memory) up to kMaxBlocksPerSm, never more than

@@ -3,8 +3,9 @@
 // and shared memory across warps), the variance a second sum over the registers around that
 // mean (two-pass accuracy, no second read), then y is written from the same registers. Memory
 // sees x once and y once: the minimum. The tile (threads x float4s a thread) is the smallest of
-// rows.cuh's list that holds D; D not a multiple of 4 uses the same kernel with 4-byte loads, and
-// rows longer than the largest tile fall back to the unfused kernels.
+// rows.cuh's list that holds D; D not a multiple of 4 uses the same kernel with 4-byte loads. A
+// row longer than the largest tile (32768 floats) does not fit in registers: the variant declares
+// it N/A rather than running another kernel under its name.
 // Run: make ch03 && ./ch03_kernels/optimized_layernorm
 #include "layernorm.cuh"
 
@@ -54,8 +55,8 @@ __global__ void __launch_bounds__(rows::block_threads<kLanes>())
 }
 
 template <int V>
-bool launch(LayerNorm::Problem& p, cudaStream_t stream) {
-  return rows::with_tile<V>(p.dim, [&](auto lanes, auto items) {
+void launch(LayerNorm::Problem& p, cudaStream_t stream) {
+  rows::with_tile<V>(p.dim, [&](auto lanes, auto items) {
     constexpr int kLanes = decltype(lanes)::value, kItems = decltype(items)::value;
     layernorm_rows<kLanes, kItems, V><<<rows::blocks_for_rows<kLanes>(p.rows), rows::block_threads<kLanes>(), 0,
                                         stream>>>(p.x.data(), p.gamma.data(), p.beta.data(), p.y.data(),
@@ -63,11 +64,17 @@ bool launch(LayerNorm::Problem& p, cudaStream_t stream) {
     LAB_CHECK_LAUNCH();
   });
 }
+
+struct OnePass {
+  using Topic = LayerNorm;
+  static std::string supports(const lab::Shape& s, const lab::DeviceFacts&) { return rows::row_fits(s[1]); }
+  void run(LayerNorm::Problem& p, cudaStream_t stream) {
+    if (p.dim % 4 == 0)
+      launch<4>(p, stream);
+    else
+      launch<1>(p, stream);
+  }
+};
 }  // namespace
 
-LAB_VARIANT(LayerNorm, optimized, "one pass: the row in registers (a warp or a block per row), float4 loads") {
-  const bool launched = p.dim % 4 == 0 ? launch<4>(p, stream) : launch<1>(p, stream);
-  if (!launched)
-    ln::unfused::forward(p.x.data(), p.gamma.data(), p.beta.data(), p.y.data(), p.mean.data(), p.rstd.data(),
-                         p.rows, p.dim, stream);
-}
+LAB_VARIANT_CLASS(OnePass, optimized, "one pass: the row in registers (a warp or a block per row), float4 loads");

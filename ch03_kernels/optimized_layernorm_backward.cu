@@ -5,8 +5,8 @@
 // lanes own distinct columns, so no atomics), the blocks are persistent (as many an SM as fit, up
 // to four, each walking many rows), and at the end each block writes one partial row of dgamma and dbeta; a
 // second small kernel adds them in a fixed order. x and dy are read once, dx written once, where
-// the unfused version reads them three times. Rows longer than 16384 (4096 when D is not a
-// multiple of 4) fall back to the unfused kernels: the slab would not fit in shared memory.
+// the baseline reads them three times. Rows longer than 16384 floats (4096 when D is not a
+// multiple of 4) would not fit the shared-memory slabs: the variant declares them N/A.
 // Run: make ch03 && ./ch03_kernels/optimized_layernorm_backward
 #include "layernorm.cuh"
 
@@ -81,8 +81,8 @@ __global__ void __launch_bounds__(rows::block_threads<kLanes>())
 }
 
 template <int V>
-bool launch(LayerNormBackward::Problem& p, float* partials, cudaStream_t stream) {
-  return rows::with_tile<V, kBackwardTiles>(p.dim, [&](auto lanes, auto items) {
+void launch(LayerNormBackward::Problem& p, float* partials, cudaStream_t stream) {
+  rows::with_tile<V, kBackwardTiles>(p.dim, [&](auto lanes, auto items) {
     constexpr int kLanes = decltype(lanes)::value, kItems = decltype(items)::value;
     constexpr int kRowsPerBlock = rows::rows_per_block<kLanes>();
     auto* kernel = &layernorm_backward_rows<kLanes, kItems, V>;
@@ -105,21 +105,21 @@ bool launch(LayerNormBackward::Problem& p, float* partials, cudaStream_t stream)
 }
 
 // The variant's scratch: the blocks' partial dgamma and dbeta (parts x 2 x dim; at most
-// ln::kMaxBlocksPerSm blocks an SM), or the unfused fallback's row sums (2 x rows).
+// ln::kMaxBlocksPerSm blocks an SM).
 struct OnePass {
   using Topic = LayerNormBackward;
-  lab::DeviceBuffer<float> scratch;
+  lab::DeviceBuffer<float> partials;
   explicit OnePass(const LayerNormBackward::Problem& p)
-      : scratch(std::max<std::size_t>(
-            2 * std::size_t(p.rows),
-            2 * std::size_t(p.dim) * ln::backward_parts(p.rows, 1, rows::sm_count(), ln::kMaxBlocksPerSm))) {}
+      : partials(2 * std::size_t(p.dim) * ln::backward_parts(p.rows, 1, rows::sm_count(), ln::kMaxBlocksPerSm)) {}
 
+  static std::string supports(const lab::Shape& s, const lab::DeviceFacts&) {
+    return rows::row_fits<kBackwardTiles>(s[1]);
+  }
   void run(LayerNormBackward::Problem& p, cudaStream_t stream) {
-    const bool launched =
-        p.dim % 4 == 0 ? launch<4>(p, scratch.data(), stream) : launch<1>(p, scratch.data(), stream);
-    if (!launched)
-      ln::unfused::backward(p.x.data(), p.gamma.data(), p.mean.data(), p.rstd.data(), p.dy.data(), p.dx.data(),
-                            p.dgamma.data(), p.dbeta.data(), scratch.data(), p.rows, p.dim, stream);
+    if (p.dim % 4 == 0)
+      launch<4>(p, partials.data(), stream);
+    else
+      launch<1>(p, partials.data(), stream);
   }
 };
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <string>
 #include <type_traits>
 
 #include <cuda_runtime.h>
@@ -89,7 +90,7 @@ inline constexpr int kTileCount = sizeof(kTiles) / sizeof(kTiles[0]);
 
 // Calls f(std::integral_constant<int, lanes>, std::integral_constant<int, items>) with the smallest
 // of the first kCount tiles that holds `dim` floats at vector width V; returns false when none does
-// (the caller falls back to a kernel that streams the row). Only those tiles are instantiated.
+// (the variant declares such rows N/A: rows::row_fits). Only those tiles are instantiated.
 template <int V, int kCount = kTileCount, int I = 0, class F>
 bool with_tile(int dim, F&& f) {
   if constexpr (I >= kCount) {
@@ -102,6 +103,22 @@ bool with_tile(int dim, F&& f) {
     }
     return with_tile<V, kCount, I + 1>(dim, std::forward<F>(f));
   }
+}
+
+// Floats the largest of the first kCount tiles holds at vector width V.
+template <int V, int kCount = kTileCount>
+constexpr int largest_tile() {
+  return kTiles[kCount - 1].lanes * kTiles[kCount - 1].items * V;
+}
+
+// "" when a row of `dim` floats fits one of the first kCount tiles (float4 loads when dim is a
+// multiple of 4, single floats otherwise), else the reason a row-in-registers variant gives.
+template <int kCount = kTileCount>
+std::string row_fits(long long dim) {
+  const int cap = dim % 4 == 0 ? largest_tile<4, kCount>() : largest_tile<1, kCount>();
+  if (dim <= cap) return "";
+  return "a row of " + std::to_string(dim) + " floats is longer than the largest register tile (" +
+         std::to_string(cap) + (dim % 4 == 0 ? " floats)" : " floats when D is not a multiple of 4)");
 }
 
 // Blocks for a row-tiled kernel over `rows` rows, one tile per group of threads.

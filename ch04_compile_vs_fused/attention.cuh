@@ -143,9 +143,10 @@ struct SavedOutput {
 
 // The eager (vanilla) forward, in the order PyTorch runs the textbook attention: cuBLAS S = Q K^T
 // into `scores`, one element-wise kernel for the scale (into `probs`), one for the causal mask (in
-// place), a row-softmax kernel (into `scores`, which then holds P), cuBLAS O = P V. The
-// baseline runs it; the backward problems run it to make the state the backward reads (P, O and
-// lse). `lse` may be null (eager mode does not keep it). Both scratch buffers hold bh x seq^2.
+// place), a row-softmax kernel (into `scores`, which then holds P), cuBLAS O = P V. The backward
+// variants run it in their prepare step to make the state the backward reads (P, or O and lse);
+// baseline_attention.cu spells the same operators out, as its lesson. `lse` may be null (eager
+// mode does not keep it). Both scratch buffers hold bh x seq^2.
 void eager_forward(cublasHandle_t blas, const Dims& a, const float* q, const float* k, const float* v, float* scores,
                    float* probs, float* o, float* lse, cudaStream_t stream);
 
@@ -162,6 +163,11 @@ void gemm_tn(cublasHandle_t blas, const Dims& a, float alpha, const float* P, co
 // for the masked_fill's backward).
 void scale(const float* in, float* out, std::size_t n, float scale, cudaStream_t stream);
 void causal_mask(float* s, const Dims& a, float fill, cudaStream_t stream);
+
+// Eager's softmax over `rows` rows of `cols`: p = exp(s - max) / sum, a block a row (one read for
+// the running max and sum, a second, from L2, for the output). lse[row] = max + log(sum) unless
+// lse is null. -inf entries give 0.
+void softmax_rows(const float* s, float* p, float* lse, std::size_t rows, int cols, cudaStream_t stream);
 
 // out[m] = in[m] transposed, for `matrices` row-major rows x cols bf16 matrices; out's rows are
 // rows_padded long, zero past `rows` (the tensor-core forward's V^T, in whole 64-key tiles).

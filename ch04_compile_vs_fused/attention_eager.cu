@@ -129,9 +129,13 @@ void eager_forward(cublasHandle_t blas, const Dims& a, const float* q, const flo
   gemm_nt(blas, a, 1.f, q, k, scores);            // S = Q K^T
   scale(scores, probs, n, a.scale(), stream);     // S * scale
   if (a.causal) causal_mask(probs, a, -INFINITY, stream);  // masked_fill(-inf)
-  softmax_kernel<<<static_cast<unsigned>(a.rows()), kThreads, 0, stream>>>(probs, scores, lse, a.seq);  // P
+  softmax_rows(probs, scores, lse, a.rows(), a.seq, stream);  // P
+  gemm_nn(blas, a, 1.f, scores, v, o);                        // O = P V
+}
+
+void softmax_rows(const float* s, float* p, float* lse, std::size_t rows, int cols, cudaStream_t stream) {
+  softmax_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(s, p, lse, cols);
   LAB_CHECK(cudaGetLastError());
-  gemm_nn(blas, a, 1.f, scores, v, o);  // O = P V
 }
 
 void scale(const float* in, float* out, std::size_t n, float scale, cudaStream_t stream) {

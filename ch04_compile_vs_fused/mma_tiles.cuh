@@ -13,11 +13,6 @@
 
 namespace mma {
 
-// The forward kernels' softmax on accumulator fragments. A warp owns MT m16 tiles of queries; a
-// tile's scores s[mt][n] (n-th 8 keys) and its output acc[mt][n] (n-th 8 columns of d) are m16n8
-// accumulators, so a lane holds rows g and g + 8 (h = 0, 1) of each m-tile, columns 2t and 2t + 1,
-// and a row spans the quad of lanes with the same g.
-
 // The forward's sweep over K/V tiles in FlashAttention-2's copy schedule, one shared buffer for K
 // and one for V: the next K tile is copied while the softmax and P V run, the next V tile while
 // the next Q K^T runs. The caller has committed two cp.async groups, Q with K tile 0, then V tile
@@ -25,8 +20,8 @@ namespace mma {
 // load_k(kt) and load_v(kt) start the copies of tile kt.
 // kAsyncProxy: the tiles are read by wgmma, through the async proxy, which a fence after each
 // wait makes the copies visible to.
-template <bool kAsyncProxy = false, class LoadK, class LoadV, class Scores, class Softmax, class PV>
-__device__ __forceinline__ void sweep_kv(int tiles, LoadK load_k, LoadV load_v, Scores scores, Softmax softmax,
+template <bool kAsyncProxy = false, class LoadK, class LoadV, class Scores, class SoftmaxFn, class PV>
+__device__ __forceinline__ void sweep_kv(int tiles, LoadK load_k, LoadV load_v, Scores scores, SoftmaxFn softmax,
                                          PV pv) {
   auto landed = [] {
     if constexpr (kAsyncProxy) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -48,6 +43,11 @@ __device__ __forceinline__ void sweep_kv(int tiles, LoadK load_k, LoadV load_v, 
     cp_async_commit();
   }
 }
+
+// The forward kernels' softmax works on accumulator fragments. A warp owns MT m16 tiles of
+// queries; a tile's scores s[mt][n] (n-th 8 keys) and its output acc[mt][n] (n-th 8 columns of d)
+// are m16n8 accumulators, so a lane holds rows g and g + 8 (h = 0, 1) of each m-tile, columns 2t
+// and 2t + 1, and a row spans the quad of lanes with the same g.
 
 // -inf where a key is past seq or, causal, after the query. col0: the tile's first key; row0: the
 // block's first query (the tile needs no mask when every key is before it); qrow0: this lane's
@@ -76,74 +76,84 @@ __device__ __forceinline__ float exp2_ftz(float x) {
   return y;
 }
 
-// One tile of the online softmax on raw scores s = q.k: the running max m (in units of log2, that
-// is, of s scale log2 e) and sum l of each row take in the tile's scores, which become
-// exp2(s scale log2 e - m), one FFMA and one MUFU each; the output is rescaled by
-// exp2(m_old - m_new). l is this lane's share (the quad's shares are added by write_output). Once
-// the max has settled, most tiles change no row's max in the whole warp, and the rescale (MT d / 2
-// multiplies a lane) is skipped.
-template <int MT, int NT, int DN>
-__device__ __forceinline__ void online_softmax(float (&s)[MT][NT][4], float scale_log2, float (&m)[MT][2],
-                                               float (&l)[MT][2], float (&acc)[MT][DN][4]) {
-  float alpha[MT][2];
-  bool rescale = false;
+// The online softmax's state for a warp's MT m16 tiles of queries: each row's running max m (in
+// units of log2, that is, of s scale log2 e) and this lane's share l of its running sum (the quad's
+// shares are added by write). Rows are (mt, h): this lane's rows g + 16 mt + 8 h.
+template <int MT>
+struct Softmax {
+  float m[MT][2], l[MT][2];
+
+  __device__ __forceinline__ Softmax() {
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float mx = -INFINITY;
-#pragma unroll
-      for (int n = 0; n < NT; ++n) mx = fmaxf(mx, fmaxf(s[mt][n][2 * h], s[mt][n][2 * h + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(~0u, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(~0u, mx, 2));
-      // Finite once the first tile is in (every row has key 0); a row whose keys in this tile
-      // are all masked keeps its max, and its probabilities here are exp2(-inf) = 0.
-      const float m_new = fmaxf(m[mt][h], mx * scale_log2);
-      alpha[mt][h] = exp2_ftz(m[mt][h] - m_new);
-      rescale |= m_new != m[mt][h];
-      float sum = 0.f;
-#pragma unroll
-      for (int n = 0; n < NT; ++n) {
-        s[mt][n][2 * h] = exp2_ftz(fmaf(s[mt][n][2 * h], scale_log2, -m_new));
-        s[mt][n][2 * h + 1] = exp2_ftz(fmaf(s[mt][n][2 * h + 1], scale_log2, -m_new));
-        sum += s[mt][n][2 * h] + s[mt][n][2 * h + 1];
-      }
-      l[mt][h] = l[mt][h] * alpha[mt][h] + sum;
-      m[mt][h] = m_new;
-    }
-  if (__any_sync(~0u, rescale)) {
+    for (int mt = 0; mt < MT; ++mt) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.f;
+  }
+
+  // One tile of raw scores s = q.k taken in: they become exp2(s scale log2 e - m), one FFMA and one
+  // MUFU each, and the output is rescaled by exp2(m_old - m_new). Once the max has settled, most
+  // tiles change no row's max in the whole warp, and the rescale (MT d / 2 multiplies a lane) is
+  // skipped.
+  template <int NT, int DN>
+  __device__ __forceinline__ void tile(float (&s)[MT][NT][4], float scale_log2, float (&acc)[MT][DN][4]) {
+    float alpha[MT][2];
+    bool rescale = false;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int n = 0; n < DN; ++n)
+      for (int h = 0; h < 2; ++h) {
+        float mx = -INFINITY;
 #pragma unroll
-        for (int e = 0; e < 4; ++e) acc[mt][n][e] *= alpha[mt][e / 2];
-  }
-}
-
-// O = acc / l and lse = (m + log2 l) / log2 e for this lane's rows below seq; o and lse point at
-// the head's first row.
-template <int MT, int DN>
-__device__ __forceinline__ void write_output(const float (&acc)[MT][DN][4], const float (&m)[MT][2], float (&l)[MT][2],
-                                             float* __restrict__ o, float* __restrict__ lse, int qrow0, int seq) {
-  constexpr float kLog2e = 1.4426950408889634f;
-  const int t = threadIdx.x % 4;
+        for (int n = 0; n < NT; ++n) mx = fmaxf(mx, fmaxf(s[mt][n][2 * h], s[mt][n][2 * h + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(~0u, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(~0u, mx, 2));
+        // Finite once the first tile is in (every row has key 0); a row whose keys in this tile
+        // are all masked keeps its max, and its probabilities here are exp2(-inf) = 0.
+        const float m_new = fmaxf(m[mt][h], mx * scale_log2);
+        alpha[mt][h] = exp2_ftz(m[mt][h] - m_new);
+        rescale |= m_new != m[mt][h];
+        float sum = 0.f;
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
+        for (int n = 0; n < NT; ++n) {
+          s[mt][n][2 * h] = exp2_ftz(fmaf(s[mt][n][2 * h], scale_log2, -m_new));
+          s[mt][n][2 * h + 1] = exp2_ftz(fmaf(s[mt][n][2 * h + 1], scale_log2, -m_new));
+          sum += s[mt][n][2 * h] + s[mt][n][2 * h + 1];
+        }
+        l[mt][h] = l[mt][h] * alpha[mt][h] + sum;
+        m[mt][h] = m_new;
+      }
+    if (__any_sync(~0u, rescale)) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float sum = l[mt][h];
-      sum += __shfl_xor_sync(~0u, sum, 1);
-      sum += __shfl_xor_sync(~0u, sum, 2);
-      const int row = qrow0 + 16 * mt + 8 * h;
-      if (row >= seq) continue;
-      const float inv = 1.f / sum;
+      for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int n = 0; n < DN; ++n)
-        *reinterpret_cast<float2*>(o + std::size_t(row) * (8 * DN) + 8 * n + 2 * t) =
-            make_float2(acc[mt][n][2 * h] * inv, acc[mt][n][2 * h + 1] * inv);
-      if (t == 0) lse[row] = (m[mt][h] + log2f(sum)) / kLog2e;
+        for (int n = 0; n < DN; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[mt][n][e] *= alpha[mt][e / 2];
     }
-}
+  }
+
+  // O = acc / l and lse = (m + log2 l) / log2 e for this lane's rows below seq; o and lse point at
+  // the head's first row.
+  template <int DN>
+  __device__ __forceinline__ void write(const float (&acc)[MT][DN][4], float* __restrict__ o, float* __restrict__ lse,
+                                        int qrow0, int seq) const {
+    constexpr float kLog2e = 1.4426950408889634f;
+    const int t = threadIdx.x % 4;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float sum = l[mt][h];
+        sum += __shfl_xor_sync(~0u, sum, 1);
+        sum += __shfl_xor_sync(~0u, sum, 2);
+        const int row = qrow0 + 16 * mt + 8 * h;
+        if (row >= seq) continue;
+        const float inv = 1.f / sum;
+#pragma unroll
+        for (int n = 0; n < DN; ++n)
+          *reinterpret_cast<float2*>(o + std::size_t(row) * (8 * DN) + 8 * n + 2 * t) =
+              make_float2(acc[mt][n][2 * h] * inv, acc[mt][n][2 * h + 1] * inv);
+        if (t == 0) lse[row] = (m[mt][h] + log2f(sum)) / kLog2e;
+      }
+  }
+};
 
 }  // namespace mma

@@ -67,9 +67,7 @@ __global__ void __launch_bounds__(Config<D>::kThreads, Config<D>::kMinBlocks)
   mma::cp_async_commit();
 
   float acc[MT][D / 8][4] = {};
-  float m[MT][2], l[MT][2];
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.f;
+  mma::Softmax<MT> softmax;  // each row's running max and sum
   const int wrow = 16 * MT * warp;    // the warp's first row in the block
   const int qrow0 = row0 + wrow + g;  // this lane's rows: qrow0 + 16 mt + 8 h
 
@@ -107,7 +105,7 @@ __global__ void __launch_bounds__(Config<D>::kThreads, Config<D>::kMinBlocks)
       },
       [&](int kt) {
         mma::mask_scores<Causal>(s, kt * kBc, row0, qrow0, seq);
-        mma::online_softmax(s, scale_log2, m, l, acc);
+        softmax.tile(s, scale_log2, acc);
       },
       [&](int) {
         // O += P V, 8 keys at a time: the scores' n-tile kk is the A fragment with the k-pair
@@ -129,7 +127,7 @@ __global__ void __launch_bounds__(Config<D>::kThreads, Config<D>::kMinBlocks)
           }
         }
       });
-  mma::write_output(acc, m, l, o, lse + std::size_t(blockIdx.y) * seq, qrow0, seq);
+  softmax.write(acc, o, lse + std::size_t(blockIdx.y) * seq, qrow0, seq);
 }
 
 }  // namespace

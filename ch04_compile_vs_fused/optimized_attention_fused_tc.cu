@@ -61,9 +61,7 @@ __global__ void __launch_bounds__(kThreads)
 
   std::uint32_t qf[MT][C::kQInRegisters ? D / 16 : 1][4];
   float acc[MT][D / 8][4] = {};
-  float m[MT][2], l[MT][2];
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.f;
+  mma::Softmax<MT> softmax;  // each row's running max and sum
   const int wrow = 16 * MT * warp;          // the warp's first row in the block
   const int qrow0 = row0 + wrow + g;        // this lane's rows: qrow0 + 16 mt + 8 h
 
@@ -116,7 +114,7 @@ __global__ void __launch_bounds__(kThreads)
       },
       [&](int kt) {
         mma::mask_scores<Causal>(s, kt * kBc, row0, qrow0, seq);
-        mma::online_softmax(s, scale_log2, m, l, acc);
+        softmax.tile(s, scale_log2, acc);
       },
       [&](int) {
         // O += P V: P's accumulators are the A fragments of a 16-key step, as bf16 pairs; each V
@@ -143,7 +141,7 @@ __global__ void __launch_bounds__(kThreads)
           }
         }
       });
-  mma::write_output(acc, m, l, o, lse + std::size_t(blockIdx.y) * seq, qrow0, seq);
+  softmax.write(acc, o, lse + std::size_t(blockIdx.y) * seq, qrow0, seq);
 }
 
 

@@ -64,7 +64,7 @@ __global__ void __launch_bounds__(wg::kThreads, wg::kMinBlocks)
   mma::cp_async_commit();
 
   float acc[1][D / 8][4] = {};
-  float m[1][2] = {{-INFINITY, -INFINITY}}, l[1][2] = {{0.f, 0.f}};
+  mma::Softmax<1> softmax;  // each row's running max and sum
   const int qrow0 = row0 + 64 * group + 16 * (warp % 4) + g;  // this lane's rows: qrow0, qrow0 + 8
   const int last = Causal ? min(seq, row0 + kBr) : seq;
   const int tiles = (last + kBc - 1) / kBc;
@@ -87,7 +87,7 @@ __global__ void __launch_bounds__(wg::kThreads, wg::kMinBlocks)
       },
       [&](int kt) {
         mma::mask_scores<Causal>(s, kt * kBc, row0, qrow0, seq);
-        mma::online_softmax(s, scale_log2, m, l, acc);
+        softmax.tile(s, scale_log2, acc);
       },
       [&](int) {
         std::uint32_t a[kBc / 16][4];
@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(wg::kThreads, wg::kMinBlocks)
         wgmma::commit();
         wgmma::wait<0>();
       });
-  mma::write_output(acc, m, l, o, lse + std::size_t(blockIdx.y) * seq, qrow0, seq);
+  softmax.write(acc, o, lse + std::size_t(blockIdx.y) * seq, qrow0, seq);
 }
 #endif
 

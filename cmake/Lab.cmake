@@ -32,7 +32,7 @@ function(lab_chapter short)
        "${CMAKE_CURRENT_SOURCE_DIR}/optimized_*.cu"
        "${CMAKE_CURRENT_SOURCE_DIR}/library_*.cu")
   # Every other .cu file of the folder is code that several variants share, compiled once into the
-  # chapter's library, chNN_shared; each is named for what it holds (layernorm_unfused.cu, mlp.cu).
+  # chapter's library, chNN_shared; each is named for what it holds (rows.cu, mlp.cu).
   file(GLOB all_sources CONFIGURE_DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/*.cu")
   set(support_sources "")
   foreach(src IN LISTS all_sources)

@@ -34,7 +34,7 @@ TEST(RowTiles, TheSmallestTileThatHoldsTheRow) {
   }
   EXPECT_EQ(chosen(768, true).lanes, 32);    // a warp per row
   EXPECT_EQ(chosen(16384, true).lanes, 512); // a block per row
-  EXPECT_EQ(chosen(40000, true).lanes, 0);   // longer than any tile: the fallback
+  EXPECT_EQ(chosen(40000, true).lanes, 0);   // longer than any tile: N/A for the optimized variants
   EXPECT_EQ(chosen(9001, false).lanes, 0);
 }
 
@@ -78,3 +78,19 @@ TEST(LayerNormReference, TwoPassStatisticsPerRow) {
 }
 
 }  // namespace
+
+// row_fits (what the optimized LayerNorm variants declare) says "" exactly when with_tile finds a
+// tile, at both vector widths and with the backward's shorter tile list, and names the limit.
+TEST(RowTiles, RowFitsAgreesWithTheTiles) {
+  for (int dim : {1, 3, 4, 1023, 1024, 4095, 4096, 4097, 8191, 8192, 8193, 9001, 16383, 16384, 16388, 32764,
+                  32768, 32772, 40000}) {
+    const bool vec4 = dim % 4 == 0;
+    const bool all = vec4 ? rows::with_tile<4>(dim, [](auto, auto) {}) : rows::with_tile<1>(dim, [](auto, auto) {});
+    const bool seven =
+        vec4 ? rows::with_tile<4, 7>(dim, [](auto, auto) {}) : rows::with_tile<1, 7>(dim, [](auto, auto) {});
+    EXPECT_EQ(rows::row_fits(dim).empty(), all) << dim;
+    EXPECT_EQ(rows::row_fits<7>(dim).empty(), seven) << dim;
+  }
+  EXPECT_NE(rows::row_fits(40000).find("32768"), std::string::npos) << rows::row_fits(40000);
+  EXPECT_NE(rows::row_fits<7>(9001).find("4096"), std::string::npos) << rows::row_fits<7>(9001);
+}
