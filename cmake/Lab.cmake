@@ -31,9 +31,10 @@ function(lab_chapter short)
        "${CMAKE_CURRENT_SOURCE_DIR}/baseline_*.cu"
        "${CMAKE_CURRENT_SOURCE_DIR}/optimized_*.cu"
        "${CMAKE_CURRENT_SOURCE_DIR}/library_*.cu")
-  # Every other .cu file of the folder is code that several variants share, compiled once into the
-  # chapter's library, chNN_shared; each is named for what it holds (rows.cu, mlp.cu).
-  file(GLOB all_sources CONFIGURE_DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/*.cu")
+  # Every other .cu file of the folder, and every .cpp (host code: a model's reference), is code
+  # that several variants share, compiled once into the chapter's library, chNN_shared; each is
+  # named for what it holds (rows.cu, mlp.cu, gpt2_reference.cpp).
+  file(GLOB all_sources CONFIGURE_DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/*.cu" "${CMAKE_CURRENT_SOURCE_DIR}/*.cpp")
   set(support_sources "")
   foreach(src IN LISTS all_sources)
     get_filename_component(stem "${src}" NAME)

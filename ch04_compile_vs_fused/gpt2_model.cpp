@@ -1,0 +1,122 @@
+// The model's layout, sizes, initialisation rules and the loss curves' comparison (gpt2_model.hpp).
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "gpt2_model.hpp"
+
+namespace gpt2 {
+
+std::string Config::invalid() const {
+  if (layers < 1 || d < 1 || heads < 1 || context < 1 || batch < 1 || vocab < 1)
+    return "every extent must be positive";
+  if (d % heads != 0) return "d_model (" + std::to_string(d) + ") must be a multiple of heads (" +
+                             std::to_string(heads) + ")";
+  if (context > kPositions) return "context at most " + std::to_string(kPositions) + " (the position table's rows)";
+  if (vocab > (1 << 30)) return "vocab below 2^30";
+  return "";
+}
+
+const char* phase_name(Phase p) {
+  switch (p) {
+    case Phase::forward: return "forward";
+    case Phase::forward_backward: return "fwd_bwd";
+    case Phase::step: return "full_step";
+  }
+  return "?";
+}
+
+std::vector<Tensor> layout(const Config& c) {
+  using K = Tensor::Kind;
+  const std::int64_t d = c.d, V = c.vocab;
+  std::vector<Tensor> t;
+  std::size_t at = 0;
+  auto add = [&](std::string name, std::vector<std::int64_t> shape, K kind) {
+    std::size_t n = 1;
+    for (auto s : shape) n *= std::size_t(s);
+    t.push_back({std::move(name), std::move(shape), at, n, kind});
+    at += n;
+  };
+  add("wte.weight", {V, d}, K::embedding);
+  add("wpe.weight", {kPositions, d}, K::embedding);
+  for (int l = 0; l < c.layers; ++l) {
+    const std::string b = "blocks." + std::to_string(l) + ".";
+    add(b + "ln1.weight", {d}, K::gain);
+    add(b + "ln1.bias", {d}, K::shift);
+    add(b + "attn.qkv.weight", {3 * d, d}, K::weight);
+    add(b + "attn.qkv.bias", {3 * d}, K::bias);
+    add(b + "attn.proj.weight", {d, d}, K::output_weight);
+    add(b + "attn.proj.bias", {d}, K::bias);
+    add(b + "ln2.weight", {d}, K::gain);
+    add(b + "ln2.bias", {d}, K::shift);
+    add(b + "mlp.fc.weight", {4 * d, d}, K::weight);
+    add(b + "mlp.fc.bias", {4 * d}, K::bias);
+    add(b + "mlp.proj.weight", {d, 4 * d}, K::output_weight);
+    add(b + "mlp.proj.bias", {d}, K::bias);
+  }
+  add("lnf.weight", {d}, K::gain);
+  add("lnf.bias", {d}, K::shift);
+  add("head.weight", {V, d}, K::weight);
+  return t;
+}
+
+std::size_t param_count(const Config& c) {
+  const std::size_t d = c.d, V = c.vocab;
+  return V * d + kPositions * d + c.layers * (12 * d * d + 13 * d) + 2 * d + V * d;
+}
+
+Offsets offsets(const Config& c) {
+  const auto t = layout(c);
+  Offsets o{};
+  o.wte = t[0].offset;
+  o.wpe = t[1].offset;
+  for (int l = 0; l < c.layers; ++l) {
+    const std::size_t i = 2 + 12 * std::size_t(l);
+    o.blocks.push_back({t[i].offset, t[i + 1].offset, t[i + 2].offset, t[i + 3].offset, t[i + 4].offset,
+                        t[i + 5].offset, t[i + 6].offset, t[i + 7].offset, t[i + 8].offset, t[i + 9].offset,
+                        t[i + 10].offset, t[i + 11].offset});
+  }
+  const std::size_t i = 2 + 12 * std::size_t(c.layers);
+  o.lnf_w = t[i].offset;
+  o.lnf_b = t[i + 1].offset;
+  o.head = t[i + 2].offset;
+  return o;
+}
+
+InitRule init_rule(const Config& c, const Tensor& t) {
+  using K = Tensor::Kind;
+  using D = InitRule::Draw;
+  switch (t.kind) {
+    case K::embedding:
+    case K::weight: return {D::normal, 0.f, 0.02f};
+    case K::output_weight: return {D::normal, 0.f, float(0.02 / std::sqrt(2.0 * c.layers))};
+    case K::gain: return {D::uniform, 1.f, 0.1f};
+    case K::shift:
+    case K::bias: return {D::uniform, 0.f, 0.02f};
+  }
+  return {D::normal, 0.f, 0.02f};
+}
+
+std::string compare_curves(std::span<const double> reference, std::span<const double> other,
+                           const CurveTolerance& tol) {
+  if (reference.size() != other.size())
+    return "the curves have " + std::to_string(reference.size()) + " and " + std::to_string(other.size()) + " steps";
+  if (tol.window < 1) return "the window must be at least one step";
+  if (reference.size() < std::size_t(tol.window))
+    return "fewer steps (" + std::to_string(reference.size()) + ") than one window (" + std::to_string(tol.window) +
+           ")";
+  for (std::size_t s = 0; s + tol.window <= reference.size(); ++s) {
+    double a = 0, b = 0;
+    for (int k = 0; k < tol.window; ++k) a += reference[s + k], b += other[s + k];
+    a /= tol.window, b /= tol.window;
+    if (!std::isfinite(b) || !(std::fabs(a - b) <= std::max(tol.abs_nats, tol.rel * std::fabs(a)))) {
+      std::ostringstream o;
+      o << "steps " << s << " to " << s + tol.window - 1 << ": mean loss " << a << " against " << b
+        << " (allowed " << std::max(tol.abs_nats, tol.rel * std::fabs(a)) << ")";
+      return o.str();
+    }
+  }
+  return "";
+}
+
+}  // namespace gpt2

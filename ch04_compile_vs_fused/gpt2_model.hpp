@@ -1,0 +1,164 @@
+// The GPT-2-style language model of the chapter's capstone, as our users benchmark it (seed 002,
+// part b), and its reference in double. Host code only: the CPU tests use it without a GPU.
+//
+// The model: token embedding wte (V x d) plus a learned position embedding wpe (1024 x d); L
+// pre-LayerNorm blocks, each
+//   x = x + proj(attention(qkv(ln1(x))))       causal multi-head self-attention, h heads of d / h
+//   x = x + fc2(gelu(fc(ln2(x))))              the MLP d -> 4d -> d, exact (erf) GELU
+// every projection with a bias; a final LayerNorm, an untied head to the vocabulary (no bias), and
+// the mean cross-entropy of the next token over the batch's B x T positions. LayerNorm's eps is
+// 1e-5 (PyTorch's default). The optimizer is AdamW with PyTorch's defaults.
+//
+// The parameters live in one flat fp32 buffer, tensor after tensor in the order of layout(), each
+// in PyTorch's shape (nn.Linear's weight is out x in), so the same buffer is PyTorch's state dict
+// in order, and a multi-tensor optimizer sees one array.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "lab/verify.hpp"
+
+namespace gpt2 {
+
+inline constexpr int kPositions = 1024;  // rows of wpe: the longest context
+inline constexpr double kLayerNormEps = 1e-5;
+
+struct Config {
+  int layers = 2, d = 64, heads = 4, context = 16, batch = 2, vocab = 97;
+  int head_dim() const { return d / heads; }
+  std::size_t tokens() const { return std::size_t(batch) * context; }  // B x T positions
+  // "" when the model is well formed, else what is wrong (d divisible by heads, T <= 1024, ...).
+  std::string invalid() const;
+};
+
+// What a timed run does: the loss only (nothing kept for a backward), the loss and every
+// parameter's gradient, or both and the AdamW update of the parameters.
+enum class Phase { forward = 1, forward_backward = 2, step = 3 };
+const char* phase_name(Phase);  // "forward", "fwd_bwd", "full_step" (the seed's column prefixes)
+
+// The model sizes of the seed's table.
+struct NamedSize {
+  const char* name;
+  int d, layers, heads;
+};
+inline constexpr NamedSize kSizes[] = {
+    {"small", 768, 12, 12}, {"medium", 1024, 24, 16}, {"large", 1280, 36, 20}, {"xl", 1600, 48, 25},
+    {"2.7B", 2560, 32, 32}};
+inline constexpr int kContexts[] = {128, 256, 512, 1024};
+inline constexpr int kBatch = 4, kVocab = 10000;
+
+// One parameter tensor in the flat buffer.
+struct Tensor {
+  std::string name;                 // PyTorch's state-dict name, e.g. "blocks.0.attn.qkv.weight"
+  std::vector<std::int64_t> shape;  // PyTorch's shape
+  std::size_t offset = 0, size = 0;
+  enum class Kind { embedding, weight, output_weight, bias, gain, shift } kind = Kind::weight;
+};
+
+// Every tensor, in order: wte, wpe; per block ln1 (weight, bias), qkv (weight 3d x d, bias),
+// proj (d x d, bias), ln2, fc (4d x d, bias), fc2 (d x 4d, bias); lnf; head (V x d).
+std::vector<Tensor> layout(const Config&);
+std::size_t param_count(const Config&);
+
+// Offsets of one block's tensors (and of the model's), for the kernels and the reference.
+struct BlockOffsets {
+  std::size_t ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fc2_w, fc2_b;
+};
+struct Offsets {
+  std::size_t wte, wpe, lnf_w, lnf_b, head;
+  std::vector<BlockOffsets> blocks;
+};
+Offsets offsets(const Config&);
+
+// AdamW with PyTorch's defaults (torch.optim.AdamW): weight decay decoupled from the gradient,
+// applied to every parameter, and bias corrections at step t (t = 1 for the first step).
+struct AdamW {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01;
+};
+
+// Seeded initialisation, identical for every variant: GPT-2's normal(0, 0.02) weights and
+// embeddings, output projections (attn.proj, mlp.fc2) scaled by 1 / sqrt(2 L); LayerNorm gains
+// 1 + uniform(-0.1, 0.1) and shifts and biases uniform(-0.02, 0.02) rather than exactly 1 and 0,
+// so that a kernel that drops a gain or a bias fails the checks. The standard deviation (or
+// half-width) of each tensor's draw:
+struct InitRule {
+  enum class Draw { normal, uniform } draw;
+  float center, spread;
+};
+InitRule init_rule(const Config&, const Tensor&);
+
+// The choices a model can make that the reference follows (the tests plant wrong ones).
+struct ModelOptions {
+  enum class Gelu { erf, tanh } gelu = Gelu::erf;  // PyTorch's approximate='none' or 'tanh'
+  bool decoupled_weight_decay = true;              // AdamW; false: Adam with L2 in the gradient
+};
+
+// The optimizer's state before the step: first and second moments and the step number t.
+struct OptimizerState {
+  std::span<const float> m, v;
+  int step = 1;
+};
+
+// What the reference computes for one batch: the loss; with Phase::forward_backward and beyond,
+// every parameter's gradient (the flat layout); with Phase::step, the parameters and moments after
+// the AdamW step.
+template <class T>
+struct Outputs {
+  T loss{};
+  std::vector<T> grads, params, m, v;
+};
+
+// tokens and targets: B x T ids in [0, V). T is double (the reference) or float (the same formulas
+// in fp32: the tests' stand-in for a GPU kernel); gpt2_reference.cpp also runs it in Monte Carlo
+// arithmetic for expected().
+template <class T>
+Outputs<T> reference(const Config& c, Phase phase, std::span<const float> params, std::span<const std::int32_t> tokens,
+                     std::span<const std::int32_t> targets, const OptimizerState& opt = {}, const AdamW& hp = {},
+                     const ModelOptions& options = {});
+
+// What the checks compare a variant with: the reference in double, and how far fp32 rounding moves
+// each output, measured by `runs` Monte Carlo runs of the same formulas (every operation's result
+// perturbed at random by up to fp32's rounding; see gpt2_reference.cpp): sigma, each element's RMS
+// deviation from the reference over the runs, and each tensor's largest L2 deviation among them
+// (indexed like layout(); the loss's in loss_l2).
+struct Expected {
+  int runs = 0;
+  Outputs<double> ref, sigma;
+  double loss_l2 = 0;
+  std::vector<double> grads_l2, params_l2, m_l2, v_l2;
+};
+Expected expected(const Config& c, Phase phase, std::span<const float> params, std::span<const std::int32_t> tokens,
+                  std::span<const std::int32_t> targets, const OptimizerState& opt = {}, const AdamW& hp = {},
+                  const ModelOptions& options = {}, int runs = 8, std::uint64_t seed = 1);
+
+// The check of a variant's outputs (grads, params, m, v empty where the phase has none). Each
+// tensor, and the loss, passes when
+//   every element is within k sigma of the reference, where k is Student's t quantile with `runs`
+//   degrees of freedom at a two-sided false alarm of kElementFalseAlarm (a correct fp32 error, about
+//   normal with deviation sigma, over sigma's estimate from the runs is t-distributed): over a
+//   million elements, a correct kernel fails with probability below 1e-3;
+//   its L2 error is within kL2Factor times the largest of the runs' (the room a kernel's other
+//   order of summation, blocked or pairwise rather than sequential, may need).
+// An element no run moved (sigma 0: a gradient exactly zero) must be exactly the reference.
+inline constexpr double kElementFalseAlarm = 1e-9;
+inline constexpr double kL2Factor = 4;
+lab::Verdict judge(const Expected& e, const Config& c, float loss, std::span<const float> grads,
+                   std::span<const float> params, std::span<const float> m, std::span<const float> v);
+// k above: Student's t quantile for a two-sided tail p with `runs` degrees of freedom.
+double element_factor(int runs, double p);
+
+// Two loss curves (one loss a step) agree when every window of `window` consecutive steps has
+// means within max(abs_nats, rel x the reference window's mean) of each other. Returns "" when they
+// agree, else the first window that does not, with both means.
+struct CurveTolerance {
+  int window = 10;
+  double abs_nats = 0.02, rel = 0.01;
+};
+std::string compare_curves(std::span<const double> reference, std::span<const double> other,
+                           const CurveTolerance& tol = {});
+
+}  // namespace gpt2

@@ -1,0 +1,230 @@
+// The GPT-2 model's definition and reference (CPU only): parameter counts equal PyTorch's, the
+// double reference's gradients equal the loss's central differences, the fp32 computation of the
+// same formulas stays inside the Bounded slack that the GPU checks use, and that slack still
+// rejects planted mistakes. Also the loss curves' comparison.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "gpt2_model.hpp"
+#include "lab/rng.hpp"
+#include "lab/testing.hpp"
+#include "lab/verify.hpp"
+
+namespace {
+
+using gpt2::Config;
+using gpt2::Phase;
+
+// The counts, which PyTorch's sum(p.numel()) gives for the same model, in millions.
+TEST(Gpt2Model, ParameterCountsArePyTorchs) {
+  const std::pair<const char*, double> expected[] = {
+      {"small", 101.2}, {"medium", 323.8}, {"xl", 1509.2}, {"2.7B", 2571.5}};
+  for (const auto& [name, millions] : expected) {
+    const gpt2::NamedSize* size = nullptr;
+    for (const auto& s : gpt2::kSizes)
+      if (std::string(s.name) == name) size = &s;
+    ASSERT_NE(size, nullptr) << name;
+    const Config c{size->layers, size->d, size->heads, 1024, gpt2::kBatch, gpt2::kVocab};
+    EXPECT_EQ(std::round(double(gpt2::param_count(c)) / 1e5) / 10, millions) << name;
+  }
+}
+
+TEST(Gpt2Model, LayoutIsContiguousAndCountsEveryParameter) {
+  const Config c{3, 48, 6, 20, 2, 51};
+  const auto t = gpt2::layout(c);
+  ASSERT_EQ(t.size(), 2 + 12 * 3 + 3u);
+  std::size_t at = 0;
+  for (const auto& x : t) {
+    EXPECT_EQ(x.offset, at) << x.name;
+    std::size_t n = 1;
+    for (auto s : x.shape) n *= std::size_t(s);
+    EXPECT_EQ(x.size, n) << x.name;
+    at += x.size;
+  }
+  EXPECT_EQ(at, gpt2::param_count(c));
+  const gpt2::Offsets o = gpt2::offsets(c);
+  EXPECT_EQ(o.blocks[1].qkv_w, t[2 + 12 + 2].offset);
+  EXPECT_EQ(t[2 + 12 + 2].name, "blocks.1.attn.qkv.weight");
+  EXPECT_EQ(o.head, t.back().offset);
+}
+
+TEST(Gpt2Model, ConfigRejectsWhatTheModelCannotBe) {
+  EXPECT_NE((Config{2, 64, 3, 16, 2, 97}).invalid(), "");  // 64 does not split into 3 heads
+  EXPECT_NE((Config{2, 64, 4, 1025, 2, 97}).invalid(), "");  // past the position table
+  EXPECT_EQ((Config{2, 64, 4, 1024, 1, 97}).invalid(), "");
+}
+
+// A model's parameters, data and optimizer state drawn as the Problem draws them.
+struct Case {
+  Config c;
+  std::vector<float> params, m, v;
+  std::vector<std::int32_t> tokens, targets;
+  explicit Case(Config cfg, std::uint64_t seed) : c(cfg) {
+    lab::Rng rng(seed);
+    params.resize(gpt2::param_count(c));
+    for (const auto& t : gpt2::layout(c)) {
+      const auto r = gpt2::init_rule(c, t);
+      std::span<float> part(params.data() + t.offset, t.size);
+      if (r.draw == gpt2::InitRule::Draw::normal)
+        rng.normal(part, r.center, r.spread);
+      else
+        rng.uniform(part, r.center - r.spread, r.center + r.spread);
+    }
+    tokens.resize(c.tokens()), targets.resize(c.tokens());
+    rng.integers(tokens, 0, c.vocab - 1);
+    rng.integers(targets, 0, c.vocab - 1);
+    // Moments as after a few steps: m about the size of a gradient, v about its square.
+    m.resize(params.size()), v.resize(params.size());
+    rng.uniform(m, -1e-3f, 1e-3f);
+    rng.uniform(v, 1e-8f, 1e-6f);
+  }
+  gpt2::OptimizerState opt(int step) const { return {m, v, step}; }
+  template <class T>
+  gpt2::Outputs<T> run(Phase phase, int step = 3, const gpt2::ModelOptions& o = {}) const {
+    return gpt2::reference<T>(c, phase, params, tokens, targets, opt(step), {}, o);
+  }
+};
+
+const Config kTiny{2, 64, 4, 16, 2, 97};
+
+// The double reference's gradients against central differences of its loss, extrapolated by
+// Richardson's step, with the differences' own truncation error (|D(h) - D(h/2)|, which bounds the
+// extrapolation's) and the loss's rounding over the step as the tolerance. A few elements of every
+// tensor, a present token's row of wte and positions inside the context included.
+TEST(Gpt2Reference, GradientsMatchCentralDifferences) {
+  Case k(kTiny, lab::testing::run_seed());
+  const auto ref = k.run<double>(Phase::forward_backward);
+  auto loss_at = [&](std::size_t i, float value) {
+    std::vector<float> p = k.params;
+    p[i] = value;
+    return gpt2::reference<double>(k.c, Phase::forward, p, k.tokens, k.targets).loss;
+  };
+  int checked = 0;
+  for (const auto& t : gpt2::layout(k.c)) {
+    std::vector<std::size_t> picks = {t.offset, t.offset + t.size / 2, t.offset + t.size - 1};
+    if (t.name == "wte.weight") picks = {t.offset + std::size_t(k.tokens[0]) * k.c.d + 5};
+    if (t.name == "wpe.weight") picks = {t.offset + 3, t.offset + std::size_t(k.c.context - 1) * k.c.d + 7};
+    for (std::size_t i : picks) {
+      const float p0 = k.params[i];
+      auto diff = [&](float h) { return (loss_at(i, p0 + h) - loss_at(i, p0 - h)) / (2.0 * h); };
+      // h small beside the weights (0.01 to 1): differences at h near 1e-4 were seen to wander by
+      // 1e-6 of the gradient (the loss is smooth only to about 1e-12 of itself at that scale),
+      // those at 2^-14 and below to converge on the reference. p0 +- h is exact in fp32 for
+      // |p0| < 2^7 here.
+      const float h = 0x1p-16f;
+      const double d1 = diff(h), d2 = diff(h / 2);
+      const double estimate = (4 * d2 - d1) / 3, truncation = std::fabs(d2 - d1);
+      // The loss's own rounding in double (64 eps |L|: the differences showed about 1 eps) over h.
+      const double rounding = 64 * 0x1p-52 * std::fabs(ref.loss) / (h / 2);
+      EXPECT_NEAR(ref.grads[i], estimate, truncation + rounding) << t.name << " element " << i - t.offset;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 3 * 12 * kTiny.layers);
+  // Positions past the context and tokens absent from the batch have no gradient at all.
+  const auto o = gpt2::offsets(k.c);
+  EXPECT_EQ(ref.grads[o.wpe + std::size_t(k.c.context) * k.c.d], 0.0);
+}
+
+lab::Verdict judge(const Case& k, const gpt2::Expected& e, const gpt2::Outputs<float>& got) {
+  return gpt2::judge(e, k.c, got.loss, got.grads, got.params, got.m, got.v);
+}
+
+// The same formulas evaluated in fp32 (sequential sums: another order than any GPU kernel's) pass
+// the check the GPU variants face, at the tiny configuration and at awkward ones (one head, head
+// size 128, a context off every tile, batch 1), in every phase.
+TEST(Gpt2Reference, Fp32PassesTheCheck) {
+  for (const Config& c : {kTiny, Config{1, 128, 1, 13, 1, 50}, Config{2, 32, 2, 77, 1, 31}})
+    for (const Phase phase : {Phase::forward, Phase::forward_backward, Phase::step}) {
+      Case k(c, lab::testing::run_seed());
+      const auto e = gpt2::expected(k.c, phase, k.params, k.tokens, k.targets, k.opt(3));
+      const lab::Verdict v = judge(k, e, k.run<float>(phase));
+      EXPECT_TRUE(v.pass) << "L" << c.layers << " d" << c.d << " h" << c.heads << " T" << c.context << " "
+                          << gpt2::phase_name(phase) << ": " << v.details();
+    }
+}
+
+// The check is not so wide that mistakes pass: a tanh GELU in an erf model, Adam's L2 penalty in
+// place of AdamW's decoupled decay, and any one tensor's gradient off by 0.1% are all rejected.
+TEST(Gpt2Reference, CheckRejectsPlantedMistakes) {
+  Case k(kTiny, lab::testing::run_seed());
+  const auto e = gpt2::expected(k.c, Phase::step, k.params, k.tokens, k.targets, k.opt(3));
+  gpt2::ModelOptions tanh_gelu;
+  tanh_gelu.gelu = gpt2::ModelOptions::Gelu::tanh;
+  EXPECT_FALSE(judge(k, e, k.run<float>(Phase::step, 3, tanh_gelu)).pass) << "tanh GELU passed";
+  gpt2::ModelOptions adam_l2;
+  adam_l2.decoupled_weight_decay = false;
+  EXPECT_FALSE(judge(k, e, k.run<float>(Phase::step, 3, adam_l2)).pass) << "Adam with L2 passed";
+
+  const auto good = k.run<float>(Phase::step);
+  ASSERT_TRUE(judge(k, e, good).pass);
+  for (const auto& t : gpt2::layout(k.c)) {
+    auto bad = good;
+    for (std::size_t i = t.offset; i < t.offset + t.size; ++i) bad.grads[i] *= 1.001f;
+    EXPECT_FALSE(judge(k, e, bad).pass) << t.name << ": a 0.1% error in its gradient passed";
+  }
+  auto bad_loss = good;
+  bad_loss.loss *= 1.0001f;
+  EXPECT_FALSE(judge(k, e, bad_loss).pass) << "a 0.01% error in the loss passed";
+}
+
+// The per-element factor is Student's t quantile: the table's t(0.975, 8) = 2.306, and the
+// factor the checks use (a two-sided 1e-9 at 8 runs) lies far beyond it.
+TEST(Gpt2Reference, ElementFactorIsTheTQuantile) {
+  EXPECT_NEAR(gpt2::element_factor(8, 0.05), 2.306, 2e-3);
+  EXPECT_NEAR(gpt2::element_factor(4, 0.01), 4.604, 2e-3);
+  const double k = gpt2::element_factor(8, gpt2::kElementFalseAlarm);
+  EXPECT_GT(k, 10);
+  EXPECT_LT(k, 100);
+}
+
+// AdamW's first step from zero moments without decay moves every parameter by lr g / (|g| + eps)
+// (the bias corrections cancel): the optimizer written as PyTorch's order of operations.
+TEST(Gpt2Reference, AdamWFirstStepIsTheSignedLearningRate) {
+  Case k(kTiny, lab::testing::run_seed());
+  std::fill(k.m.begin(), k.m.end(), 0.f);
+  std::fill(k.v.begin(), k.v.end(), 0.f);
+  gpt2::AdamW hp;
+  hp.weight_decay = 0;
+  const auto r = gpt2::reference<double>(k.c, Phase::step, k.params, k.tokens, k.targets, k.opt(1), hp);
+  for (std::size_t i = 0; i < k.params.size(); i += 97) {
+    const double g = r.grads[i];
+    EXPECT_NEAR(r.params[i], k.params[i] - hp.lr * g / (std::fabs(g) + hp.eps), 1e-15) << i;
+  }
+}
+
+TEST(Gpt2Reference, RejectsBadInputs) {
+  Case k(kTiny, 1);
+  auto tokens = k.tokens;
+  tokens[3] = k.c.vocab;
+  EXPECT_THROW(gpt2::reference<double>(k.c, Phase::forward, k.params, tokens, k.targets), std::invalid_argument);
+  std::vector<float> short_params(k.params.begin(), k.params.end() - 1);
+  EXPECT_THROW(gpt2::reference<double>(k.c, Phase::forward, short_params, k.tokens, k.targets),
+               std::invalid_argument);
+}
+
+TEST(Gpt2Curves, AgreeWithinTheWindowTolerance) {
+  std::vector<double> a(200), b(200);
+  for (int s = 0; s < 200; ++s) {
+    a[s] = 4.57 * std::exp(-s / 60.0) + 1.0;
+    b[s] = a[s] + 0.015 * std::sin(s);  // step-to-step noise of two roundings
+  }
+  EXPECT_EQ(gpt2::compare_curves(a, a), "");
+  EXPECT_EQ(gpt2::compare_curves(a, b), "");
+  auto shifted = a;
+  for (double& x : shifted) x += 0.1;  // a constant offset: a different model or a wrong loss
+  EXPECT_NE(gpt2::compare_curves(a, shifted), "");
+  auto diverged = a;
+  for (int s = 150; s < 200; ++s) diverged[s] += 0.05 * (s - 149);  // training falls apart late
+  const std::string why = gpt2::compare_curves(a, diverged);
+  EXPECT_NE(why.find("steps 1"), std::string::npos) << why;
+  auto nan = a;
+  nan[100] = std::nan("");
+  EXPECT_NE(gpt2::compare_curves(a, nan), "");
+  EXPECT_NE(gpt2::compare_curves(a, std::vector<double>(a.begin(), a.end() - 1)), "");
+}
+
+}  // namespace
