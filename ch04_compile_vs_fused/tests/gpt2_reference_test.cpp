@@ -8,6 +8,7 @@
 #include <numeric>
 #include <vector>
 
+#include "gpt2.cuh"
 #include "gpt2_model.hpp"
 #include "lab/rng.hpp"
 #include "lab/testing.hpp"
@@ -134,11 +135,12 @@ lab::Verdict judge(const Case& k, const gpt2::Expected& e, const gpt2::Outputs<f
 }
 
 // The same formulas evaluated in fp32 (sequential sums: another order than any GPU kernel's) pass
-// the check the GPU variants face, at the tiny configuration and at awkward ones (one head, head
-// size 128, a context off every tile, batch 1), in every phase.
+// the check the GPU variants face, at every check shape of the topic (the tiny configuration, head
+// sizes 16 to 128, one head, contexts off every tile, batch 1), each in every phase.
 TEST(Gpt2Reference, Fp32PassesTheCheck) {
-  for (const Config& c : {kTiny, Config{1, 128, 1, 13, 1, 50}, Config{2, 32, 2, 77, 1, 31}})
+  for (const lab::Shape& s : Gpt2Step::checks())
     for (const Phase phase : {Phase::forward, Phase::forward_backward, Phase::step}) {
+      const Config c = gpt2::config_of(s);
       Case k(c, lab::testing::run_seed());
       const auto e = gpt2::expected(k.c, phase, k.params, k.tokens, k.targets, k.opt(3));
       const lab::Verdict v = judge(k, e, k.run<float>(phase));
@@ -228,3 +230,34 @@ TEST(Gpt2Curves, AgreeWithinTheWindowTolerance) {
 }
 
 }  // namespace
+
+// The topic's shapes: every check shape is valid and within the CPU reference's reach, every sweep
+// shape valid and beyond it (never verified by accident at a cost of minutes), and the phase and
+// the model's constraints are enforced with a message.
+TEST(Gpt2Topic, ShapesAreValidAndCheckable) {
+  for (const lab::Shape& s : Gpt2Step::checks()) {
+    EXPECT_EQ(Gpt2Step::validate(s), "") << s.str();
+    EXPECT_TRUE(Gpt2Step::verifiable(s)) << s.str();
+  }
+  EXPECT_EQ(Gpt2Step::sweep().size(), 12u);
+  for (const lab::Shape& s : Gpt2Step::sweep()) {
+    EXPECT_EQ(Gpt2Step::validate(s), "") << s.str();
+    EXPECT_FALSE(Gpt2Step::verifiable(s)) << s.str();
+  }
+  EXPECT_NE(Gpt2Step::validate(lab::Shape{2, 64, 4, 16, 2, 97, 4}).find("phase"), std::string::npos);
+  EXPECT_NE(Gpt2Step::validate(lab::Shape{2, 64, 5, 16, 2, 97, 1}).find("multiple of heads"), std::string::npos);
+  EXPECT_NE(Gpt2Step::validate(lab::Shape{2, 64, 4, 2048, 2, 97, 1}).find("context"), std::string::npos);
+}
+
+// The work model: the backward does twice the forward's products, the step moves the optimizer's
+// state, and the products' FLOPs are within 2% of the usual 6 N tokens rule for the small model
+// at context 128 (N without the embeddings; attention's share is small there).
+TEST(Gpt2Topic, WorkModel) {
+  const lab::Shape f{12, 768, 12, 128, 4, 10000, 1}, b{12, 768, 12, 128, 4, 10000, 2}, s{12, 768, 12, 128, 4, 10000, 3};
+  EXPECT_DOUBLE_EQ(Gpt2Step::work(b).flops, 3 * Gpt2Step::work(f).flops);
+  EXPECT_DOUBLE_EQ(Gpt2Step::work(s).flops, Gpt2Step::work(b).flops);
+  EXPECT_GT(Gpt2Step::work(s).bytes, 4 * Gpt2Step::work(b).bytes);
+  const gpt2::Config c = gpt2::config_of(f);
+  const double n = double(gpt2::param_count(c)) - double(c.vocab + gpt2::kPositions) * c.d;
+  EXPECT_NEAR(Gpt2Step::work(b).flops / (6 * n * double(c.tokens())), 1.0, 0.02);
+}

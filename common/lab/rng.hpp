@@ -86,6 +86,13 @@ class Rng {
   void integers(DeviceBuffer<std::int32_t>& out, std::int32_t lo, std::int32_t hi, cudaStream_t s = nullptr) {
     device_fill_int(out.data(), out.size(), next_key(), lo, hi, s);
   }
+  // Device fills of n elements from p (a part of a buffer: one tensor of a model's flat parameters).
+  void uniform_at(float* p, std::size_t n, float lo, float hi, cudaStream_t s = nullptr) {
+    device_fill_uniform(p, n, next_key(), lo, hi, s);
+  }
+  void normal_at(float* p, std::size_t n, float mean, float stddev, cudaStream_t s = nullptr) {
+    device_fill_normal(p, n, next_key(), mean, stddev, s);
+  }
 
  private:
   std::uint64_t next_key() { return rng_detail::mix64(seed_ ^ rng_detail::mix64(++fills_)); }
