@@ -450,12 +450,11 @@ double t_two_sided_tail(double k, int nu) {
 }
 
 template <class F>
-void for_outputs(const Config& c, F&& f) {
+void for_outputs(F&& f) {
   f("grads", &Outputs<double>::grads, &Expected::grads_l2);
   f("params", &Outputs<double>::params, &Expected::params_l2);
   f("m", &Outputs<double>::m, &Expected::m_l2);
   f("v", &Outputs<double>::v, &Expected::v_l2);
-  (void)c;
 }
 
 }  // namespace
@@ -539,7 +538,7 @@ lab::Verdict judge(const Expected& e, const Config& c, float loss, std::span<con
   lab::Verdict all = one("loss", {&loss, 1}, {&ref_loss, 1}, {&sigma_loss, 1}, e.loss_l2);
   const std::span<const float> got[] = {grads, params, m, v};
   int which = 0;
-  for_outputs(c, [&](const char* name, std::vector<double> Outputs<double>::*out, std::vector<double> Expected::*l2) {
+  for_outputs([&](const char* name, std::vector<double> Outputs<double>::*out, std::vector<double> Expected::*l2) {
     const std::span<const float> g = got[which++];
     const std::vector<double>& ref = e.ref.*out;
     if (ref.empty()) return;
