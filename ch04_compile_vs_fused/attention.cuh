@@ -169,6 +169,10 @@ void causal_mask(float* s, const Dims& a, float fill, cudaStream_t stream);
 // lse is null. -inf entries give 0.
 void softmax_rows(const float* s, float* p, float* lse, std::size_t rows, int cols, cudaStream_t stream);
 
+// Its backward: ds = p o (dp - rowsum(p o dp)), a block a row (eager autograd's softmax backward).
+void softmax_backward_rows(const float* p, const float* dp, float* ds, std::size_t rows, int cols,
+                           cudaStream_t stream);
+
 // out[m] = in[m] transposed, for `matrices` row-major rows x cols bf16 matrices; out's rows are
 // rows_padded long, zero past `rows` (the tensor-core forward's V^T, in whole 64-key tiles).
 void transpose_bf16(const __nv_bfloat16* in, __nv_bfloat16* out, int matrices, int rows, int cols, int rows_padded,

@@ -66,6 +66,22 @@ __global__ void softmax_kernel(const float* __restrict__ s, float* __restrict__ 
   if (lse && threadIdx.x == 0) lse[row] = all.m + logf(all.l);
 }
 
+// Eager's softmax backward: a block a row; the row's sum of p dp, then ds = p (dp - sum), both
+// reads of the row second from L2.
+__global__ void softmax_backward_kernel(const float* __restrict__ p, const float* __restrict__ dp,
+                                        float* __restrict__ ds, int cols) {
+  const std::size_t off = std::size_t(blockIdx.x) * cols;
+  float t = 0;
+  for (int j = threadIdx.x; j < cols; j += blockDim.x) t += p[off + j] * dp[off + j];
+  for (int o = 16; o > 0; o /= 2) t += __shfl_xor_sync(~0u, t, o);
+  __shared__ float warps[kThreads / 32];
+  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = t;
+  __syncthreads();
+  float dot = 0;
+  for (int w = 0; w < kThreads / 32; ++w) dot += warps[w];
+  for (int j = threadIdx.x; j < cols; j += blockDim.x) ds[off + j] = p[off + j] * (dp[off + j] - dot);
+}
+
 __global__ void row_dot_kernel(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ out,
                                std::size_t rows, int d) {
   const std::size_t row = (std::size_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
@@ -135,6 +151,12 @@ void eager_forward(cublasHandle_t blas, const Dims& a, const float* q, const flo
 
 void softmax_rows(const float* s, float* p, float* lse, std::size_t rows, int cols, cudaStream_t stream) {
   softmax_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(s, p, lse, cols);
+  LAB_CHECK(cudaGetLastError());
+}
+
+void softmax_backward_rows(const float* p, const float* dp, float* ds, std::size_t rows, int cols,
+                           cudaStream_t stream) {
+  softmax_backward_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(p, dp, ds, cols);
   LAB_CHECK(cudaGetLastError());
 }
 

@@ -8,23 +8,6 @@
 
 namespace {
 
-// Eager's softmax backward: a block of 256 threads a row; the row's sum of p dp, then
-// ds = p (dp - sum), both reads of the row second from L2.
-__global__ void softmax_backward_kernel(const float* __restrict__ p, const float* __restrict__ dp,
-                                        float* __restrict__ ds, int cols) {
-  const std::size_t off = std::size_t(blockIdx.x) * cols;
-  float t = 0;
-  for (int j = threadIdx.x; j < cols; j += blockDim.x) t += p[off + j] * dp[off + j];
-  for (int o = 16; o > 0; o /= 2) t += __shfl_xor_sync(~0u, t, o);
-  __shared__ float warps[8];
-  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = t;
-  __syncthreads();
-  float dot = 0;
-  for (int w = 0; w < 8; ++w) dot += warps[w];
-  for (int j = threadIdx.x; j < cols; j += blockDim.x) ds[off + j] = p[off + j] * (dp[off + j] - dot);
-}
-
-
 // The variant's state: a cuBLAS handle, P as the eager forward left it (computed before timing),
 // and the two seq x seq tensors of its backward, dP and dS.
 struct Eager {
@@ -41,8 +24,7 @@ struct Eager {
     attn::use_stream(blas, stream);
     attn::gemm_tn(blas, a, 1.f, probs, p.dout.data(), p.dv.data());    // dV = P^T dO
     attn::gemm_nt(blas, a, 1.f, p.dout.data(), p.v.data(), dprobs);    // dP = dO V^T
-    softmax_backward_kernel<<<static_cast<unsigned>(a.rows()), 256, 0, stream>>>(probs, dprobs, dscores, a.seq);
-    LAB_CHECK(cudaGetLastError());
+    attn::softmax_backward_rows(probs, dprobs, dscores, a.rows(), a.seq, stream);  // dS = P o (dP - rowsum(P o dP))
     if (a.causal) attn::causal_mask(dscores, a, 0.f, stream);          // masked_fill's backward
     attn::scale(dscores, dprobs, a.scores(), a.scale(), stream);       // the scale's backward
     attn::gemm_nn(blas, a, 1.f, dprobs, p.k.data(), p.dq.data());      // dQ = dS K
