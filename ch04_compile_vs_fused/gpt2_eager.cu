@@ -5,6 +5,7 @@
 // partial sums are added atomically.
 #include <cmath>
 
+#include "block_reduce.cuh"
 #include "gpt2_eager.cuh"
 #include "lab/check.hpp"
 #include "lab/launch.hpp"
@@ -16,61 +17,36 @@ namespace {
 constexpr int kThreads = 256;
 unsigned blocks_for(std::size_t work) { return lab::grid_for(work, kThreads); }
 
-#define GPT2_GRID_STRIDE(i, n)                                                                              \
-  for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x,                                    \
-                   stride_ = std::size_t(gridDim.x) * blockDim.x;                                             \
-       i < (n); i += stride_)
-
-// The sum, or the maximum, over a block of kThreads threads; every thread gets it (same order in
-// each). The first barrier lets a previous call's readers finish with the scratch.
-__device__ float block_sum(float v) {
-  __shared__ float warps[kThreads / 32];
-  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(~0u, v, o);
-  __syncthreads();
-  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = v;
-  __syncthreads();
-  float t = 0;
-  for (int w = 0; w < kThreads / 32; ++w) t += warps[w];
-  return t;
-}
-__device__ float block_max(float v) {
-  __shared__ float warps[kThreads / 32];
-  for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(~0u, v, o));
-  __syncthreads();
-  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = v;
-  __syncthreads();
-  float t = warps[0];
-  for (int w = 1; w < kThreads / 32; ++w) t = fmaxf(t, warps[w]);
-  return t;
-}
+__device__ float block_sum(float v) { return blockwide::sum<kThreads>(v); }
+__device__ float block_max(float v) { return blockwide::max<kThreads>(v); }
 
 // ---- element-wise ---------------------------------------------------------------------------
 
 __global__ void add_bias_kernel(float* y, const float* __restrict__ b, std::size_t n, int cols) {
-  GPT2_GRID_STRIDE(i, n) y[i] += b[i % cols];
+  for (std::size_t i : lab::grid_stride(n)) y[i] += b[i % cols];
 }
 
 __global__ void embedding_kernel(const float* __restrict__ wte, const std::int32_t* __restrict__ tokens,
                                  float* __restrict__ out, std::size_t n, int d) {
-  GPT2_GRID_STRIDE(i, n) out[i] = wte[std::size_t(tokens[i / d]) * d + i % d];
+  for (std::size_t i : lab::grid_stride(n)) out[i] = wte[std::size_t(tokens[i / d]) * d + i % d];
 }
 
 __global__ void add_positions_kernel(float* x, const float* __restrict__ wpe, std::size_t n, int context, int d) {
-  GPT2_GRID_STRIDE(i, n) x[i] += wpe[(i / d % context) * d + i % d];
+  for (std::size_t i : lab::grid_stride(n)) x[i] += wpe[(i / d % context) * d + i % d];
 }
 
 // A position's gradient added to its token's row: positions holding the same token collide, so
 // the additions are atomic (PyTorch sorts the ids instead; both sum the same terms).
 __global__ void embedding_backward_kernel(const float* __restrict__ dx, const std::int32_t* __restrict__ tokens,
                                           float* dwte, std::size_t n, int d) {
-  GPT2_GRID_STRIDE(i, n) atomicAdd(&dwte[std::size_t(tokens[i / d]) * d + i % d], dx[i]);
+  for (std::size_t i : lab::grid_stride(n)) atomicAdd(&dwte[std::size_t(tokens[i / d]) * d + i % d], dx[i]);
 }
 
 // dwpe[t][j] = sum over b of dx[b][t][j], a thread an element of wpe's first `context` rows.
 __global__ void positions_backward_kernel(const float* __restrict__ dx, float* __restrict__ dwpe, int batch,
                                           int context, int d) {
   const std::size_t n = std::size_t(context) * d;
-  GPT2_GRID_STRIDE(i, n) {
+  for (std::size_t i : lab::grid_stride(n)) {
     float s = 0;
     for (int b = 0; b < batch; ++b) s += dx[std::size_t(b) * n + i];
     dwpe[i] = s;
@@ -78,7 +54,7 @@ __global__ void positions_backward_kernel(const float* __restrict__ dx, float* _
 }
 
 __global__ void gelu_kernel(const float* __restrict__ x, float* __restrict__ y, std::size_t n) {
-  GPT2_GRID_STRIDE(i, n) {
+  for (std::size_t i : lab::grid_stride(n)) {
     const float v = x[i];
     y[i] = 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
   }
@@ -86,7 +62,7 @@ __global__ void gelu_kernel(const float* __restrict__ x, float* __restrict__ y, 
 
 __global__ void gelu_backward_kernel(const float* __restrict__ dy, const float* __restrict__ x, float* __restrict__ dx,
                                      std::size_t n) {
-  GPT2_GRID_STRIDE(i, n) {
+  for (std::size_t i : lab::grid_stride(n)) {
     const float v = x[i];
     const float cdf = 0.5f * (1.f + erff(v * 0.70710678118654752f));
     const float pdf = expf(-0.5f * v * v) * 0.39894228040143268f;
@@ -95,13 +71,13 @@ __global__ void gelu_backward_kernel(const float* __restrict__ dy, const float* 
 }
 
 __global__ void add_kernel(const float* a, const float* b, float* out, std::size_t n) {
-  GPT2_GRID_STRIDE(i, n) out[i] = a[i] + b[i];
+  for (std::size_t i : lab::grid_stride(n)) out[i] = a[i] + b[i];
 }
 
 // Element i of the (B, h, T, hd) tensor and its place in the rows: (b T + t) ld + head hd + c.
 __global__ void heads_kernel(const float* __restrict__ src, float* __restrict__ dst, int ld, int context, int h,
                              int hd, std::size_t n, bool to_heads) {
-  GPT2_GRID_STRIDE(i, n) {
+  for (std::size_t i : lab::grid_stride(n)) {
     const std::size_t c = i % hd, t = i / hd % context, bh = i / (std::size_t(hd) * context);
     const std::size_t b = bh / h, head = bh % h;
     const std::size_t r = (b * context + t) * ld + head * hd + c;
@@ -114,13 +90,13 @@ __global__ void heads_kernel(const float* __restrict__ src, float* __restrict__ 
 
 __global__ void nll_loss_backward_kernel(const std::int32_t* __restrict__ targets, float* g, std::size_t rows,
                                          int vocab) {
-  GPT2_GRID_STRIDE(r, rows) g[r * vocab + targets[r]] = -1.f / float(rows);
+  for (std::size_t r : lab::grid_stride(rows)) g[r * vocab + targets[r]] = -1.f / float(rows);
 }
 
 __global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ m,
                              float* __restrict__ v, std::size_t n, float decay, float b1, float b2, float one_b1,
                              float one_b2, float step_size, float inv_sqrt_bc2, float eps) {
-  GPT2_GRID_STRIDE(i, n) {
+  for (std::size_t i : lab::grid_stride(n)) {
     const float gi = g[i];
     const float mi = b1 * m[i] + one_b1 * gi, vi = b2 * v[i] + one_b2 * gi * gi;
     m[i] = mi, v[i] = vi;
@@ -247,8 +223,6 @@ dim3 column_grid(std::size_t rows, int cols) {
 }
 
 void zero(float* p, std::size_t n, cudaStream_t stream) { LAB_CHECK(cudaMemsetAsync(p, 0, n * sizeof(float), stream)); }
-
-#undef GPT2_GRID_STRIDE
 
 }  // namespace
 

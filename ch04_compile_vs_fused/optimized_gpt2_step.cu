@@ -1,0 +1,461 @@
+// Fused: the GPT-2 training step fused by hand. The products stay on cuBLAS (fp32, no TF32: the same
+// FLOPs as vanilla); what changes is everything between them:
+//   - the residual add, the bias before it and the next LayerNorm are one row kernel (a block a
+//     row, the row in registers: read once, written twice: the residual stream and its norm);
+//   - the QKV bias is added while Q, K, V are laid out by head, and the bias and GELU of the MLP are
+//     one element-wise pass (keeping the pre-activation for the backward);
+//   - attention is the chapter's flash kernel (flash_fp32.cuh): no T x T tensor, forward or
+//     backward; the backward needs only the log-sum-exp and delta = rowsum(dO o O), which the
+//     kernel that lays dO out by head computes on the way;
+//   - the loss and its gradient are one kernel a row over the logits (the softmax never written;
+//     the gradient takes the logits' place);
+//   - the LayerNorm backward adds into the residual gradient and sums its parameters' gradients in
+//     the same pass;
+//   - AdamW is one launch over the flat parameter buffer (every tensor at once), 16-byte accesses;
+//   - the whole step is one CUDA graph, captured in the prepare step: a few hundred launches become
+//     one, and the step's scalars that change (AdamW's bias corrections) are read from device memory.
+// Run: make ch04 && ./ch04_compile_vs_fused/optimized_gpt2_step
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "block_reduce.cuh"
+#include "flash_fp32.cuh"
+#include "gpt2.cuh"
+#include "gpt2_eager.cuh"
+#include "lab/launch.hpp"
+
+namespace {
+
+namespace ops = gpt2::eager;
+using Buffer = lab::DeviceBuffer<float>;
+
+constexpr int kThreads = 256;
+constexpr int kMaxItems = 16;  // a row of up to 16 x 256 = 4096 floats in registers
+
+// Calls f(std::integral_constant<int, Items>{}) with the fewest items a thread that cover d.
+template <class F>
+void with_items(int d, F&& f) {
+  if (d <= kThreads) return f(std::integral_constant<int, 1>{});
+  if (d <= 2 * kThreads) return f(std::integral_constant<int, 2>{});
+  if (d <= 4 * kThreads) return f(std::integral_constant<int, 4>{});
+  if (d <= 8 * kThreads) return f(std::integral_constant<int, 8>{});
+  f(std::integral_constant<int, kMaxItems>{});
+}
+
+// x_out = x + (y + bias) (the residual; y and bias null: x itself), then ln = LayerNorm(x_out) with
+// its mean and rstd kept: a block a row, thread t holding columns t, t + 256, ... in registers.
+// x_out may be x.
+template <int Items>
+__global__ void __launch_bounds__(kThreads)
+    residual_layer_norm_kernel(const float* x, const float* __restrict__ y, const float* __restrict__ bias,
+                               float* x_out, const float* __restrict__ w, const float* __restrict__ b,
+                               float* __restrict__ ln, float* __restrict__ mean, float* __restrict__ rstd, int d) {
+  const std::size_t off = std::size_t(blockIdx.x) * d;
+  float v[Items], s = 0;
+#pragma unroll
+  for (int k = 0; k < Items; ++k) {
+    const int j = threadIdx.x + k * kThreads;
+    v[k] = 0;
+    if (j < d) v[k] = y ? x[off + j] + (y[off + j] + bias[j]) : x[off + j];
+    s += v[k];
+  }
+  const float mu = blockwide::sum<kThreads>(s) * (1.f / d);
+  float q = 0;
+#pragma unroll
+  for (int k = 0; k < Items; ++k)
+    if (threadIdx.x + k * kThreads < d) q += (v[k] - mu) * (v[k] - mu);
+  const float rs = rsqrtf(blockwide::sum<kThreads>(q) * (1.f / d) + float(gpt2::kLayerNormEps));
+#pragma unroll
+  for (int k = 0; k < Items; ++k) {
+    const int j = threadIdx.x + k * kThreads;
+    if (j >= d) continue;
+    if (y) x_out[off + j] = v[k];
+    ln[off + j] = (v[k] - mu) * rs * w[j] + b[j];
+  }
+  if (threadIdx.x == 0) mean[blockIdx.x] = mu, rstd[blockIdx.x] = rs;
+}
+
+// The LayerNorm backward: dres += dx (or = dx when !accumulate), dx = rstd (g - mean(g) - xhat
+// mean(g xhat)) with g = dy w; and dw += sum dy xhat, db += sum dy over the block's rows, kept in
+// registers across its rows and added atomically once (dw, db zeroed before).
+template <int Items>
+__global__ void __launch_bounds__(kThreads)
+    layer_norm_backward_kernel(const float* __restrict__ dy, const float* __restrict__ x, const float* __restrict__ w,
+                               const float* __restrict__ mean, const float* __restrict__ rstd, float* dres, float* dw,
+                               float* db, std::size_t rows, int d, bool accumulate) {
+  float wj[Items], aw[Items] = {}, ab[Items] = {};
+#pragma unroll
+  for (int k = 0; k < Items; ++k) {
+    const int j = threadIdx.x + k * kThreads;
+    wj[k] = j < d ? w[j] : 0.f;
+  }
+  for (std::size_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const std::size_t off = row * d;
+    const float mu = mean[row], rs = rstd[row];
+    float g[Items], xh[Items], sg = 0, sgx = 0;
+#pragma unroll
+    for (int k = 0; k < Items; ++k) {
+      const int j = threadIdx.x + k * kThreads;
+      g[k] = 0, xh[k] = 0;
+      if (j < d) {
+        const float dyj = dy[off + j];
+        xh[k] = (x[off + j] - mu) * rs;
+        g[k] = dyj * wj[k];
+        aw[k] += dyj * xh[k];
+        ab[k] += dyj;
+      }
+      sg += g[k];
+      sgx += g[k] * xh[k];
+    }
+    const float mean_g = blockwide::sum<kThreads>(sg) * (1.f / d);
+    const float mean_gx = blockwide::sum<kThreads>(sgx) * (1.f / d);
+#pragma unroll
+    for (int k = 0; k < Items; ++k) {
+      const int j = threadIdx.x + k * kThreads;
+      if (j >= d) continue;
+      const float dx = rs * (g[k] - mean_g - xh[k] * mean_gx);
+      dres[off + j] = accumulate ? dres[off + j] + dx : dx;
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < Items; ++k) {
+    const int j = threadIdx.x + k * kThreads;
+    if (j < d) atomicAdd(&dw[j], aw[k]), atomicAdd(&db[j], ab[k]);
+  }
+}
+
+// The heads' layout: element i of a (B, h, T, hd) tensor is column head hd + c of row b T + t.
+struct HeadIndex {
+  std::size_t row, col;
+  __device__ HeadIndex(std::size_t i, int context, int h, int hd) {
+    const std::size_t c = i % hd, t = i / hd % context, bh = i / (std::size_t(hd) * context);
+    row = bh / h * context + t;
+    col = bh % h * hd + c;
+  }
+};
+
+// Q, K, V by head from the QKV product's rows (B T x 3d), each plus its bias.
+__global__ void qkv_heads_kernel(const float* __restrict__ qkv, const float* __restrict__ bias, float* __restrict__ q,
+                                 float* __restrict__ k, float* __restrict__ v, std::size_t n, int context, int h,
+                                 int hd) {
+  const int d = h * hd;
+  for (std::size_t i : lab::grid_stride(n)) {
+    const HeadIndex at(i, context, h, hd);
+    const float* r = qkv + at.row * 3 * d + at.col;
+    q[i] = r[0] + bias[at.col];
+    k[i] = r[d] + bias[d + at.col];
+    v[i] = r[2 * d] + bias[2 * d + at.col];
+  }
+}
+
+// The backward's way back: dQ, dK, dV by head into the rows of dQKV (B T x 3d).
+__global__ void qkv_rows_kernel(const float* __restrict__ dq, const float* __restrict__ dk,
+                                const float* __restrict__ dv, float* __restrict__ dqkv, std::size_t n, int context,
+                                int h, int hd) {
+  const int d = h * hd;
+  for (std::size_t i : lab::grid_stride(n)) {
+    const HeadIndex at(i, context, h, hd);
+    float* r = dqkv + at.row * 3 * d + at.col;
+    r[0] = dq[i], r[d] = dk[i], r[2 * d] = dv[i];
+  }
+}
+
+// dO by head from the projection's input gradient (B T x d), and delta = rowsum(dO o O) for the
+// flash backward, O read from the merged attention output the forward kept: a warp a head row.
+__global__ void dout_heads_kernel(const float* __restrict__ datt, const float* __restrict__ att,
+                                  float* __restrict__ dout, float* __restrict__ delta, std::size_t head_rows,
+                                  int context, int h, int hd) {
+  const std::size_t hr = (std::size_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (hr >= head_rows) return;
+  float s = 0;
+  for (int c = lane; c < hd; c += 32) {
+    const HeadIndex at(hr * hd + c, context, h, hd);
+    const std::size_t r = at.row * std::size_t(h) * hd + at.col;
+    dout[hr * hd + c] = datt[r];
+    s += datt[r] * att[r];
+  }
+  for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(~0u, s, o);
+  if (lane == 0) delta[hr] = s;
+}
+
+// h += bias (kept for the backward), act = gelu(h): 16-byte accesses (cols = 4d, a multiple of 4).
+__global__ void bias_gelu_kernel(float4* h, const float4* __restrict__ bias, float4* __restrict__ act, std::size_t n4,
+                                 int cols4) {
+  for (std::size_t i : lab::grid_stride(n4)) {
+    float4 t = h[i];
+    const float4 b = bias[i % cols4];
+    t.x += b.x, t.y += b.y, t.z += b.z, t.w += b.w;
+    h[i] = t;
+    auto g = [](float x) { return 0.5f * x * (1.f + erff(x * 0.70710678118654752f)); };
+    act[i] = make_float4(g(t.x), g(t.y), g(t.z), g(t.w));
+  }
+}
+
+// The loss a row, and with Backward its gradient in the logits' place: one pass keeps a running
+// (max, sum of exp) per thread, the block combines them (lse = max + log sum), the target's owner
+// writes the row's loss lse - z[target], and a second pass writes (softmax - onehot) / rows, the
+// softmax as exp(z - max) / sum.
+struct MaxSum {  // as eager attention's softmax (attention_eager.cu), with expf: the loss's accuracy
+  float m, s;
+};
+__device__ __forceinline__ MaxSum combine(MaxSum a, MaxSum b) {
+  const float m = fmaxf(a.m, b.m);
+  if (m == -INFINITY) return {m, 0.f};
+  return {m, a.s * expf(a.m - m) + b.s * expf(b.m - m)};
+}
+template <bool Backward>
+__global__ void __launch_bounds__(kThreads)
+    cross_entropy_kernel(float* z, const std::int32_t* __restrict__ targets, float* __restrict__ losses, int vocab,
+                         float inv_rows) {
+  const std::size_t row = blockIdx.x;
+  float* zr = z + row * vocab;
+  const int target = targets[row];
+  MaxSum t{-INFINITY, 0.f};
+  for (int j = threadIdx.x; j < vocab; j += kThreads) t = combine(t, MaxSum{zr[j], 1.f});
+  for (int o = 16; o > 0; o /= 2) t = combine(t, MaxSum{__shfl_xor_sync(~0u, t.m, o), __shfl_xor_sync(~0u, t.s, o)});
+  __shared__ MaxSum warps[kThreads / 32];
+  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = t;
+  __syncthreads();
+  MaxSum all = warps[0];
+  for (int w = 1; w < kThreads / 32; ++w) all = combine(all, warps[w]);
+  if (threadIdx.x == target % kThreads) losses[row] = all.m + logf(all.s) - zr[target];
+  if constexpr (Backward) {
+    const float inv_s = 1.f / all.s;
+    for (int j = threadIdx.x; j < vocab; j += kThreads)
+      zr[j] = (expf(zr[j] - all.m) * inv_s - (j == target ? 1.f : 0.f)) * inv_rows;
+  }
+}
+
+// loss = the mean of the rows' losses: one block.
+__global__ void mean_kernel(const float* __restrict__ losses, float* __restrict__ loss, std::size_t rows) {
+  float s = 0;
+  for (std::size_t r = threadIdx.x; r < rows; r += kThreads) s += losses[r];
+  s = blockwide::sum<kThreads>(s);
+  if (threadIdx.x == 0) loss[0] = s / float(rows);
+}
+
+// AdamW over the whole flat buffer, 16-byte accesses (n4 quads; the buffer's length is a multiple
+// of 16 floats). coef = {lr / (1 - b1^t), 1 / sqrt(1 - b2^t)}, written before each launch.
+__global__ void adamw_kernel(float4* __restrict__ p, const float4* __restrict__ g, float4* __restrict__ m,
+                             float4* __restrict__ v, std::size_t n4, const float* __restrict__ coef, float decay,
+                             float b1, float b2, float eps) {
+  const float step_size = coef[0], inv_sqrt_bc2 = coef[1], one_b1 = 1.f - b1, one_b2 = 1.f - b2;
+  for (std::size_t i : lab::grid_stride(n4)) {
+    float4 pi = p[i], mi = m[i], vi = v[i];
+    const float4 gi = g[i];
+    auto one = [&](float& pp, float& mm, float& vv, float gg) {
+      mm = b1 * mm + one_b1 * gg;
+      vv = b2 * vv + one_b2 * gg * gg;
+      pp = pp * decay - step_size * (mm / (sqrtf(vv) * inv_sqrt_bc2 + eps));
+    };
+    one(pi.x, mi.x, vi.x, gi.x), one(pi.y, mi.y, vi.y, gi.y), one(pi.z, mi.z, vi.z, gi.z), one(pi.w, mi.w, vi.w, gi.w);
+    p[i] = pi, m[i] = mi, v[i] = vi;
+  }
+}
+
+unsigned blocks_for(std::size_t work) { return lab::grid_for(work, kThreads); }
+
+// What one block keeps for its backward: no T x T tensor; the log-sum-exp of each head row instead.
+struct Saved {
+  Buffer x, ln1, mean1, rstd1, q, k, v, lse, att, mid, ln2, mean2, rstd2, h, act;
+  explicit Saved(const gpt2::Config& c)
+      : x(c.tokens() * c.d), ln1(x.size()), mean1(c.tokens()), rstd1(c.tokens()), q(x.size()), k(x.size()),
+        v(x.size()), lse(c.tokens() * c.heads), att(x.size()), mid(x.size()), ln2(x.size()), mean2(c.tokens()),
+        rstd2(c.tokens()), h(4 * x.size()), act(h.size()) {}
+};
+
+struct Fused {
+  using Topic = Gpt2Step;
+  gpt2::Config c;
+  gpt2::Phase phase;
+  gpt2::Offsets off;
+  int rows, d, hd;
+  lab::CublasHandle blas;
+  lab::DeviceBuffer<std::uint8_t> blas_workspace;  // cuBLAS's, set explicitly: a graph may not allocate
+  std::vector<Saved> blocks;
+  Buffer out, lnf, meanf, rstdf, logits, losses, coef;
+  Buffer qkv, o, tmp;                                             // forward scratch
+  Buffer dx, dln, dout, delta, dq, dk, dv, dqkv, dact, dh;        // backward scratch
+  lab::GraphExec graph;
+
+  static std::string supports(const lab::Shape& s, const lab::DeviceFacts&) {
+    const gpt2::Config c = gpt2::config_of(s);
+    const int hd = c.head_dim();
+    if (hd != 16 && hd != 32 && hd != 64 && hd != 128)
+      return "the flash kernels take head sizes 16, 32, 64 and 128, not " + std::to_string(hd);
+    if (c.d > kMaxItems * kThreads) return "the row kernels hold d_model <= 4096 in registers";
+    return "";
+  }
+
+  Fused(Gpt2Step::Problem& p, cudaStream_t stream)
+      : c(p.cfg), phase(p.phase), off(gpt2::offsets(c)), rows(int(c.tokens())), d(c.d), hd(c.head_dim()),
+        blas_workspace(std::size_t(32) << 20), out(c.tokens() * d), lnf(out.size()), meanf(rows), rstdf(rows),
+        logits(c.tokens() * c.vocab), losses(rows), coef(2), qkv(3 * out.size()), o(out.size()), tmp(out.size()) {
+    const int saved = phase == gpt2::Phase::forward ? 1 : c.layers;
+    blocks.reserve(saved);
+    for (int l = 0; l < saved; ++l) blocks.emplace_back(c);
+    if (phase != gpt2::Phase::forward) {
+      const std::size_t n = out.size();
+      dx = Buffer(n), dln = Buffer(n), dout = Buffer(n), delta = Buffer(c.tokens() * c.heads);
+      dq = Buffer(n), dk = Buffer(n), dv = Buffer(n), dqkv = Buffer(3 * n), dact = Buffer(4 * n), dh = Buffer(4 * n);
+    }
+    ops::use_stream(blas, stream);
+    LAB_CHECK(cublasSetWorkspace(blas, blas_workspace.data(), blas_workspace.size()));
+    graph.capture(stream, [&] { step(p, stream); });
+  }
+
+  void run(Gpt2Step::Problem& p, cudaStream_t stream) {
+    if (phase == gpt2::Phase::step) {
+      // The step's bias corrections, from pageable memory: staged before the call returns.
+      const double bc1 = 1 - std::pow(p.hp.beta1, p.step), bc2 = 1 - std::pow(p.hp.beta2, p.step);
+      const std::array<float, 2> host{float(p.hp.lr / bc1), float(1 / std::sqrt(bc2))};
+      LAB_CHECK(cudaMemcpyAsync(coef.data(), host.data(), sizeof(host), cudaMemcpyHostToDevice, stream));
+    }
+    graph.launch(stream);
+  }
+
+  Saved& saved(int l) { return blocks[l % blocks.size()]; }
+
+  // (residual +) LayerNorm rows into ln: see residual_layer_norm_kernel.
+  void residual_layer_norm(const float* x, const float* y, const float* bias, float* x_out, const float* w,
+                           const float* b, float* ln, float* mean, float* rstd, cudaStream_t stream) {
+    with_items(d, [&](auto items) {
+      residual_layer_norm_kernel<decltype(items)::value>
+          <<<rows, kThreads, 0, stream>>>(x, y, bias, x_out, w, b, ln, mean, rstd, d);
+    });
+    LAB_CHECK(cudaGetLastError());
+  }
+  void layer_norm_backward(const float* dy, const float* x, const float* w, const float* mean, const float* rstd,
+                           float* dres, float* dw, float* db, bool accumulate, cudaStream_t stream) {
+    LAB_CHECK(cudaMemsetAsync(dw, 0, d * sizeof(float), stream));
+    LAB_CHECK(cudaMemsetAsync(db, 0, d * sizeof(float), stream));
+    const unsigned grid = static_cast<unsigned>(std::min(rows, 512));  // 8 or more rows a block at scale
+    with_items(d, [&](auto items) {
+      layer_norm_backward_kernel<decltype(items)::value>
+          <<<grid, kThreads, 0, stream>>>(dy, x, w, mean, rstd, dres, dw, db, rows, d, accumulate);
+    });
+    LAB_CHECK(cudaGetLastError());
+  }
+
+  void step(Gpt2Step::Problem& p, cudaStream_t stream) {
+    forward(p, stream);
+    if (phase == gpt2::Phase::forward) return;
+    backward(p, stream);
+    if (phase == gpt2::Phase::forward_backward) return;
+    const std::size_t n4 = p.params.size() / 4;
+    adamw_kernel<<<blocks_for(n4), kThreads, 0, stream>>>(
+        reinterpret_cast<float4*>(p.params.data()), reinterpret_cast<const float4*>(p.grads.data()),
+        reinterpret_cast<float4*>(p.m.data()), reinterpret_cast<float4*>(p.v.data()), n4, coef.data(),
+        float(1 - p.hp.lr * p.hp.weight_decay), float(p.hp.beta1), float(p.hp.beta2), float(p.hp.eps));
+    LAB_CHECK(cudaGetLastError());
+  }
+
+  void forward(Gpt2Step::Problem& p, cudaStream_t stream) {
+    const float* P = p.params.data();
+    Saved& s0 = saved(0);
+    ops::embedding(P + off.wte, p.tokens.data(), s0.x.data(), rows, d, stream);
+    ops::add_positions(s0.x.data(), P + off.wpe, c.batch, c.context, d, stream);
+    const gpt2::BlockOffsets& b0 = off.blocks[0];
+    residual_layer_norm(s0.x.data(), nullptr, nullptr, s0.x.data(), P + b0.ln1_w, P + b0.ln1_b, s0.ln1.data(),
+                        s0.mean1.data(), s0.rstd1.data(), stream);
+    const std::size_t n = out.size();
+    for (int l = 0; l < c.layers; ++l) {
+      const gpt2::BlockOffsets& ob = off.blocks[l];
+      Saved& s = saved(l);
+      // Attention: the QKV product, its bias while laying Q, K, V out by head, flash attention.
+      ops::linear(blas, s.ln1.data(), P + ob.qkv_w, qkv.data(), rows, 3 * d, d);
+      qkv_heads_kernel<<<blocks_for(n), kThreads, 0, stream>>>(qkv.data(), P + ob.qkv_b, s.q.data(), s.k.data(),
+                                                               s.v.data(), n, c.context, c.heads, hd);
+      LAB_CHECK(cudaGetLastError());
+      flash::forward(s.q.data(), s.k.data(), s.v.data(), o.data(), s.lse.data(), c.batch * c.heads, c.context, hd,
+                     true, 1.f / std::sqrt(float(hd)), stream);
+      ops::merge_heads(o.data(), s.att.data(), d, c.batch, c.context, c.heads, hd, stream);
+      // The projection; its bias, the residual and LayerNorm 2 in one pass.
+      ops::linear(blas, s.att.data(), P + ob.proj_w, tmp.data(), rows, d, d);
+      residual_layer_norm(s.x.data(), tmp.data(), P + ob.proj_b, s.mid.data(), P + ob.ln2_w, P + ob.ln2_b,
+                          s.ln2.data(), s.mean2.data(), s.rstd2.data(), stream);
+      // The MLP: its bias and GELU in one pass; the second bias, the residual and the next
+      // LayerNorm (the next block's first, or the final one) in one pass.
+      ops::linear(blas, s.ln2.data(), P + ob.fc_w, s.h.data(), rows, 4 * d, d);
+      bias_gelu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
+          reinterpret_cast<float4*>(s.h.data()), reinterpret_cast<const float4*>(P + ob.fc_b),
+          reinterpret_cast<float4*>(s.act.data()), n, d);  // 4n floats: n quads, 4d / 4 = d quads a row
+      LAB_CHECK(cudaGetLastError());
+      ops::linear(blas, s.act.data(), P + ob.fc2_w, tmp.data(), rows, d, 4 * d);
+      if (l + 1 < c.layers) {
+        Saved& next = saved(l + 1);
+        const gpt2::BlockOffsets& on = off.blocks[l + 1];
+        residual_layer_norm(s.mid.data(), tmp.data(), P + ob.fc2_b, next.x.data(), P + on.ln1_w, P + on.ln1_b,
+                            next.ln1.data(), next.mean1.data(), next.rstd1.data(), stream);
+      } else {
+        residual_layer_norm(s.mid.data(), tmp.data(), P + ob.fc2_b, out.data(), P + off.lnf_w, P + off.lnf_b,
+                            lnf.data(), meanf.data(), rstdf.data(), stream);
+      }
+    }
+    // The head, and the loss (with its gradient when there is a backward) in one pass a row.
+    ops::linear(blas, lnf.data(), P + off.head, logits.data(), rows, c.vocab, d);
+    const float inv_rows = 1.f / float(rows);
+    if (phase == gpt2::Phase::forward)
+      cross_entropy_kernel<false><<<rows, kThreads, 0, stream>>>(logits.data(), p.targets.data(), losses.data(),
+                                                                 c.vocab, inv_rows);
+    else
+      cross_entropy_kernel<true><<<rows, kThreads, 0, stream>>>(logits.data(), p.targets.data(), losses.data(),
+                                                                c.vocab, inv_rows);
+    LAB_CHECK(cudaGetLastError());
+    mean_kernel<<<1, kThreads, 0, stream>>>(losses.data(), p.loss.data(), rows);
+    LAB_CHECK(cudaGetLastError());
+  }
+
+  void backward(Gpt2Step::Problem& p, cudaStream_t stream) {
+    const float* P = p.params.data();
+    float* G = p.grads.data();
+    const std::size_t n = out.size();
+    // The logits hold dloss/dlogits (the cross-entropy kernel wrote it).
+    ops::linear_backward(blas, logits.data(), lnf.data(), P + off.head, dln.data(), G + off.head, nullptr, rows,
+                         c.vocab, d, stream);
+    layer_norm_backward(dln.data(), out.data(), P + off.lnf_w, meanf.data(), rstdf.data(), dx.data(), G + off.lnf_w,
+                        G + off.lnf_b, false, stream);
+    for (int l = c.layers - 1; l >= 0; --l) {
+      const gpt2::BlockOffsets& ob = off.blocks[l];
+      const Saved& s = saved(l);
+      // The MLP.
+      ops::linear_backward(blas, dx.data(), s.act.data(), P + ob.fc2_w, dact.data(), G + ob.fc2_w, G + ob.fc2_b,
+                           rows, d, 4 * d, stream);
+      ops::gelu_backward(dact.data(), s.h.data(), dh.data(), 4 * n, stream);
+      ops::linear_backward(blas, dh.data(), s.ln2.data(), P + ob.fc_w, dln.data(), G + ob.fc_w, G + ob.fc_b, rows,
+                           4 * d, d, stream);
+      layer_norm_backward(dln.data(), s.mid.data(), P + ob.ln2_w, s.mean2.data(), s.rstd2.data(), dx.data(),
+                          G + ob.ln2_w, G + ob.ln2_b, true, stream);
+      // The attention: dO by head with delta, the flash backward, dQ dK dV back into rows.
+      ops::linear_backward(blas, dx.data(), s.att.data(), P + ob.proj_w, dln.data(), G + ob.proj_w, G + ob.proj_b,
+                           rows, d, d, stream);
+      const std::size_t head_rows = c.tokens() * c.heads;
+      dout_heads_kernel<<<static_cast<unsigned>(lab::ceil_div(head_rows * 32, kThreads)), kThreads, 0, stream>>>(
+          dln.data(), s.att.data(), dout.data(), delta.data(), head_rows, c.context, c.heads, hd);
+      LAB_CHECK(cudaGetLastError());
+      LAB_CHECK(cudaMemsetAsync(dq.data(), 0, n * sizeof(float), stream));
+      flash::backward(s.q.data(), s.k.data(), s.v.data(), dout.data(), s.lse.data(), delta.data(), dq.data(),
+                      dk.data(), dv.data(), c.batch * c.heads, c.context, hd, true, 1.f / std::sqrt(float(hd)),
+                      stream);
+      qkv_rows_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dq.data(), dk.data(), dv.data(), dqkv.data(), n,
+                                                              c.context, c.heads, hd);
+      LAB_CHECK(cudaGetLastError());
+      ops::linear_backward(blas, dqkv.data(), s.ln1.data(), P + ob.qkv_w, dln.data(), G + ob.qkv_w, G + ob.qkv_b,
+                           rows, 3 * d, d, stream);
+      layer_norm_backward(dln.data(), s.x.data(), P + ob.ln1_w, s.mean1.data(), s.rstd1.data(), dx.data(),
+                          G + ob.ln1_w, G + ob.ln1_b, true, stream);
+    }
+    ops::embedding_backward(dx.data(), p.tokens.data(), G + off.wte, rows, c.vocab, d, stream);
+    ops::positions_backward(dx.data(), G + off.wpe, c.batch, c.context, d, stream);
+  }
+};
+
+}  // namespace
+
+LAB_VARIANT_CLASS(Fused, optimized,
+                  "fused: residual+bias+LayerNorm and bias+GELU passes, flash attention, one-pass loss and gradient, "
+                  "multi-tensor AdamW, the step as one CUDA graph (fp32 cuBLAS products)");
