@@ -18,8 +18,8 @@ Gpt2Step::Problem::Problem(const lab::Shape& s, lab::Rng& rng)
     else
       rng.uniform_at(params.data() + t.offset, t.size, r.center - r.spread, r.center + r.spread);
   }
-  rng.integers(tokens, 0, cfg.vocab - 1);
-  rng.integers(targets, 0, cfg.vocab - 1);
+  rng.integers(tokens, 0, cfg.vocab);  // ids in [0, vocab)
+  rng.integers(targets, 0, cfg.vocab);
   if (phase == gpt2::Phase::step) {
     // Moments as after a few steps: m about a gradient's size, v about its square.
     rng.uniform(m, -1e-3f, 1e-3f);

@@ -83,6 +83,7 @@ class Rng {
   void normal(DeviceBuffer<float>& out, float mean = 0.f, float stddev = 1.f, cudaStream_t s = nullptr) {
     device_fill_normal(out.data(), out.size(), next_key(), mean, stddev, s);
   }
+  // Integers uniform in [lo, hi): hi itself is never drawn.
   void integers(DeviceBuffer<std::int32_t>& out, std::int32_t lo, std::int32_t hi, cudaStream_t s = nullptr) {
     device_fill_int(out.data(), out.size(), next_key(), lo, hi, s);
   }
