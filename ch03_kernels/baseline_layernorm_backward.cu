@@ -33,12 +33,11 @@ __global__ void input_grad(const float* __restrict__ x, const float* __restrict_
                            const float* __restrict__ mean, const float* __restrict__ rstd,
                            const float* __restrict__ dy, const float* __restrict__ sum_g,
                            const float* __restrict__ sum_gx, float* __restrict__ dx, int rows, int dim) {
-  const std::size_t n = std::size_t(rows) * dim, stride = std::size_t(gridDim.x) * blockDim.x;
-  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n; i += stride) {
-    const std::size_t r = i / dim, j = i % dim;
-    const float rs = rstd[r], xhat = (x[i] - mean[r]) * rs;
-    dx[i] = rs * (dy[i] * gamma[j] - sum_g[r] / dim - xhat * sum_gx[r] / dim);
-  }
+  const std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
+  if (i >= std::size_t(rows) * dim) return;
+  const std::size_t r = i / dim, j = i % dim;
+  const float rs = rstd[r], xhat = (x[i] - mean[r]) * rs;
+  dx[i] = rs * (dy[i] * gamma[j] - sum_g[r] / dim - xhat * sum_gx[r] / dim);
 }
 
 // A thread per column walks down all the rows, adding in double: a float sum down 16384 rows
@@ -58,6 +57,11 @@ __global__ void param_grads(const float* __restrict__ x, const float* __restrict
   dgamma[j] = static_cast<float>(dg), dbeta[j] = static_cast<float>(db);
 }
 
+// A thread per element, every element (2^31 - 1 blocks of 256 cover any shape the topic takes).
+unsigned element_blocks(const LayerNormBackward::Problem& p) {
+  return lab::grid_for(std::size_t(p.rows) * p.dim, kThreads, 0x7fffffff);
+}
+
 // The variant's scratch: the row sums the dx kernel reads, two a row.
 struct Unfused {
   using Topic = LayerNormBackward;
@@ -69,7 +73,7 @@ struct Unfused {
     row_grad_sums<<<p.rows, kThreads, 0, stream>>>(p.x.data(), p.gamma.data(), p.mean.data(), p.rstd.data(),
                                                    p.dy.data(), sum_g, sum_gx, p.dim);
     LAB_CHECK_LAUNCH();
-    input_grad<<<lab::grid_for(std::size_t(p.rows) * p.dim, kThreads), kThreads, 0, stream>>>(
+    input_grad<<<element_blocks(p), kThreads, 0, stream>>>(
         p.x.data(), p.gamma.data(), p.mean.data(), p.rstd.data(), p.dy.data(), sum_g, sum_gx, p.dx.data(), p.rows,
         p.dim);
     LAB_CHECK_LAUNCH();

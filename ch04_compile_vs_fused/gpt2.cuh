@@ -29,6 +29,25 @@ inline constexpr int kCheckStep = 3;
 
 }  // namespace gpt2
 
+namespace lab {
+struct Variant;
+}
+
+namespace gpt2 {
+
+// One variant's training run on the device (gpt2_training.cu): `steps` full steps on the tiny
+// configuration (kTiny below) from the Problem's seeded parameters, the moments zeroed and the
+// steps numbered from 1, batch s taken from synthetic_corpus(vocab, kTrainCorpusLength) by
+// corpus_batch. params0: the parameters it started from (for the reference's run).
+struct TrainRun {
+  std::vector<double> losses;  // the loss before each step
+  std::vector<float> params0;
+};
+inline constexpr Config kTrainConfig{2, 64, 4, 16, 2, 97};
+TrainRun train_on_device(const lab::Variant& v, std::uint64_t seed, int steps = kTrainSteps);
+
+}  // namespace gpt2
+
 struct Gpt2Step {
   static constexpr const char* name = "gpt2_step";
   static constexpr int chapter = 4;

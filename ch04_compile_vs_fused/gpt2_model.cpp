@@ -2,8 +2,10 @@
 #include <algorithm>
 #include <cmath>
 #include <sstream>
+#include <stdexcept>
 
 #include "gpt2_model.hpp"
+#include "lab/rng.hpp"
 
 namespace gpt2 {
 
@@ -117,6 +119,42 @@ std::string compare_curves(std::span<const double> reference, std::span<const do
     }
   }
   return "";
+}
+
+std::vector<std::int32_t> synthetic_corpus(int vocab, std::size_t length, std::uint64_t seed) {
+  if (vocab < 1 || length < 1) throw std::invalid_argument("synthetic_corpus: vocab and length must be positive");
+  // The lab's counter-based bits (lab/rng.hpp; bits(seed, 0), bits(seed, 1), ... is SplitMix64's
+  // stream from `seed`): the same walk on every platform. A draw below n is the remainder (its
+  // bias is below n / 2^64).
+  std::uint64_t j = 0;
+  auto below = [&](std::int32_t n) { return std::int32_t(lab::rng_detail::bits(seed, j++) % std::uint64_t(n)); };
+  std::vector<std::int32_t> perm(vocab);
+  for (int i = 0; i < vocab; ++i) perm[i] = i;
+  for (int i = vocab - 1; i > 0; --i) std::swap(perm[i], perm[below(i + 1)]);
+  std::vector<std::int32_t> out(length);
+  out[0] = below(vocab);
+  for (std::size_t i = 1; i < length; ++i) out[i] = below(8) < 7 ? perm[out[i - 1]] : below(vocab);
+  return out;
+}
+
+double corpus_entropy(int vocab) {
+  // The next token is perm(x) with probability 7/8 + 1/(8V), each other one with 1/(8V).
+  const double v = vocab, follow = 7.0 / 8 + 1 / (8 * v), other = 1 / (8 * v);
+  return -follow * std::log(follow) - (v - 1) * other * std::log(other);
+}
+
+void corpus_batch(std::span<const std::int32_t> corpus, const Config& c, int step, std::vector<std::int32_t>& tokens,
+                  std::vector<std::int32_t>& targets) {
+  const std::size_t T = c.context, windows = corpus.size() - 1;
+  if (corpus.size() < T + 1) throw std::invalid_argument("corpus_batch: the corpus is shorter than one window");
+  tokens.resize(c.tokens()), targets.resize(c.tokens());
+  for (int b = 0; b < c.batch; ++b) {
+    const std::size_t start = ((std::size_t(step) * c.batch + b) * T) % (windows - T + 1);
+    for (std::size_t t = 0; t < T; ++t) {
+      tokens[b * T + t] = corpus[start + t];
+      targets[b * T + t] = corpus[start + t + 1];
+    }
+  }
 }
 
 }  // namespace gpt2

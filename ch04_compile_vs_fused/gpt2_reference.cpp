@@ -534,24 +534,69 @@ lab::Verdict judge(const Expected& e, const Config& c, float loss, std::span<con
     }
     return verdict;
   };
+  // Hundreds of outputs are judged (four per tensor): the verdict is named for the first that
+  // fails, and its reason lists the others that fail, so a failure reads as one tensor.
+  std::vector<std::string> failing;
+  std::size_t judged = 0;
+  lab::Verdict all;
+  auto add = [&](const lab::Verdict& v) {
+    if (!v.pass) failing.push_back(v.what);
+    if (judged++ == 0) all = v; else all.also(v);
+  };
   const double ref_loss = e.ref.loss, sigma_loss = e.sigma.loss;
-  lab::Verdict all = one("loss", {&loss, 1}, {&ref_loss, 1}, {&sigma_loss, 1}, e.loss_l2);
+  add(one("loss", {&loss, 1}, {&ref_loss, 1}, {&sigma_loss, 1}, e.loss_l2));
   const std::span<const float> got[] = {grads, params, m, v};
+  std::vector<std::string> kinds;
   int which = 0;
   for_outputs([&](const char* name, std::vector<double> Outputs<double>::*out, std::vector<double> Expected::*l2) {
     const std::span<const float> g = got[which++];
     const std::vector<double>& ref = e.ref.*out;
     if (ref.empty()) return;
     if (g.size() != ref.size()) throw std::invalid_argument(std::string("gpt2::judge: ") + name + " has the wrong size");
+    kinds.emplace_back(name);
     for (std::size_t t = 0; t < tensors.size(); ++t) {
       const auto& x = tensors[t];
-      all.also(one(std::string(name) + " " + x.name, g.subspan(x.offset, x.size),
-                   std::span<const double>(ref).subspan(x.offset, x.size),
-                   std::span<const double>((e.sigma.*out)).subspan(x.offset, x.size), (e.*l2)[t]));
+      add(one(std::string(name) + " " + x.name, g.subspan(x.offset, x.size),
+              std::span<const double>(ref).subspan(x.offset, x.size),
+              std::span<const double>((e.sigma.*out)).subspan(x.offset, x.size), (e.*l2)[t]));
     }
   });
+  if (failing.empty()) {
+    std::ostringstream w;
+    w << "loss";
+    for (const auto& k : kinds) w << ", " << k;
+    if (!kinds.empty()) w << " (" << tensors.size() << " tensors each)";
+    all.what = w.str();
+  } else {
+    all.what = failing.front();
+    std::ostringstream why;
+    why << all.reason << "; " << failing.size() << " of " << judged << " outputs fail";
+    const std::size_t named = std::min<std::size_t>(failing.size(), 6);
+    for (std::size_t i = 0; i < named; ++i) why << (i ? ", " : ": ") << failing[i];
+    if (failing.size() > named) why << " and " << failing.size() - named << " more";
+    all.reason = why.str();
+  }
   return all;
 }
 
+template <class T>
+std::vector<double> train_reference(const Config& c, std::span<const float> params, std::span<const std::int32_t> corpus,
+                                    int steps, const AdamW& hp) {
+  std::vector<float> p(params.begin(), params.end()), m(p.size(), 0.f), v(p.size(), 0.f);
+  std::vector<std::int32_t> tokens, targets;
+  std::vector<double> losses;
+  for (int s = 0; s < steps; ++s) {
+    corpus_batch(corpus, c, s, tokens, targets);
+    const Outputs<T> out = reference<T>(c, Phase::step, p, tokens, targets, {m, v, s + 1}, hp);
+    losses.push_back(double(out.loss));
+    for (std::size_t i = 0; i < p.size(); ++i)
+      p[i] = float(out.params[i]), m[i] = float(out.m[i]), v[i] = float(out.v[i]);
+  }
+  return losses;
+}
+template std::vector<double> train_reference<double>(const Config&, std::span<const float>,
+                                                     std::span<const std::int32_t>, int, const AdamW&);
+template std::vector<double> train_reference<float>(const Config&, std::span<const float>,
+                                                    std::span<const std::int32_t>, int, const AdamW&);
 
 }  // namespace gpt2

@@ -3,14 +3,16 @@
 # (GPU tests included), the fuzz and seed sweep (ctest -L fuzz: every variant on random shapes
 # near its checks, under fresh seeds), compute-sanitizer memcheck, racecheck, initcheck and
 # synccheck on every chapter's test binary, and end with a one-line summary. Logs go to LOGDIR,
-# one file per step. LAB_FUZZ_CASES sets the fuzz shapes a variant (default 60).
+# one file per step. LAB_FUZZ_CASES sets the fuzz shapes a variant (default 60). LAB_CHECK_JOBS=N
+# runs N tests (and N sanitizer runs) at a time (default 1): they are correctness checks, so they
+# may share the GPU; most of a test's time is its process creating a CUDA context.
 #
 #   tools/gpu_check.sh LOGDIR [BUILD_DIR]        (BUILD_DIR defaults to build)
 #
 # Exit status 0 when every step passed and no GPU test was skipped.
 set -u
 if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
-  sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
   [ $# -ge 1 ] && exit 0 || exit 2
 fi
 logdir=$1
@@ -18,6 +20,8 @@ build=${2:-build}
 mkdir -p "$logdir" || { echo "gpu_check: cannot create $logdir" >&2; exit 2; }
 cd "$(dirname "$0")/.." || exit 2
 jobs=$(nproc)
+check_jobs=${LAB_CHECK_JOBS:-1}
+case $check_jobs in '' | *[!0-9]* | 0) echo "gpu_check: LAB_CHECK_JOBS=$check_jobs: not a positive integer" >&2; exit 2 ;; esac
 failed=()
 passed=()
 start=$(date +%s)
@@ -40,16 +44,38 @@ sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-san
 { nvidia-smi; nvcc --version; cmake --version | head -1; } >"$logdir/environment.log" 2>&1
 step configure cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release
 step build cmake --build "$build" -j "$jobs"
-# GPU tests one at a time: parallel tests would share the GPU and disturb each other.
-step ctest ctest --test-dir "$build" --output-on-failure -LE fuzz
-step fuzz ctest --test-dir "$build" --verbose -L fuzz
+step ctest ctest --test-dir "$build" --output-on-failure -LE fuzz -j "$check_jobs"
+step fuzz ctest --test-dir "$build" --verbose -L fuzz -j "$check_jobs"
+# The sanitizer runs, LAB_CHECK_JOBS at a time; each writes its exit status beside its log.
+sanitize() {
+  local name=$1
+  shift
+  "$@" >"$logdir/$name.log" 2>&1
+  echo $? >"$logdir/$name.status"
+}
+names=()
 for t in "$build"/ch*/ch*_tests; do
   [ -x "$t" ] || continue
   n=$(basename "$t")
-  step "memcheck-$n" "$sanitizer" --tool memcheck --leak-check full --error-exitcode 1 "$t"
-  step "racecheck-$n" "$sanitizer" --tool racecheck --error-exitcode 1 "$t"
-  step "initcheck-$n" "$sanitizer" --tool initcheck --error-exitcode 1 "$t"
-  step "synccheck-$n" "$sanitizer" --tool synccheck --error-exitcode 1 "$t"
+  for tool in memcheck racecheck initcheck synccheck; do
+    extra=()
+    [ $tool = memcheck ] && extra=(--leak-check full)
+    while [ "$(jobs -rp | wc -l)" -ge "$check_jobs" ]; do sleep 1; done
+    printf '== %-28s %s\n' "$tool-$n" "$sanitizer --tool $tool ${extra[*]} --error-exitcode 1 $t"
+    sanitize "$tool-$n" "$sanitizer" --tool $tool "${extra[@]}" --error-exitcode 1 "$t" &
+    names+=("$tool-$n")
+  done
+done
+wait
+for name in "${names[@]}"; do
+  if [ "$(cat "$logdir/$name.status" 2>/dev/null)" = 0 ]; then
+    passed+=("$name")
+  else
+    failed+=("$name")
+    echo "   FAILED: see $logdir/$name.log"
+    tail -n 15 "$logdir/$name.log" | sed 's/^/   | /'
+  fi
+  rm -f "$logdir/$name.status"
 done
 fuzz_runs=$(grep -Eo '\[ fuzz     \] [a-z0-9_]+: [0-9]+ shapes' "$logdir/fuzz.log" 2>/dev/null | awk '{s += $5} END {print s + 0}')
 

@@ -4,18 +4,22 @@
 # own check shapes. A check that passes a planted bug is reported as a failure of this script.
 # The sources here are never touched.
 #
-#   tools/planted_bugs.sh LOGDIR
+#   tools/planted_bugs.sh LOGDIR [NAME...]     (NAMEs: plant only these bugs; default all)
 #
 # The bugs: an edge column left unwritten (coalescing), the variance divided by dim - 1
 # (LayerNorm), the label's logit scaled by 1.001 (cross-entropy), a causal mask letting one
-# future key through (fp32 flash attention, and the bf16 tensor-core one), and a bf16 pair packed
-# with its halves swapped (tensor-core attention). Exit status 0 when every bug was caught.
+# future key through (fp32 flash attention, and the bf16 tensor-core one), a bf16 pair packed
+# with its halves swapped (tensor-core attention), and in the fused GPT-2 step a LayerNorm
+# backward whose x-hat term is 1% short and an AdamW whose weight decay is 10% short.
+# Exit status 0 when every bug was caught.
 set -u
-if [ $# -ne 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
-  sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
-  [ $# -eq 1 ] && exit 0 || exit 2
+if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
+  sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+  [ $# -ge 1 ] && exit 0 || exit 2
 fi
 logdir=$1
+shift
+only=("$@")
 mkdir -p "$logdir" || { echo "planted_bugs: cannot create $logdir" >&2; exit 2; }
 logdir=$(cd "$logdir" && pwd)
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,11 +32,16 @@ cmake -S "$scratch" -B "$build" -DCMAKE_BUILD_TYPE=Release >"$logdir/configure.l
   { echo "planted_bugs: configure failed: see $logdir/configure.log" >&2; exit 2; }
 
 caught=0
+planted=0
 missed=()
 # plant NAME FILE PROGRAM FROM TO: replace the text FROM (which must occur exactly once) by TO.
 plant() {
   local name=$1 file=$2 program=$3 from=$4 to=$5
   local path="$scratch/$file" log="$logdir/$name.log"
+  if [ ${#only[@]} -gt 0 ] && ! printf '%s\n' "${only[@]}" | grep -qx "$name"; then
+    return
+  fi
+  planted=$((planted + 1))
   cp "$path" "$path.orig"
   if ! FROM="$from" TO="$to" python3 - "$path" <<'EOF'
 import os, sys
@@ -74,12 +83,20 @@ plant variance_divisor ch03_kernels/optimized_layernorm.cu optimized_layernorm \
   'rsqrtf(rows::group_sum<kLanes>(sq, scratch) / (dim - 1) + ln::kEps)'
 plant label_logit ch03_kernels/optimized_cross_entropy.cu optimized_cross_entropy \
   'acc.lse() - x[label]' 'acc.lse() - 1.001f * x[label]'
-plant causal_fp32 ch04_compile_vs_fused/optimized_attention_fused.cu optimized_attention_fused \
+plant causal_fp32 ch04_compile_vs_fused/flash_fp32.cuh optimized_attention_fused \
   '(Causal && col > row0 + 4 * ty + i)' '(Causal && col > row0 + 4 * ty + i + 1)'
 plant causal_bf16 ch04_compile_vs_fused/mma_tiles.cuh optimized_attention_fused_tc \
   '(Causal && col > qrow0 + 16 * mt + 8 * (e / 2))' '(Causal && col > qrow0 + 16 * mt + 8 * (e / 2) + 1)'
 plant bf16_pair_swapped ch04_compile_vs_fused/mma_ptx.cuh optimized_attention_fused_tc \
   '__floats2bfloat162_rn(lo, hi)' '__floats2bfloat162_rn(hi, lo)'
+plant gpt2_ln_backward ch04_compile_vs_fused/optimized_gpt2_step_fused.cu optimized_gpt2_step_fused \
+  'rs * (g[k] - mean_g - xh[k] * mean_gx)' 'rs * (g[k] - mean_g - 0.99f * xh[k] * mean_gx)'
+plant gpt2_weight_decay ch04_compile_vs_fused/optimized_gpt2_step_fused.cu optimized_gpt2_step_fused \
+  'float(1 - p.hp.lr * p.hp.weight_decay)' 'float(1 - 0.9 * p.hp.lr * p.hp.weight_decay)'
 
+if [ $planted -eq 0 ]; then
+  echo "planted_bugs: no bug is named ${only[*]}" >&2
+  exit 2
+fi
 echo "planted_bugs: $caught caught, ${#missed[@]} missed${missed:+: ${missed[*]}}"
 [ ${#missed[@]} -eq 0 ]

@@ -9,7 +9,9 @@ flushed (by reading a buffer twice its size) before every call, the median of --
 the forward would have left it.
 
   python3 tools/torch_reference.py build/ch03_kernels/optimized_layernorm_backward [more programs] \\
-      [--compile] [--json torch.json]
+      [--compile] [--json torch.json] [--shape S ...]
+  python3 tools/torch_reference.py build/ch04_compile_vs_fused/baseline_gpt2_step --compile --reps 5 \\
+      --shape 12x768x12x1024x4x10000x3      # the GPT-2 step (tools/torch_gpt2.py's model), peak memory too
 
 Prints a table (topic, shape, implementation, ms, GB/s and TFLOP/s on the lab's counts) and writes it as
 JSON with --json. --compile adds torch.compile (default mode) for forward topics.
@@ -139,6 +141,33 @@ def builders(torch):
             out[name] = (lambda o=o, q=q, k=k, v=v, do=do: torch.autograd.grad(o, (q, k, v), do, retain_graph=True))
         return out
 
+    # The GPT-2 training step (layers x d x heads x context x batch x vocab x phase): the lab's model
+    # in PyTorch (tools/torch_gpt2.py), eager and with torch.compile(model) as the users' benchmark
+    # compiles it (the optimizer stays eager: torch.optim.AdamW's defaults). Phase 1 is the loss
+    # under no_grad, 2 adds backward() (gradients set to None first, as zero_grad does), 3 adds
+    # AdamW's step. Lazy: each implementation is built just before it is timed, so that its peak
+    # memory is its own.
+    def gpt2_step(s):
+        import torch_gpt2
+        layers, d, heads, context, batch, vocab, phase = s
+        def factory(compiled):
+            def make_step():
+                model = torch_gpt2.build(torch, layers, d, heads, vocab)
+                fwd = torch.compile(model) if compiled else model
+                tokens = torch.randint(0, vocab, (batch, context), device=dev)
+                targets = torch.randint(0, vocab, (batch, context), device=dev)
+                opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+                def step():
+                    if phase == 1:
+                        with torch.no_grad():
+                            return fwd(tokens, targets)
+                    opt.zero_grad(set_to_none=True)
+                    fwd(tokens, targets).backward()
+                    if phase == 3:
+                        opt.step()
+                return step
+            return make_step
+        return {"torch eager": factory(False), "torch.compile": factory(True), "lazy": True}
     return {k: v for k, v in locals().items()
             if callable(v) and k not in ("rand", "unary", "attention_inputs", "naive", "sdpa")}
 
@@ -178,6 +207,8 @@ def against_lab(torch_run, lab_run):
     lab = lab_medians(lab_run)
     torch_ms = {}
     for r in torch_run["results"]:
+        if r.get("ms") is None:  # OOM
+            continue
         torch_ms.setdefault((r["topic"], r["shape"]), []).append((r["implementation"], r["ms"]))
     rows = []
     for (topic, shape), impls in torch_ms.items():
@@ -223,6 +254,8 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("programs", nargs="*", help="lab programs whose topic and shapes to time in PyTorch")
     ap.add_argument("--reps", type=int, default=20, help="timed calls per shape (default 20)")
+    ap.add_argument("--shape", action="append", metavar="S",
+                    help="time this shape (e.g. 12x768x12x1024x4x10000x3) instead of the program's sweep; repeatable")
     ap.add_argument("--compile", action="store_true", help="also time torch.compile for forward topics")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--from", dest="saved", metavar="TORCH.json", help="a saved --json run instead of timing (no GPU)")
@@ -283,24 +316,47 @@ def main():
     results = []
     print("%-24s %-18s %-16s %10s %9s %9s" % ("topic", "shape", "implementation", "ms", "GB/s", "TFLOP/s"))
     for d in descs:
-        for s in d["sweep"]:
+        sweep = d["sweep"]
+        if a.shape:  # the work of a shape not in the sweep is unknown here: no GB/s or TFLOP/s
+            known = {s["shape"]: s for s in d["sweep"]}
+            sweep = [known.get(x, {"shape": x, "bytes": None, "flops": None}) for x in a.shape]
+        for s in sweep:
             shape = [int(x) for x in s["shape"].split("x")]
             made = make[d["topic"]](shape)  # one callable (eager), or several by name
+            lazy = isinstance(made, dict) and made.pop("lazy", False)
             impls = list(made.items()) if isinstance(made, dict) else [("torch eager", made)]
-            if a.compile and not d["topic"].endswith("_backward"):
+            if lazy and not a.compile:
+                impls = [(n, f) for n, f in impls if n != "torch.compile"]
+            if a.compile and not lazy and not d["topic"].endswith("_backward"):
                 first = make[d["topic"]](shape)
                 impls.append(("torch.compile", torch.compile(first["torch eager"] if isinstance(first, dict) else first)))
             for name, fn in impls:
+                peak = None
                 try:
+                    if lazy:  # built now, its memory counted from here
+                        torch.cuda.empty_cache()
+                        base = torch.cuda.memory_allocated()
+                        torch.cuda.reset_peak_memory_stats()
+                        fn = fn()
                     ms = time_ms(torch, fn, flush, a.reps)
+                    if lazy:
+                        peak = (torch.cuda.max_memory_allocated() - base) / 2**20
                 except torch.cuda.OutOfMemoryError:
                     print("%-24s %-18s %-16s %10s" % (d["topic"], s["shape"], name, "OOM"))
+                    results.append({"topic": d["topic"], "shape": s["shape"], "implementation": name, "ms": None,
+                                    "status": "OOM"})
+                    fn = None
+                    torch.cuda.empty_cache()
                     continue
-                gbs = s["bytes"] / (ms * 1e-3) / 1e9
-                tflops = s["flops"] / (ms * 1e-3) / 1e12
-                print("%-24s %-18s %-16s %10.4f %9.0f %9.2f" % (d["topic"], s["shape"], name, ms, gbs, tflops))
+                gbs = s["bytes"] / (ms * 1e-3) / 1e9 if s["bytes"] else None
+                tflops = s["flops"] / (ms * 1e-3) / 1e12 if s["flops"] else None
+                print("%-24s %-18s %-16s %10.4f %9s %9s%s" % (d["topic"], s["shape"], name, ms,
+                      "%.0f" % gbs if gbs else "-", "%.2f" % tflops if tflops else "-",
+                      "  peak %.0f MiB" % peak if peak is not None else ""))
                 results.append({"topic": d["topic"], "shape": s["shape"], "implementation": name, "ms": ms,
-                                "gbps": gbs, "tflops": tflops, "bytes": s["bytes"], "flops": s["flops"]})
+                                "gbps": gbs, "tflops": tflops, "bytes": s["bytes"], "flops": s["flops"],
+                                "peak_mib": peak, "status": "OK"})
+                fn = None
             torch.cuda.empty_cache()
     if a.json:
         with open(a.json, "w") as f:

@@ -4,6 +4,7 @@
 // rejects planted mistakes. Also the loss curves' comparison.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <vector>
@@ -75,8 +76,8 @@ struct Case {
         rng.uniform(part, r.center - r.spread, r.center + r.spread);
     }
     tokens.resize(c.tokens()), targets.resize(c.tokens());
-    rng.integers(tokens, 0, c.vocab - 1);
-    rng.integers(targets, 0, c.vocab - 1);
+    rng.integers(tokens, 0, c.vocab);  // [0, vocab), as the Problem draws them
+    rng.integers(targets, 0, c.vocab);
     // Moments as after a few steps: m about the size of a gradient, v about its square.
     m.resize(params.size()), v.resize(params.size());
     rng.uniform(m, -1e-3f, 1e-3f);
@@ -97,6 +98,30 @@ const Config kTiny{2, 64, 4, 16, 2, 97};
 // tensor, a present token's row of wte and positions inside the context included.
 TEST(Gpt2Reference, GradientsMatchCentralDifferences) {
   Case k(kTiny, lab::testing::run_seed());
+  // h small beside the weights (0.01 to 1): differences at h near 1e-4 were seen to wander by
+  // 1e-6 of the gradient (the loss is smooth only to about 1e-12 of itself at that scale),
+  // those at 2^-14 and below to converge on the reference.
+  const float h = 0x1p-16f;
+  struct Pick {
+    std::string name;
+    std::size_t element, index;  // in its tensor, in the flat buffer
+  };
+  std::vector<Pick> picks;
+  for (const auto& t : gpt2::layout(k.c)) {
+    std::vector<std::size_t> at = {t.offset, t.offset + t.size / 2, t.offset + t.size - 1};
+    if (t.name == "wte.weight") at = {t.offset + std::size_t(k.tokens[0]) * k.c.d + 5};
+    if (t.name == "wpe.weight") at = {t.offset + 3, t.offset + std::size_t(k.c.context - 1) * k.c.d + 7};
+    for (std::size_t i : at) picks.push_back({t.name, i - t.offset, i});
+  }
+  // The steps must be the ones taken: p0 +- h rounds in fp32 wherever p0 has bits below the ulp
+  // of p0 + h (p0 just under a power of two, say 0.0311 + 2^-16 > 2^-5: an error of 2^-29 in a step
+  // of 2^-16, 1e-4 of the difference; a seed hit it). A picked weight snapped to a multiple of
+  // 2^-18 (|p0| < 2^6 here) makes p0 +- h and p0 +- h/2 exact.
+  for (const auto& pick : picks) {
+    float& p = k.params[pick.index];
+    ASSERT_LT(std::fabs(p), 0x1p6f) << pick.name;
+    p = std::ldexp(std::nearbyint(std::ldexp(p, 18)), -18);
+  }
   const auto ref = k.run<double>(Phase::forward_backward);
   auto loss_at = [&](std::size_t i, float value) {
     std::vector<float> p = k.params;
@@ -104,25 +129,19 @@ TEST(Gpt2Reference, GradientsMatchCentralDifferences) {
     return gpt2::reference<double>(k.c, Phase::forward, p, k.tokens, k.targets).loss;
   };
   int checked = 0;
-  for (const auto& t : gpt2::layout(k.c)) {
-    std::vector<std::size_t> picks = {t.offset, t.offset + t.size / 2, t.offset + t.size - 1};
-    if (t.name == "wte.weight") picks = {t.offset + std::size_t(k.tokens[0]) * k.c.d + 5};
-    if (t.name == "wpe.weight") picks = {t.offset + 3, t.offset + std::size_t(k.c.context - 1) * k.c.d + 7};
-    for (std::size_t i : picks) {
-      const float p0 = k.params[i];
-      auto diff = [&](float h) { return (loss_at(i, p0 + h) - loss_at(i, p0 - h)) / (2.0 * h); };
-      // h small beside the weights (0.01 to 1): differences at h near 1e-4 were seen to wander by
-      // 1e-6 of the gradient (the loss is smooth only to about 1e-12 of itself at that scale),
-      // those at 2^-14 and below to converge on the reference. p0 +- h is exact in fp32 for
-      // |p0| < 2^7 here.
-      const float h = 0x1p-16f;
-      const double d1 = diff(h), d2 = diff(h / 2);
-      const double estimate = (4 * d2 - d1) / 3, truncation = std::fabs(d2 - d1);
-      // The loss's own rounding in double (64 eps |L|: the differences showed about 1 eps) over h.
-      const double rounding = 64 * 0x1p-52 * std::fabs(ref.loss) / (h / 2);
-      EXPECT_NEAR(ref.grads[i], estimate, truncation + rounding) << t.name << " element " << i - t.offset;
-      ++checked;
-    }
+  for (const auto& [name, j, i] : picks) {
+    const float p0 = k.params[i];
+    auto diff = [&](float step) {
+      const float up = p0 + step, down = p0 - step;
+      EXPECT_EQ(double(up) - double(down), 2.0 * step) << name << ": the step rounded";
+      return (loss_at(i, up) - loss_at(i, down)) / (2.0 * step);
+    };
+    const double d1 = diff(h), d2 = diff(h / 2);
+    const double estimate = (4 * d2 - d1) / 3, truncation = std::fabs(d2 - d1);
+    // The loss's own rounding in double (64 eps |L|: the differences showed about 1 eps) over h.
+    const double rounding = 64 * 0x1p-52 * std::fabs(ref.loss) / (h / 2);
+    EXPECT_NEAR(ref.grads[i], estimate, truncation + rounding) << name << " element " << j;
+    ++checked;
   }
   EXPECT_GT(checked, 3 * 12 * kTiny.layers);
   // Positions past the context and tokens absent from the batch have no gradient at all.
@@ -166,8 +185,13 @@ TEST(Gpt2Reference, CheckRejectsPlantedMistakes) {
   for (const auto& t : gpt2::layout(k.c)) {
     auto bad = good;
     for (std::size_t i = t.offset; i < t.offset + t.size; ++i) bad.grads[i] *= 1.001f;
-    EXPECT_FALSE(judge(k, e, bad).pass) << t.name << ": a 0.1% error in its gradient passed";
+    const auto verdict = judge(k, e, bad);
+    EXPECT_FALSE(verdict.pass) << t.name << ": a 0.1% error in its gradient passed";
+    // The failure is named for the tensor, not for the hundreds of outputs judged.
+    EXPECT_EQ(verdict.what, "grads " + t.name);
+    EXPECT_NE(verdict.reason.find("1 of "), std::string::npos) << verdict.reason;
   }
+  EXPECT_EQ(judge(k, e, good).what.rfind("loss, grads, params, m, v (", 0), 0u) << judge(k, e, good).what;
   auto bad_loss = good;
   bad_loss.loss *= 1.0001f;
   EXPECT_FALSE(judge(k, e, bad_loss).pass) << "a 0.01% error in the loss passed";
@@ -227,6 +251,60 @@ TEST(Gpt2Curves, AgreeWithinTheWindowTolerance) {
   nan[100] = std::nan("");
   EXPECT_NE(gpt2::compare_curves(a, nan), "");
   EXPECT_NE(gpt2::compare_curves(a, std::vector<double>(a.begin(), a.end() - 1)), "");
+}
+
+// The corpus: deterministic, every token present, the permutation followed about 7 times in 8,
+// and its entropy the formula's (checked against the entropy of its own transition counts).
+TEST(Gpt2Training, SyntheticCorpusIsTheStatedWalk) {
+  const std::size_t n = 400000;
+  const auto a = gpt2::synthetic_corpus(97, n), b = gpt2::synthetic_corpus(97, n);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, gpt2::synthetic_corpus(97, n, 7));
+  std::vector<std::vector<int>> next(97, std::vector<int>(97, 0));
+  for (std::size_t i = 1; i < a.size(); ++i) {
+    ASSERT_GE(a[i], 0);
+    ASSERT_LT(a[i], 97);
+    ++next[a[i - 1]][a[i]];
+  }
+  // The conditional entropy of the transitions counted, each row's plug-in estimate corrected for
+  // its bias by Miller and Madow's (bins seen - 1) / (2 draws): about 4000 draws a row, so the
+  // estimate's spread is near 0.005 nats.
+  double follow = 0, h = 0;
+  for (const auto& row : next) {
+    const double draws = std::accumulate(row.begin(), row.end(), 0.0);
+    ASSERT_GT(draws, 0) << "a token never appears";
+    follow += *std::max_element(row.begin(), row.end());
+    double hr = 0;
+    int seen = 0;
+    for (int k : row)
+      if (k) hr -= k / draws * std::log(k / draws), ++seen;
+    h += draws * (hr + (seen - 1) / (2 * draws));
+  }
+  EXPECT_NEAR(follow / (n - 1), 7.0 / 8 + 1.0 / (8 * 97), 0.005);
+  EXPECT_NEAR(h / (n - 1), gpt2::corpus_entropy(97), 0.02);
+  EXPECT_NEAR(gpt2::corpus_entropy(97), 0.939, 0.001);
+  std::vector<std::int32_t> tokens, targets;
+  gpt2::corpus_batch(a, kTiny, 5, tokens, targets);
+  for (std::size_t i = 0; i + 1 < tokens.size(); ++i)
+    if ((i + 1) % kTiny.context) {
+      EXPECT_EQ(targets[i], tokens[i + 1]);
+    }
+}
+
+// 200 steps of the reference on the corpus: the loss falls from about ln 97 = 4.57 to below
+// kTrainedLoss, and the same run in fp32 arithmetic (the formulas' other rounding; the stand-in for
+// a kernel) stays within the curve tolerance of the double one.
+TEST(Gpt2Training, ReferenceLearnsTheCorpusAndFp32FollowsIt) {
+  const Case k(kTiny, lab::testing::run_seed());
+  const auto corpus = gpt2::synthetic_corpus(kTiny.vocab, gpt2::kTrainCorpusLength);
+  const auto ref = gpt2::train_reference<double>(kTiny, k.params, corpus, gpt2::kTrainSteps);
+  const auto f32 = gpt2::train_reference<float>(kTiny, k.params, corpus, gpt2::kTrainSteps);
+  ASSERT_EQ(ref.size(), std::size_t(gpt2::kTrainSteps));
+  EXPECT_NEAR(ref.front(), std::log(97.0), 0.1);
+  const double last = std::accumulate(ref.end() - 10, ref.end(), 0.0) / 10;
+  EXPECT_LT(last, gpt2::kTrainedLoss);
+  EXPECT_GT(last, gpt2::corpus_entropy(kTiny.vocab) - 0.1) << "below the corpus's entropy: a leak";
+  EXPECT_EQ(gpt2::compare_curves(ref, f32, gpt2::kTrainCurves), "");
 }
 
 }  // namespace

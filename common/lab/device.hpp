@@ -50,6 +50,9 @@ Peaks measured_peaks(const DeviceFacts& dev, bool remeasure = false);
 // Measurements behind measured_peaks (need a device).
 double measure_copy_bandwidth_gbs(std::size_t bytes);
 double measure_fp32_tflops(const DeviceFacts& dev);
+// cuBLAS SGEMM (fp32 on the CUDA cores, no TF32) on n x n matrices: the median of 6 runs after 2,
+// in TFLOP/s. The denominator of a training step's model FLOPs utilisation.
+double measure_sgemm_tflops(int n = 8192);
 
 // $LAB_CACHE_DIR, else $XDG_CACHE_HOME/cuda-perf-lab, else $HOME/.cache/cuda-perf-lab.
 std::filesystem::path cache_dir();

@@ -146,4 +146,26 @@ double measure_fp32_tflops(const DeviceFacts& dev) {
   return flops / (stats::median(ms) * 1e-3) / 1e12;
 }
 
+double measure_sgemm_tflops(int n) {
+  if (n < 1) throw UsageError("measure_sgemm_tflops: n must be positive");
+  const std::size_t nn = std::size_t(n) * n;
+  DeviceBuffer<float> a(nn), b(nn), c(nn);
+  Stream s;
+  Rng(11).uniform(a, -1.f, 1.f, s);
+  Rng(12).uniform(b, -1.f, 1.f, s);
+  CublasHandle h(s);
+  LAB_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));  // FP32 on the CUDA cores, no TF32
+  const float one = 1.f, zero = 0.f;
+  Event e0, e1;
+  std::vector<double> ms;
+  for (int i = 0; i < 8; ++i) {
+    e0.record(s);
+    LAB_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a.data(), n, b.data(), n, &zero, c.data(), n));
+    e1.record(s);
+    e1.sync();
+    if (i >= 2) ms.push_back(e1.elapsed_ms_since(e0));
+  }
+  return 2.0 * double(n) * double(n) * double(n) / (stats::median(ms) * 1e-3) / 1e12;
+}
+
 }  // namespace lab

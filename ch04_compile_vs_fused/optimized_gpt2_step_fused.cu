@@ -14,7 +14,7 @@
 //   - AdamW is one launch over the flat parameter buffer (every tensor at once), 16-byte accesses;
 //   - the whole step is one CUDA graph, captured in the prepare step: a few hundred launches become
 //     one, and the step's scalars that change (AdamW's bias corrections) are read from device memory.
-// Run: make ch04 && ./ch04_compile_vs_fused/optimized_gpt2_step
+// Run: make ch04 && ./ch04_compile_vs_fused/optimized_gpt2_step_fused
 #include <algorithm>
 #include <array>
 #include <cmath>

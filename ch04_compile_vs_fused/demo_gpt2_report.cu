@@ -1,0 +1,438 @@
+// Demo: the GPT-2 report, the C++ counterpart of the users' compiled-transformer benchmark (seed
+// 002, part b). For every model size x context length (batch 4, vocabulary 10000 by default) and
+// every implementation of the gpt2_step topic (vanilla = the baseline; compiled, fused, ... = the
+// optimized variants, named by what follows "gpt2_step_" in their program names), it times the
+// three phases (the forward; forward + backward; the full step with AdamW) and writes the seed's
+// CSV columns first:
+//   model_size, context_length, num_params, num_params_millions, forward_vanilla_ms,
+//   forward_compiled_ms, forward_speedup, fwd_bwd_vanilla_ms, fwd_bwd_compiled_ms, fwd_bwd_speedup,
+//   full_step_vanilla_ms, full_step_compiled_ms, full_step_speedup
+// (the compiled cells empty while no compiled variant is built), then for every other
+// implementation X and phase P: P_X_ms and P_X_speedup, and for every implementation:
+//   P_X_peak_mib  peak device memory held by the lab's buffers in that run (parameters,
+//                 gradients, moments, activations, scratch; MiB = 2^20 bytes)
+//   P_X_mfu_pct   model FLOPs utilisation: 2 N tokens + the attention's FLOPs (forward), 6 N tokens
+//                 + three times the attention's (the training phases), N the parameter count,
+//                 over the median time, against the cuBLAS SGEMM rate measured at the start
+//                 (8192^3, fp32 on the CUDA cores, no TF32)
+// Times are medians of --reps runs (CUDA events, the L2 flushed before each). A configuration
+// that does not fit is OOM in its cells, never a crash, and the grid goes on; one an
+// implementation does not run (a head size it does not take) is N/A. Before timing, every
+// implementation passes the topic's check shapes against the double reference (--no-check
+// skips that), so a wrong step cannot report a time.
+//
+// --dump DIR runs one configuration's full step once with each implementation and writes the
+// inputs and every implementation's loss, gradients and updated parameters and moments, for
+// tools/torch_gpt2.py --check DIR (the same weights and data in PyTorch).
+// Run: make ch04 && ./ch04_compile_vs_fused/demo_gpt2_report --csv gpt2.csv --markdown gpt2.md
+// ctest-args: --sizes tiny --contexts 16,77 --reps 2
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "gpt2.cuh"
+#include "lab/demo.hpp"
+#include "lab/device.hpp"
+#include "lab/harness.hpp"
+
+namespace {
+
+using lab::fixed;
+using lab::join;
+using gpt2::Phase;
+
+constexpr const char* kDescription =
+    "the GPT-2 report: every implementation's forward, forward + backward and full step over model sizes x "
+    "contexts, the seed's CSV and speedup tables";
+constexpr Phase kPhases[] = {Phase::forward, Phase::forward_backward, Phase::step};
+
+// The seed's sizes, and "tiny" (the check configuration's width, for smoke runs).
+struct Size {
+  std::string name;
+  int d, layers, heads;
+};
+std::vector<Size> known_sizes() {
+  std::vector<Size> out;
+  for (const auto& s : gpt2::kSizes) out.push_back({s.name, s.d, s.layers, s.heads});
+  out.push_back({"tiny", 64, 2, 4});
+  return out;
+}
+
+struct Settings {
+  std::vector<std::string> sizes{"small", "medium", "large", "xl", "2.7B"};
+  std::vector<std::int64_t> contexts{gpt2::kContexts[0], gpt2::kContexts[1], gpt2::kContexts[2], gpt2::kContexts[3]};
+  std::vector<std::string> variants;  // empty: all
+  int batch = gpt2::kBatch, vocab = gpt2::kVocab, reps = 5;
+  bool no_check = false;
+  std::uint64_t seed = 1;
+  std::string csv, markdown, dump;
+};
+
+struct Implementation {
+  std::string name;  // vanilla, compiled, fused, ...
+  const lab::Variant* variant = nullptr;
+};
+
+std::string label(const lab::Variant& v) {
+  if (v.role == lab::Role::baseline) return "vanilla";
+  const std::string lead = std::string(Gpt2Step::name) + "_";
+  const auto at = v.program.find(lead);
+  return at == std::string::npos ? lab::role_name(v.role) : v.program.substr(at + lead.size());
+}
+
+std::vector<Implementation> implementations(const std::vector<std::string>& wanted) {
+  std::vector<Implementation> all;
+  for (const lab::Variant* v : lab::Registry::global().of_topic(Gpt2Step::name)) all.push_back({label(*v), v});
+  if (wanted.empty()) return all;
+  std::vector<Implementation> out;
+  for (const auto& w : wanted) {
+    auto it = std::find_if(all.begin(), all.end(), [&](const Implementation& i) { return i.name == w; });
+    if (it == all.end()) {
+      std::vector<std::string> names;
+      for (const auto& i : all) names.push_back(i.name);
+      throw lab::UsageError("--variants " + w + ": no such implementation (built: " + join(names) + ")");
+    }
+    out.push_back(*it);
+  }
+  return out;
+}
+
+lab::Shape shape_of(const Size& s, int context, const Settings& cfg, Phase phase) {
+  return {s.layers, s.d, s.heads, context, cfg.batch, cfg.vocab, static_cast<int>(phase)};
+}
+
+// The FLOPs model FLOPs utilisation counts: 2 N per token forward, 6 N per token with the
+// backward, plus the causal attention's products (forward once, backward twice more).
+double mfu_flops(const gpt2::Config& c, Phase phase) {
+  const double n = double(gpt2::param_count(c)), tokens = double(c.tokens()), T = c.context;
+  const double attention = 4.0 * c.batch * c.layers * T * T * c.d * (T + 1) / (2 * T);
+  return phase == Phase::forward ? 2 * n * tokens + attention : 6 * n * tokens + 3 * attention;
+}
+
+struct Cell {
+  lab::Measurement m;
+  std::string text() const {
+    if (!m.not_applicable.empty()) return "N/A";
+    if (m.oom) return "OOM";
+    return m.ms ? fixed(*m.ms, 3) : "-";
+  }
+};
+
+struct Row {
+  Size size;
+  int context = 0;
+  std::size_t params = 0;
+  std::map<std::pair<Phase, std::string>, Cell> cells;  // (phase, implementation)
+  const Cell* at(Phase p, const std::string& impl) const {
+    const auto it = cells.find({p, impl});
+    return it == cells.end() ? nullptr : &it->second;
+  }
+  std::optional<double> ms(Phase p, const std::string& impl) const {
+    const Cell* c = at(p, impl);
+    return c ? c->m.ms : std::nullopt;
+  }
+};
+
+gpt2::Config config_of(const Row& r, const Settings& cfg) {
+  return {r.size.layers, r.size.d, r.size.heads, r.context, cfg.batch, cfg.vocab};
+}
+
+std::string opt(const std::optional<double>& x, int decimals) { return x ? fixed(*x, decimals) : std::string(); }
+
+std::optional<double> ratio(const std::optional<double>& a, const std::optional<double>& b) {
+  if (a && b && *b > 0) return *a / *b;
+  return std::nullopt;
+}
+
+std::optional<double> mfu_pct(const Row& r, Phase p, const std::string& impl, const Settings& cfg, double sgemm) {
+  const auto ms = r.ms(p, impl);
+  if (!ms || sgemm <= 0) return std::nullopt;
+  return 100 * mfu_flops(config_of(r, cfg), p) / (*ms * 1e-3) / (sgemm * 1e12);
+}
+
+std::string csv_header(const std::vector<std::string>& names) {
+  std::ostringstream h;
+  h << "model_size,context_length,num_params,num_params_millions";
+  for (Phase p : kPhases) {
+    const std::string n = gpt2::phase_name(p);
+    h << "," << n << "_vanilla_ms," << n << "_compiled_ms," << n << "_speedup";
+  }
+  for (Phase p : kPhases)
+    for (const auto& x : names)
+      if (x != "vanilla" && x != "compiled") h << "," << gpt2::phase_name(p) << "_" << x << "_ms," << gpt2::phase_name(p) << "_" << x << "_speedup";
+  for (Phase p : kPhases)
+    for (const auto& x : names) h << "," << gpt2::phase_name(p) << "_" << x << "_peak_mib," << gpt2::phase_name(p) << "_" << x << "_mfu_pct";
+  return h.str();
+}
+
+std::string csv_line(const Row& r, const std::vector<std::string>& names, const Settings& cfg, double sgemm) {
+  std::ostringstream o;
+  o << r.size.name << "," << r.context << "," << r.params << "," << fixed(double(r.params) / 1e6, 2);
+  for (Phase p : kPhases) {
+    const auto v = r.ms(p, "vanilla"), c = r.ms(p, "compiled");
+    o << "," << opt(v, 4) << "," << opt(c, 4) << "," << opt(ratio(v, c), 3);
+  }
+  for (Phase p : kPhases)
+    for (const auto& x : names)
+      if (x != "vanilla" && x != "compiled") o << "," << opt(r.ms(p, x), 4) << "," << opt(ratio(r.ms(p, "vanilla"), r.ms(p, x)), 3);
+  for (Phase p : kPhases)
+    for (const auto& x : names) {
+      const Cell* c = r.at(p, x);
+      o << "," << (c ? opt(c->m.peak_mib, 1) : "") << "," << opt(mfu_pct(r, p, x, cfg, sgemm), 2);
+    }
+  return o.str();
+}
+
+// One table a phase: a row per configuration; each implementation's ms, its speedup over vanilla,
+// its MFU and its peak memory.
+std::string tables(const std::vector<Row>& rows, const std::vector<std::string>& names, const Settings& cfg,
+                   double sgemm, bool markdown) {
+  std::ostringstream o;
+  auto line = [&](const std::vector<std::string>& cells) {
+    if (markdown) {
+      o << "|";
+      for (const auto& c : cells) o << " " << c << " |";
+    } else {
+      for (std::size_t i = 0; i < cells.size(); ++i) o << (i ? "  " : "") << cells[i];
+    }
+    o << "\n";
+  };
+  const char* title[] = {"forward (the loss)", "forward + backward (every gradient)", "full step (and AdamW)"};
+  for (int t = 0; t < 3; ++t) {
+    const Phase p = kPhases[t];
+    o << "\n" << (markdown ? "**" : "") << title[t] << ": ms, speedup over vanilla, MFU, peak MiB"
+      << (markdown ? "**" : "") << "\n\n";
+    std::vector<std::string> head{"model", "params (M)", "context"};
+    for (const auto& n : names) head.push_back(n + " ms");
+    for (const auto& n : names)
+      if (n != "vanilla") head.push_back(n + " speedup");
+    head.push_back("MFU (" + join(names, " / ") + ")");
+    head.push_back("peak MiB (" + join(names, " / ") + ")");
+    line(head);
+    if (markdown) line(std::vector<std::string>(head.size(), "---:"));
+    for (const auto& r : rows) {
+      std::vector<std::string> cells{r.size.name, fixed(double(r.params) / 1e6, 1), std::to_string(r.context)};
+      for (const auto& n : names) cells.push_back(r.at(p, n) ? r.at(p, n)->text() : "-");
+      for (const auto& n : names)
+        if (n != "vanilla") {
+          const auto s = ratio(r.ms(p, "vanilla"), r.ms(p, n));
+          cells.push_back(s ? fixed(*s, 2) + "x" : "-");
+        }
+      std::string mfu, mem;
+      for (const auto& n : names) {
+        const auto f = mfu_pct(r, p, n, cfg, sgemm);
+        mfu += (mfu.empty() ? "" : " / ") + (f ? fixed(*f, 1) + "%" : std::string("-"));
+        const Cell* c = r.at(p, n);
+        mem += (mem.empty() ? "" : " / ") + (c && c->m.peak_mib ? fixed(*c->m.peak_mib, 0) : std::string("-"));
+      }
+      cells.push_back(mfu);
+      cells.push_back(mem);
+      line(cells);
+    }
+  }
+  return o.str();
+}
+
+void write_raw(const std::filesystem::path& file, const void* data, std::size_t bytes) {
+  std::ofstream f(file, std::ios::binary);
+  f.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
+  if (!f) throw lab::Error(file.string() + ": write failed");
+}
+template <class T>
+std::string dump_vector(const std::filesystem::path& dir, const std::string& name, const std::vector<T>& v) {
+  write_raw(dir / name, v.data(), v.size() * sizeof(T));
+  return name;
+}
+
+// One full step with each implementation on the same seeded inputs; the files are raw
+// little-endian arrays (float32 or int32) that gpt2_dump.json names and describes.
+int dump(const Settings& cfg, const Size& size, int context, const std::vector<Implementation>& impls) {
+  namespace fs = std::filesystem;
+  const fs::path dir(cfg.dump);
+  fs::create_directories(dir);
+  const lab::Shape shape = shape_of(size, context, cfg, Phase::step);
+  if (const std::string why = Gpt2Step::validate(shape); !why.empty())
+    throw lab::UsageError("shape " + shape.str() + ": " + why);
+  const gpt2::Config c = gpt2::config_of(shape);
+  nlohmann::json j;
+  j["format"] = 1;
+  j["tool"] = "demo_gpt2_report --dump";
+  j["config"] = {{"model_size", size.name}, {"layers", c.layers}, {"d_model", c.d},   {"heads", c.heads},
+                 {"context", c.context},     {"batch", c.batch},   {"vocab", c.vocab}, {"seed", cfg.seed}};
+  const gpt2::AdamW hp;
+  j["adamw"] = {{"lr", hp.lr},   {"beta1", hp.beta1},  {"beta2", hp.beta2}, {"eps", hp.eps},
+                {"weight_decay", hp.weight_decay}, {"step", gpt2::kCheckStep}};
+  j["layout"] = nlohmann::json::array();
+  for (const auto& t : gpt2::layout(c))
+    j["layout"].push_back({{"name", t.name}, {"shape", t.shape}, {"offset", t.offset}, {"size", t.size}});
+  lab::Stream stream;
+  bool inputs_written = false;
+  std::vector<float> params0;
+  for (const auto& impl : impls) {
+    if (const std::string why = lab::unsupported(*impl.variant, shape); !why.empty()) {
+      std::cerr << "dump: " << impl.name << " does not run " << shape.str() << ": " << why << "\n";
+      j["variants"][impl.name] = {{"not_applicable", why}};
+      continue;
+    }
+    lab::Prepared pr = lab::prepare(*impl.variant, shape, cfg.seed, stream);
+    auto& p = dynamic_cast<Gpt2Step::Problem&>(*pr.problem);
+    std::vector<float> before = p.params.download();
+    if (!inputs_written) {
+      j["inputs"] = {{"params", dump_vector(dir, "params.f32", before)},
+                     {"m", dump_vector(dir, "m.f32", p.m.download())},
+                     {"v", dump_vector(dir, "v.f32", p.v.download())},
+                     {"tokens", dump_vector(dir, "tokens.i32", p.tokens.download())},
+                     {"targets", dump_vector(dir, "targets.i32", p.targets.download())}};
+      params0 = std::move(before);
+      inputs_written = true;
+    } else if (before != params0) {
+      throw lab::Error("dump: " + impl.name + " was given other parameters than the first implementation");
+    }
+    p.poison(stream);
+    pr.instance->run(p, stream);
+    LAB_CHECK_LAUNCH();
+    LAB_CHECK(cudaStreamSynchronize(stream));
+    const std::string& n = impl.name;
+    j["variants"][n] = {{"program", impl.variant->program},
+                        {"loss", p.loss.download()[0]},
+                        {"grads", dump_vector(dir, n + ".grads.f32", p.grads.download())},
+                        {"params", dump_vector(dir, n + ".params.f32", p.params.download())},
+                        {"m", dump_vector(dir, n + ".m.f32", p.m.download())},
+                        {"v", dump_vector(dir, n + ".v.f32", p.v.download())}};
+    std::cerr << "dump: " << n << ": loss " << p.loss.download()[0] << "\n";
+  }
+  std::ofstream f(dir / "gpt2_dump.json");
+  f << j.dump(1) << "\n";
+  if (!f) throw lab::Error((dir / "gpt2_dump.json").string() + ": write failed");
+  std::cerr << "wrote " << (dir / "gpt2_dump.json").string() << "\n";
+  return lab::kExitOk;
+}
+
+// Every implementation against the double reference at the topic's check shapes, before any time.
+void check_all(const std::vector<Implementation>& impls, const Settings& cfg) {
+  lab::Stream stream;
+  int checked = 0;
+  for (const auto& impl : impls)
+    for (const lab::Shape& s : Gpt2Step::checks()) {
+      if (!lab::unsupported(*impl.variant, s).empty()) continue;
+      const lab::Verdict v = lab::check_variant(*impl.variant, s, cfg.seed, stream);
+      if (!v.pass) throw lab::Error(impl.name + " fails its check at " + s.str() + ": " + v.details());
+      ++checked;
+    }
+  std::cerr << "checked: " << impls.size() << " implementations pass " << checked
+            << " check shapes against the double reference\n";
+}
+
+int run(const Settings& cfg) {
+  const std::vector<Implementation> impls = implementations(cfg.variants);
+  std::vector<Size> sizes;
+  const std::vector<Size> known = known_sizes();
+  for (const auto& name : cfg.sizes) {
+    auto it = std::find_if(known.begin(), known.end(), [&](const Size& s) { return s.name == name; });
+    if (it == known.end()) {
+      std::vector<std::string> names;
+      for (const auto& s : known) names.push_back(s.name);
+      throw lab::UsageError("--sizes " + name + ": no such model size (known: " + join(names) + ")");
+    }
+    sizes.push_back(*it);
+  }
+  for (const auto& s : sizes)
+    for (auto ctx : cfg.contexts)
+      for (Phase p : kPhases)
+        if (const std::string why = Gpt2Step::validate(shape_of(s, int(ctx), cfg, p)); !why.empty())
+          throw lab::UsageError(s.name + " at context " + std::to_string(ctx) + ": " + why);
+  for (const std::string& path : {cfg.csv, cfg.markdown})  // before the run, not after it
+    if (!path.empty() && !std::ofstream(path, std::ios::app)) throw lab::UsageError(path + ": cannot write");
+
+  if (!cfg.dump.empty() && (sizes.size() != 1 || cfg.contexts.size() != 1))
+    throw lab::UsageError("--dump takes one configuration: one --sizes and one --contexts");
+  const lab::DeviceFacts dev = lab::init_device();
+  std::cerr << dev.describe() << "\n";
+  if (!cfg.dump.empty()) return dump(cfg, sizes[0], int(cfg.contexts[0]), impls);
+  if (!cfg.no_check) check_all(impls, cfg);
+  const double sgemm = lab::measure_sgemm_tflops();
+  std::cerr << "cuBLAS SGEMM 8192^3 (fp32, no TF32): " << fixed(sgemm, 1) << " TFLOP/s, the MFU denominator\n";
+  lab::L2Flusher flusher(dev.l2_bytes, dev.sms);
+  std::vector<std::string> names;
+  for (const auto& i : impls) names.push_back(i.name);
+  const std::size_t total = sizes.size() * cfg.contexts.size() * impls.size() * 3;
+  std::cerr << "gpt2 report: " << sizes.size() << " sizes x " << cfg.contexts.size() << " contexts x "
+            << impls.size() << " implementations (" << join(names) << ") x 3 phases, batch " << cfg.batch
+            << ", vocabulary " << cfg.vocab << ", median of " << cfg.reps << " runs, L2 flushed before each\n";
+  std::vector<Row> rows;
+  std::size_t done = 0;
+  for (const auto& s : sizes)
+    for (auto ctx : cfg.contexts) {
+      Row r{s, int(ctx), gpt2::param_count({s.layers, s.d, s.heads, int(ctx), cfg.batch, cfg.vocab}), {}};
+      for (Phase p : kPhases)
+        for (const auto& impl : impls) {
+          Cell c{lab::measure_variant(*impl.variant, shape_of(s, int(ctx), cfg, p), cfg.seed, cfg.reps, flusher,
+                                      false)};
+          const std::string what = !c.m.not_applicable.empty() ? "N/A (" + c.m.not_applicable + ")"
+                                   : c.m.oom                   ? std::string("OOM")
+                                                               : fixed(*c.m.ms, 3) + " ms, " +
+                                                   fixed(c.m.peak_mib.value_or(0), 0) + " MiB";
+          std::fprintf(stderr, "[%zu/%zu] %s ctx %d %s %s: %s\n", ++done, total, s.name.c_str(), int(ctx),
+                       gpt2::phase_name(p), impl.name.c_str(), what.c_str());
+          r.cells[{p, impl.name}] = std::move(c);
+        }
+      rows.push_back(std::move(r));
+    }
+
+  std::cout << tables(rows, names, cfg, sgemm, false);
+  if (!cfg.csv.empty()) {
+    std::ofstream f(cfg.csv);
+    f << csv_header(names) << "\n";
+    for (const auto& r : rows) f << csv_line(r, names, cfg, sgemm) << "\n";
+    if (!f) throw lab::Error(cfg.csv + ": write failed");
+    std::cerr << "wrote " << rows.size() << " rows to " << cfg.csv << "\n";
+  }
+  if (!cfg.markdown.empty()) {
+    std::ofstream f(cfg.markdown);
+    f << "Measured by `demo_gpt2_report` on " << dev.name << ": batch " << cfg.batch << ", vocabulary " << cfg.vocab
+      << ", median of " << cfg.reps << " runs, L2 flushed before each; MFU against cuBLAS SGEMM's measured "
+      << fixed(sgemm, 1) << " TFLOP/s.\n"
+      << tables(rows, names, cfg, sgemm, true);
+    if (!f) throw lab::Error(cfg.markdown + ": write failed");
+    std::cerr << "wrote the tables to " << cfg.markdown << "\n";
+  }
+  return lab::kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Settings cfg;
+  return lab::demo_main(
+      argc, argv, {"demo_gpt2_report", Gpt2Step::name, kDescription, 4},
+      [&](CLI::App& app) {
+        app.add_option("--sizes", cfg.sizes, "model sizes: small, medium, large, xl, 2.7B, tiny (default the five)")
+            ->delimiter(',');
+        app.add_option("--contexts", cfg.contexts, "context lengths, at most 1024 (default 128,256,512,1024)")
+            ->delimiter(',')
+            ->check(CLI::Range(1, 1024));
+        app.add_option("--variants", cfg.variants, "implementations to run (default all: vanilla, fused, ...)")
+            ->delimiter(',');
+        app.add_option("--batch", cfg.batch, "batch size (default 4)")->check(CLI::Range(1, 1 << 20));
+        app.add_option("--vocab", cfg.vocab, "vocabulary size (default 10000)")->check(CLI::Range(1, 1 << 30));
+        app.add_option("--reps", cfg.reps, "timed runs per measurement, the median reported (default 5)")
+            ->check(CLI::Range(1, 100000));
+        app.add_flag("--no-check", cfg.no_check, "skip the check against the double reference before timing");
+        app.add_option("--seed", cfg.seed, "seed of the weights and data (default 1)");
+        app.add_option("--csv", cfg.csv, "write the rows to this CSV file (the seed's columns first)");
+        app.add_option("--markdown", cfg.markdown, "write the tables to this Markdown file");
+        app.add_option("--dump", cfg.dump,
+                       "write one configuration's inputs and each implementation's full-step outputs to this "
+                       "folder (for tools/torch_gpt2.py --check), and time nothing");
+      },
+      [&] { return run(cfg); });
+}

@@ -1,0 +1,253 @@
+#!/usr/bin/env python3
+"""The lab's GPT-2 model in PyTorch, and the check that the lab's training step computes what
+PyTorch computes from the same weights and data (check 4 of the transformer issue).
+
+The model is the one ch04_compile_vs_fused/gpt2_model.hpp defines, module for module, so that its
+state dict has the lab's names, shapes and order (the lab's flat parameter buffer is this model's
+parameters concatenated): token and learned position embeddings (1024 positions), pre-LayerNorm
+blocks (causal multi-head attention with a fused QKV projection and an output projection, both
+with bias, the attention written out as softmax(QK^T / sqrt(hd)) V; an MLP d -> 4d -> d with
+bias and the exact GELU), a final LayerNorm, an untied head without bias, the mean cross-entropy
+of the targets. LayerNorm's eps is 1e-5; AdamW is torch.optim.AdamW with PyTorch's defaults.
+
+  demo_gpt2_report --dump DIR --sizes small --contexts 128     (on the GPU: the lab's side)
+  python3 tools/torch_gpt2.py --check DIR [--json out.json]
+
+--check loads the inputs the lab dumped (flat fp32 parameters in the state dict's order, tokens,
+targets, AdamW's moments at step 2) and runs the loss, every gradient and one AdamW step in
+PyTorch twice: in float64 (the reference) and in float32 with TF32 off (PyTorch's own fp32
+error). Each lab implementation then passes when, for every tensor of the gradients, the
+parameters and both moments after the step, its L2 distance from the float64 result is at most
+4 times PyTorch float32's (a distance over many elements is a steady statistic; the floor is half
+an fp32 ulp per element, 2^-24 times the tensor's norm), and its loss is within 4 times the
+largest error of a single row's loss in PyTorch float32 (the mean of the rows' losses is off by
+at most its largest row's error). Prints one line per implementation and the worst tensors.
+
+Exit status 0 when every implementation passes; 1 when one does not; 2 for a bad argument or a
+dump it cannot read, no PyTorch or no GPU.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+
+POSITIONS = 1024
+LN_EPS = 1e-5
+
+
+def model_class(torch):
+    nn, F = torch.nn, torch.nn.functional
+
+    class Attention(nn.Module):
+        def __init__(self, d, heads):
+            super().__init__()
+            self.heads = heads
+            self.qkv = nn.Linear(d, 3 * d)
+            self.proj = nn.Linear(d, d)
+
+        def forward(self, x):
+            B, T, d = x.shape
+            hd = d // self.heads
+            q, k, v = self.qkv(x).split(d, dim=2)
+            q, k, v = (t.view(B, T, self.heads, hd).transpose(1, 2) for t in (q, k, v))
+            scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+            mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
+            probs = torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1)
+            return self.proj((probs @ v).transpose(1, 2).contiguous().view(B, T, d))
+
+    class MLP(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.fc = nn.Linear(d, 4 * d)
+            self.proj = nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            return self.proj(F.gelu(self.fc(x)))
+
+    class Block(nn.Module):
+        def __init__(self, d, heads):
+            super().__init__()
+            self.ln1 = nn.LayerNorm(d, eps=LN_EPS)
+            self.attn = Attention(d, heads)
+            self.ln2 = nn.LayerNorm(d, eps=LN_EPS)
+            self.mlp = MLP(d)
+
+        def forward(self, x):
+            x = x + self.attn(self.ln1(x))
+            return x + self.mlp(self.ln2(x))
+
+    class GPT2(nn.Module):
+        def __init__(self, layers, d, heads, vocab):
+            super().__init__()
+            self.wte = nn.Embedding(vocab, d)
+            self.wpe = nn.Embedding(POSITIONS, d)
+            self.blocks = nn.ModuleList([Block(d, heads) for _ in range(layers)])
+            self.lnf = nn.LayerNorm(d, eps=LN_EPS)
+            self.head = nn.Linear(d, vocab, bias=False)
+
+        def forward(self, tokens, targets, reduction="mean"):
+            T = tokens.shape[1]
+            x = self.wte(tokens) + self.wpe(torch.arange(T, device=tokens.device))
+            for b in self.blocks:
+                x = b(x)
+            logits = self.head(self.lnf(x))
+            return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1), reduction=reduction)
+
+    return GPT2
+
+
+def build(torch, layers, d, heads, vocab, dtype=None, device="cuda"):
+    """The model on the device, its weights left as PyTorch initialises them (timing needs no more)."""
+    GPT2 = model_class(torch)
+    m = GPT2(layers, d, heads, vocab).to(device)
+    return m.to(dtype) if dtype is not None else m
+
+
+def num_params(torch, layers, d, heads, vocab):
+    return sum(p.numel() for p in build(torch, layers, d, heads, vocab, device="meta").parameters())
+
+
+def load_flat(torch, model, flat):
+    """Copies a flat buffer (the lab's layout) into the model's parameters, in order."""
+    offset = 0
+    with torch.no_grad():
+        for p in model.parameters():
+            n = p.numel()
+            p.copy_(flat[offset:offset + n].view_as(p))
+            offset += n
+    if offset != flat.numel():
+        raise ValueError("the dump holds %d parameters, the model %d" % (flat.numel(), offset))
+
+
+def flat_of(torch, tensors):
+    return torch.cat([t.reshape(-1) for t in tensors])
+
+
+def torch_step(torch, dump, inputs, dtype):
+    """Loss, per-row losses, gradients, and the parameters and moments after one AdamW step."""
+    c, a = dump["config"], dump["adamw"]
+    model = build(torch, c["layers"], c["d_model"], c["heads"], c["vocab"], dtype)
+    load_flat(torch, model, inputs["params"].to(dtype))
+    tokens, targets = inputs["tokens"], inputs["targets"]
+    with torch.no_grad():
+        rows = model(tokens, targets, reduction="none")
+    loss = model(tokens, targets)
+    loss.backward()
+    params = list(model.parameters())
+    grads = flat_of(torch, [p.grad for p in params])
+    opt = torch.optim.AdamW(params, lr=a["lr"], betas=(a["beta1"], a["beta2"]), eps=a["eps"],
+                            weight_decay=a["weight_decay"])
+    offset = 0
+    for p in params:  # the moments as after step - 1 steps
+        n = p.numel()
+        opt.state[p] = {"step": torch.tensor(float(a["step"] - 1)),
+                        "exp_avg": inputs["m"][offset:offset + n].to(dtype).view_as(p).clone(),
+                        "exp_avg_sq": inputs["v"][offset:offset + n].to(dtype).view_as(p).clone()}
+        offset += n
+    opt.step()
+    return {"loss": loss.item(), "rows": rows, "grads": grads,
+            "params": flat_of(torch, [p.detach() for p in params]),
+            "m": flat_of(torch, [opt.state[p]["exp_avg"] for p in params]),
+            "v": flat_of(torch, [opt.state[p]["exp_avg_sq"] for p in params])}
+
+
+def read(torch, directory, name, dtype):
+    import numpy as np
+    path = os.path.join(directory, name)
+    arr = np.fromfile(path, dtype=np.float32 if dtype == "f32" else np.int32)
+    return torch.from_numpy(arr).cuda()
+
+
+def judge(torch, dump, ref, fp32, lab):
+    """(passed, worst lines) for one implementation's outputs against the reference."""
+    layout = dump["layout"]
+    worst, passed = [], True
+    row_err = (fp32["rows"].double() - ref["rows"]).abs().max().item()
+    loss_err, loss_allowed = abs(lab["loss"] - ref["loss"]), 4 * row_err
+    if not loss_err <= loss_allowed:
+        passed = False
+    worst.append((loss_err / loss_allowed if loss_allowed > 0 else math.inf, "loss: |lab - fp64| %.3g, allowed %.3g "
+                  "(4 x PyTorch fp32's largest row error)" % (loss_err, loss_allowed)))
+    for what in ("grads", "params", "m", "v"):
+        for t in layout:
+            s = slice(t["offset"], t["offset"] + t["size"])
+            r = ref[what][s]
+            e_lab = (lab[what][s].double() - r).norm().item()
+            e_torch = (fp32[what][s].double() - r).norm().item()
+            allowed = 4 * max(e_torch, 2.0 ** -24 * r.norm().item())
+            ratio = e_lab / allowed if allowed > 0 else (0.0 if e_lab == 0 else math.inf)
+            if not ratio <= 1:
+                passed = False
+            worst.append((ratio, "%s %s: L2 error %.3g, PyTorch fp32's %.3g (ratio %.2f of the allowed 4x)"
+                          % (what, t["name"], e_lab, e_torch, ratio)))
+    worst.sort(key=lambda w: -w[0])
+    return passed, worst
+
+
+def check(directory, as_json):
+    try:
+        with open(os.path.join(directory, "gpt2_dump.json")) as f:
+            dump = json.load(f)
+        if dump.get("format") != 1 or "inputs" not in dump:
+            raise ValueError("%s/gpt2_dump.json was not written by demo_gpt2_report --dump" % directory)
+    except (OSError, ValueError) as err:
+        print("torch_gpt2: error: %s" % err, file=sys.stderr)
+        return 2
+    try:
+        import torch
+    except ImportError:
+        print("torch_gpt2: error: PyTorch is not installed", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("torch_gpt2: error: no CUDA device visible to PyTorch", file=sys.stderr)
+        return 2
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    c = dump["config"]
+    shape = (c["batch"], c["context"])
+    try:
+        inputs = {k: read(torch, directory, dump["inputs"][k], "f32") for k in ("params", "m", "v")}
+        for k in ("tokens", "targets"):
+            inputs[k] = read(torch, directory, dump["inputs"][k], "i32").long().view(shape)
+    except (OSError, ValueError, RuntimeError) as err:
+        print("torch_gpt2: error: reading the inputs: %s" % err, file=sys.stderr)
+        return 2
+    print("model: %s (L=%d d=%d h=%d), context %d, batch %d, vocabulary %d, %d parameters"
+          % (c["model_size"], c["layers"], c["d_model"], c["heads"], c["context"], c["batch"], c["vocab"],
+             inputs["params"].numel()))
+    ref = torch_step(torch, dump, inputs, torch.float64)
+    fp32 = torch_step(torch, dump, inputs, torch.float32)
+    print("PyTorch: loss %.9g (float64), %.9g (float32)" % (ref["loss"], fp32["loss"]))
+    status, results = 0, {}
+    for name, v in dump["variants"].items():
+        if "not_applicable" in v:
+            print("%-10s N/A (%s)" % (name, v["not_applicable"]))
+            continue
+        lab = {"loss": v["loss"]}
+        for what in ("grads", "params", "m", "v"):
+            lab[what] = read(torch, directory, v[what], "f32")
+        passed, worst = judge(torch, dump, ref, fp32, lab)
+        print("%-10s %s: loss %.9g; worst: %s" % (name, "PASS" if passed else "FAIL", lab["loss"], worst[0][1]))
+        for _, line in worst[1:4]:
+            print("%-10s   then %s" % ("", line))
+        results[name] = {"passed": passed, "loss": lab["loss"], "worst": [w[1] for w in worst[:10]]}
+        status = status or (0 if passed else 1)
+    if as_json:
+        with open(as_json, "w") as f:
+            json.dump({"config": c, "torch": torch.__version__, "device": torch.cuda.get_device_name(0),
+                       "loss_fp64": ref["loss"], "loss_fp32": fp32["loss"], "variants": results}, f, indent=1)
+    return status
+
+
+def main():
+    ap = argparse.ArgumentParser(prog="torch_gpt2", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--check", metavar="DIR", required=True, help="a folder demo_gpt2_report --dump wrote")
+    ap.add_argument("--json", help="write the verdicts here")
+    a = ap.parse_args()
+    return check(a.check, a.json)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
