@@ -1,6 +1,6 @@
 // lab::jit: a small element-wise fusion compiler. Build an expression in C++ from the inputs
 // (element-wise arrays), per-column vectors (broadcast along rows) and constants with + - * /,
-// exp, log, tanh, erf, sigmoid and max; generate() writes one CUDA kernel that computes it in a
+// exp, log, tanh, erf, sigmoid, sqrt and max; generate() writes one CUDA kernel that computes it in a
 // single pass (16-byte loads when the pointers and the row length allow); compile() runs NVRTC
 // for an architecture (a cubin for "sm_90", PTX for "compute_90", which needs no GPU); a Cache
 // keeps the binaries in memory and on disk, keyed by a hash of the source, the architecture and
@@ -28,7 +28,9 @@
 
 namespace lab::jit {
 
-enum class Op { input, column, constant, row, col, neg, exp, log, tanh, erf, sigmoid, add, sub, mul, div, max, greater, select };
+enum class Op {
+  input, column, constant, row, col, neg, exp, log, tanh, erf, sigmoid, sqrt, add, sub, mul, div, max, greater, select
+};
 
 inline constexpr int kMaxInputs = 8;   // element-wise arrays in0 .. in7
 inline constexpr int kMaxColumns = 8;  // per-column vectors vec0 .. vec7
@@ -70,6 +72,7 @@ Expr log(const Expr& a);
 Expr tanh(const Expr& a);
 Expr erf(const Expr& a);
 Expr sigmoid(const Expr& a);
+Expr sqrt(const Expr& a);  // sqrtf: correctly rounded (nvcc and NVRTC default to -prec-sqrt=true)
 Expr max(const Expr& a, const Expr& b);
 Expr operator>(const Expr& a, const Expr& b);                        // 1 where a > b, else 0
 Expr select(const Expr& condition, const Expr& a, const Expr& b);    // condition != 0 ? a : b
@@ -150,7 +153,8 @@ class Kernel {
   static Kernel build(const Expr& e, Cache& cache, const std::string& name = "lab_jit");
 
   // out[i] = e(inputs[k][i], columns[k][i % cols]) for i < n. The float4 kernel runs when every
-  // pointer is 16-byte aligned and cols is a multiple of 4 (or there are no column vectors).
+  // pointer is 16-byte aligned and cols is a multiple of 4 (or there are no column vectors). out may
+  // be one of the inputs (in place): element i is read only by the thread that writes out[i].
   // Throws UsageError when the pointer counts do not match the expression.
   void launch(const std::vector<const float*>& inputs, const std::vector<const float*>& columns, float* out,
               std::size_t n, int cols, cudaStream_t stream) const;

@@ -66,6 +66,11 @@ TEST(Jit, EvaluateInDouble) {
   EXPECT_DOUBLE_EQ(evaluate(max(x, Expr::column(0)) - 1.0f, {2.0}, {3.0}), 2.0);
   EXPECT_NEAR(evaluate(log(exp(x)) / 2.0f, {3.0}, {}), 1.5, 1e-15);
   EXPECT_DOUBLE_EQ(evaluate(erf(x) + tanh(x), {0.0}, {}), 0.0);
+  EXPECT_DOUBLE_EQ(evaluate(sqrt(x * x + 16.0f), {3.0}, {}), 5.0);
+  EXPECT_EQ(to_string(sqrt(x)), "sqrt(in0)");
+  const std::string src = generate(Expr::input(1) / (sqrt(x) + 1e-8f));
+  EXPECT_NE(src.find("sqrtf("), std::string::npos) << src;
+  EXPECT_FALSE(compile(src, "compute_90").image.empty());  // NVRTC takes it (PTX: no GPU needed)
 }
 
 TEST(Jit, SourceHasBothKernelsAndComputesASharedNodeOnce) {
