@@ -60,6 +60,9 @@ struct RunOptions {
   std::string cache = "cold";
   std::uint64_t seed = 0;
   std::string min_time;  // --benchmark_min_time for the programs ("" keeps theirs)
+  // With --against (and no --ignore-device): the previous run's device UUID. The run stops at the
+  // first program that reports another device, rather than after minutes of work nothing can use.
+  std::string expect_device_uuid;
 };
 
 struct Cell {
@@ -84,11 +87,13 @@ struct Collected {
   std::map<std::string, std::string> context;  // lab_* keys from the programs' JSON
   bool no_gpu = false;
   std::string no_gpu_message;
+  std::string other_device;  // set when a program reported a device other than expect_device_uuid
   double seconds = 0;
 };
 
 // Runs every program `rounds` times, interleaved, verifying in the first round only. Progress
-// lines go to `progress`. Stops early when there is no usable GPU (Collected::no_gpu).
+// lines go to `progress`. Stops early when there is no usable GPU (Collected::no_gpu) or the
+// device is not the one RunOptions::expect_device_uuid names (Collected::other_device).
 Collected run_programs(const std::vector<const Program*>& programs, const RunOptions& o, std::ostream& progress);
 
 // Builds the arguments of one program run (exposed for tests).

@@ -268,6 +268,9 @@ int main(int argc, char** argv) {
       std::cerr << "compare: error: " << error << "\n";
       return 2;
     }
+    if (!ignore_device)
+      o.expect_device_uuid =
+          compare::parse_run_file(against_text).value("device", nlohmann::json::object()).value("uuid", "");
   }
 
   std::cerr << "compare: " << programs.size() << " programs x " << o.rounds << " rounds, " << o.repetitions
@@ -277,6 +280,11 @@ int main(int argc, char** argv) {
     // The program's own line ("error: no usable CUDA device (...)") says why.
     std::cerr << "compare: " << c.no_gpu_message << "\n";
     return 3;
+  }
+  if (!c.other_device.empty()) {
+    std::cerr << "compare: error: --against: the previous run was on another device than this one (" << c.other_device
+              << "); stopped after the first program; pass --ignore-device to compare anyway\n";
+    return 2;
   }
   const compare::Analysis a = compare::analyse(c, o.seed);
   std::string command;

@@ -142,6 +142,14 @@ Collected run_programs(const std::vector<const Program*>& programs, const RunOpt
           add_samples(pr, run, round);
           for (const auto& [key, value] : run.context)
             if (key.rfind(lab::context::kPrefix, 0) == 0 && !c.context.count(key)) c.context[key] = value;
+          if (const auto uuid = c.context.find("lab_device_uuid");
+              !o.expect_device_uuid.empty() && uuid != c.context.end() && uuid->second != o.expect_device_uuid) {
+            const auto name = c.context.find("lab_device");
+            c.other_device = (name == c.context.end() ? std::string("?") : name->second) + ", " + uuid->second;
+            progress << "another device (" << c.other_device << ")\n";
+            c.seconds = elapsed();
+            return c;  // the comparison the run is for cannot be made
+          }
           if (r.exit_code == lab::kExitOutOfMemory && run.errors.empty()) {
             pr.status = Status::oom;
             pr.message = failure_message(r.err);

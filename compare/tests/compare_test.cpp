@@ -547,6 +547,15 @@ TEST_F(FakeLab, CommandLineWritesEveryOutput) {
                                             60);
   EXPECT_EQ(refused.exit_code, 2);
   EXPECT_NE(refused.err.find("--ignore-device"), std::string::npos) << refused.err;
+  // It stops at the first program that reports the device, not after the whole run.
+  EXPECT_NE(refused.err.find("[1/"), std::string::npos) << refused.err;
+  EXPECT_EQ(refused.err.find("[2/"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("stopped after the first program"), std::string::npos) << refused.err;
+  const auto ignored = compare::run_process({COMPARE_BIN, "--manifest", m.string(), "--chapter", "1", "--against",
+                                             (dir_ / "other.json").string(), "--ignore-device"},
+                                            60);
+  EXPECT_EQ(ignored.exit_code, 0) << ignored.err;
+  EXPECT_NE(ignored.out.find("the runs agree"), std::string::npos) << ignored.out;
 }
 
 TEST_F(FakeLab, DemosAreListedNotRun) {
