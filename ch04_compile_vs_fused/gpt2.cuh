@@ -61,12 +61,12 @@ struct Gpt2Step {
       for (int phase = 1; phase <= 3; ++phase) out.push_back({12, 768, 12, ctx, gpt2::kBatch, gpt2::kVocab, phase});
     return out;
   }
-  // The tiny model in every phase, and awkward ones in the full step: head sizes 16, 32, 64, 128,
-  // one head, contexts off every tile (13, 33, 65, 77, 100), batch 1.
+  // The tiny model in every phase, and awkward ones in the full step: head sizes 16, 32, 64, 128
+  // and 80 (the 2.7B model's), one head, contexts off every tile (13, 33, 65, 77, 100), batch 1.
   static std::vector<lab::Shape> checks() {
     return {{2, 64, 4, 16, 2, 97, 1},  {2, 64, 4, 16, 2, 97, 2},  {2, 64, 4, 16, 2, 97, 3},
             {1, 128, 1, 13, 1, 50, 3}, {2, 32, 2, 77, 1, 31, 3},  {1, 64, 4, 33, 1, 97, 3},
-            {1, 64, 2, 65, 2, 97, 3},  {1, 128, 2, 100, 1, 61, 3}};
+            {1, 64, 2, 65, 2, 97, 3},  {1, 128, 2, 100, 1, 61, 3}, {1, 160, 2, 33, 1, 50, 3}};
   }
   static std::string validate(const lab::Shape& s) {
     if (s[6] < 1 || s[6] > 3) return "phase must be 1 (forward), 2 (forward and backward) or 3 (the full step)";

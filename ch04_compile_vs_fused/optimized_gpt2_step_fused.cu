@@ -6,7 +6,9 @@
 //     one element-wise pass (keeping the pre-activation for the backward);
 //   - attention is the chapter's flash kernel (flash_fp32.cuh): no T x T tensor, forward or
 //     backward; the backward needs only the log-sum-exp and delta = rowsum(dO o O), which the
-//     kernel that lays dO out by head computes on the way;
+//     kernel that lays dO out by head computes on the way. A head size the kernels do not take
+//     (the 2.7B model's 80) is laid out zero-padded to the next one they do (128): the zeros add
+//     nothing to Q K^T, and the padded columns of O, dQ, dK, dV are never read back;
 //   - the loss and its gradient are one kernel a row over the logits (the softmax never written;
 //     the gradient takes the logits' place);
 //   - the LayerNorm backward adds into the residual gradient and sums its parameters' gradients in
@@ -127,23 +129,30 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// The heads' layout: element i of a (B, h, T, hd) tensor is column head hd + c of row b T + t.
+// The heads' layout: element i of a (B, h, T, dp) tensor, dp >= hd the width the flash kernels
+// take, is column head hd + c of row b T + t when c < hd, and padding (zero) when c >= hd.
 struct HeadIndex {
   std::size_t row, col;
-  __device__ HeadIndex(std::size_t i, int context, int h, int hd) {
-    const std::size_t c = i % hd, t = i / hd % context, bh = i / (std::size_t(hd) * context);
+  bool real;
+  __device__ HeadIndex(std::size_t i, int context, int h, int hd, int dp) {
+    const std::size_t c = i % dp, t = i / dp % context, bh = i / (std::size_t(dp) * context);
     row = bh / h * context + t;
     col = bh % h * hd + c;
+    real = c < std::size_t(hd);
   }
 };
 
-// Q, K, V by head from the QKV product's rows (B T x 3d), each plus its bias.
+// Q, K, V by head from the QKV product's rows (B T x 3d), each plus its bias; zeros in the padding.
 __global__ void qkv_heads_kernel(const float* __restrict__ qkv, const float* __restrict__ bias, float* __restrict__ q,
                                  float* __restrict__ k, float* __restrict__ v, std::size_t n, int context, int h,
-                                 int hd) {
+                                 int hd, int dp) {
   const int d = h * hd;
   for (std::size_t i : lab::grid_stride(n)) {
-    const HeadIndex at(i, context, h, hd);
+    const HeadIndex at(i, context, h, hd, dp);
+    if (!at.real) {
+      q[i] = 0.f, k[i] = 0.f, v[i] = 0.f;
+      continue;
+    }
     const float* r = qkv + at.row * 3 * d + at.col;
     q[i] = r[0] + bias[at.col];
     k[i] = r[d] + bias[d + at.col];
@@ -151,35 +160,57 @@ __global__ void qkv_heads_kernel(const float* __restrict__ qkv, const float* __r
   }
 }
 
+// O by head back into rows (B T x d), the padding dropped.
+__global__ void merge_heads_kernel(const float* __restrict__ o, float* __restrict__ att, std::size_t n, int context,
+                                   int h, int hd, int dp) {
+  for (std::size_t i : lab::grid_stride(n)) {
+    const HeadIndex at(i, context, h, hd, dp);
+    if (at.real) att[at.row * std::size_t(h) * hd + at.col] = o[i];
+  }
+}
+
 // The backward's way back: dQ, dK, dV by head into the rows of dQKV (B T x 3d).
 __global__ void qkv_rows_kernel(const float* __restrict__ dq, const float* __restrict__ dk,
                                 const float* __restrict__ dv, float* __restrict__ dqkv, std::size_t n, int context,
-                                int h, int hd) {
+                                int h, int hd, int dp) {
   const int d = h * hd;
   for (std::size_t i : lab::grid_stride(n)) {
-    const HeadIndex at(i, context, h, hd);
+    const HeadIndex at(i, context, h, hd, dp);
+    if (!at.real) continue;
     float* r = dqkv + at.row * 3 * d + at.col;
     r[0] = dq[i], r[d] = dk[i], r[2 * d] = dv[i];
   }
 }
 
-// dO by head from the projection's input gradient (B T x d), and delta = rowsum(dO o O) for the
-// flash backward, O read from the merged attention output the forward kept: a warp a head row.
+// dO by head from the projection's input gradient (B T x d), zeros in the padding, and delta =
+// rowsum(dO o O) for the flash backward, O read from the merged attention output the forward
+// kept: a warp a head row.
 __global__ void dout_heads_kernel(const float* __restrict__ datt, const float* __restrict__ att,
                                   float* __restrict__ dout, float* __restrict__ delta, std::size_t head_rows,
-                                  int context, int h, int hd) {
+                                  int context, int h, int hd, int dp) {
   const std::size_t hr = (std::size_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (hr >= head_rows) return;
   float s = 0;
-  for (int c = lane; c < hd; c += 32) {
-    const HeadIndex at(hr * hd + c, context, h, hd);
+  for (int c = lane; c < dp; c += 32) {
+    const HeadIndex at(hr * dp + c, context, h, hd, dp);
+    if (!at.real) {
+      dout[hr * dp + c] = 0.f;
+      continue;
+    }
     const std::size_t r = at.row * std::size_t(h) * hd + at.col;
-    dout[hr * hd + c] = datt[r];
+    dout[hr * dp + c] = datt[r];
     s += datt[r] * att[r];
   }
   for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(~0u, s, o);
   if (lane == 0) delta[hr] = s;
+}
+
+// The width the flash kernels take for a head of hd: 16, 32, 64 or 128 (0: none, hd > 128).
+constexpr int flash_width(int hd) {
+  for (int w : {16, 32, 64, 128})
+    if (hd <= w) return w;
+  return 0;
 }
 
 // h += bias (kept for the backward), act = gelu(h): 16-byte accesses (cols = 4d, a multiple of 4).
@@ -261,12 +292,14 @@ __global__ void adamw_kernel(float4* __restrict__ p, const float4* __restrict__ 
 unsigned blocks_for(std::size_t work) { return lab::grid_for(work, kThreads); }
 
 // What one block keeps for its backward: no T x T tensor; the log-sum-exp of each head row instead.
+// Q, K, V by head, heads padded to the flash width.
 struct Saved {
   Buffer x, ln1, mean1, rstd1, q, k, v, lse, att, mid, ln2, mean2, rstd2, h, act;
   explicit Saved(const gpt2::Config& c)
-      : x(c.tokens() * c.d), ln1(x.size()), mean1(c.tokens()), rstd1(c.tokens()), q(x.size()), k(x.size()),
-        v(x.size()), lse(c.tokens() * c.heads), att(x.size()), mid(x.size()), ln2(x.size()), mean2(c.tokens()),
+      : x(c.tokens() * c.d), ln1(x.size()), mean1(c.tokens()), rstd1(c.tokens()), q(heads_size(c)), k(q.size()),
+        v(q.size()), lse(c.tokens() * c.heads), att(x.size()), mid(x.size()), ln2(x.size()), mean2(c.tokens()),
         rstd2(c.tokens()), h(4 * x.size()), act(h.size()) {}
+  static std::size_t heads_size(const gpt2::Config& c) { return c.tokens() * c.heads * flash_width(c.head_dim()); }
 };
 
 struct Fused {
@@ -274,7 +307,7 @@ struct Fused {
   gpt2::Config c;
   gpt2::Phase phase;
   gpt2::Offsets off;
-  int rows, d, hd;
+  int rows, d, hd, dp;  // dp: the heads' width in the flash kernels (hd, or hd padded with zeros)
   lab::CublasHandle blas;
   lab::DeviceBuffer<std::uint8_t> blas_workspace;  // cuBLAS's, set explicitly: a graph may not allocate
   std::vector<Saved> blocks;
@@ -286,23 +319,24 @@ struct Fused {
   static std::string supports(const lab::Shape& s, const lab::DeviceFacts&) {
     const gpt2::Config c = gpt2::config_of(s);
     const int hd = c.head_dim();
-    if (hd != 16 && hd != 32 && hd != 64 && hd != 128)
-      return "the flash kernels take head sizes 16, 32, 64 and 128, not " + std::to_string(hd);
+    if (flash_width(hd) == 0) return "the flash kernels take head sizes up to 128, not " + std::to_string(hd);
     if (c.d > kMaxItems * kThreads) return "the row kernels hold d_model <= 4096 in registers";
     return "";
   }
 
   Fused(Gpt2Step::Problem& p, cudaStream_t stream)
       : c(p.cfg), phase(p.phase), off(gpt2::offsets(c)), rows(int(c.tokens())), d(c.d), hd(c.head_dim()),
-        blas_workspace(std::size_t(32) << 20), out(c.tokens() * d), lnf(out.size()), meanf(rows), rstdf(rows),
-        logits(c.tokens() * c.vocab), losses(rows), coef(2), qkv(3 * out.size()), o(out.size()), tmp(out.size()) {
+        dp(flash_width(hd)), blas_workspace(std::size_t(32) << 20), out(c.tokens() * d), lnf(out.size()),
+        meanf(rows), rstdf(rows), logits(c.tokens() * c.vocab), losses(rows), coef(2), qkv(3 * out.size()),
+        o(Saved::heads_size(c)), tmp(out.size()) {
     const int saved = phase == gpt2::Phase::forward ? 1 : c.layers;
     blocks.reserve(saved);
     for (int l = 0; l < saved; ++l) blocks.emplace_back(c);
     if (phase != gpt2::Phase::forward) {
       const std::size_t n = out.size();
-      dx = Buffer(n), dln = Buffer(n), dout = Buffer(n), delta = Buffer(c.tokens() * c.heads);
-      dq = Buffer(n), dk = Buffer(n), dv = Buffer(n), dqkv = Buffer(3 * n), dact = Buffer(4 * n), dh = Buffer(4 * n);
+      const std::size_t nh = Saved::heads_size(c);
+      dx = Buffer(n), dln = Buffer(n), dout = Buffer(nh), delta = Buffer(c.tokens() * c.heads);
+      dq = Buffer(nh), dk = Buffer(nh), dv = Buffer(nh), dqkv = Buffer(3 * n), dact = Buffer(4 * n), dh = Buffer(4 * n);
     }
     ops::use_stream(blas, stream);
     LAB_CHECK(cublasSetWorkspace(blas, blas_workspace.data(), blas_workspace.size()));
@@ -365,17 +399,20 @@ struct Fused {
     residual_layer_norm(s0.x.data(), nullptr, nullptr, s0.x.data(), P + b0.ln1_w, P + b0.ln1_b, s0.ln1.data(),
                         s0.mean1.data(), s0.rstd1.data(), stream);
     const std::size_t n = out.size();
+    const std::size_t nh = o.size();  // Q, K, V, O by head (padded)
     for (int l = 0; l < c.layers; ++l) {
       const gpt2::BlockOffsets& ob = off.blocks[l];
       Saved& s = saved(l);
       // Attention: the QKV product, its bias while laying Q, K, V out by head, flash attention.
       ops::linear(blas, s.ln1.data(), P + ob.qkv_w, qkv.data(), rows, 3 * d, d);
-      qkv_heads_kernel<<<blocks_for(n), kThreads, 0, stream>>>(qkv.data(), P + ob.qkv_b, s.q.data(), s.k.data(),
-                                                               s.v.data(), n, c.context, c.heads, hd);
+      qkv_heads_kernel<<<blocks_for(nh), kThreads, 0, stream>>>(qkv.data(), P + ob.qkv_b, s.q.data(), s.k.data(),
+                                                                s.v.data(), nh, c.context, c.heads, hd, dp);
       LAB_CHECK(cudaGetLastError());
-      flash::forward(s.q.data(), s.k.data(), s.v.data(), o.data(), s.lse.data(), c.batch * c.heads, c.context, hd,
+      flash::forward(s.q.data(), s.k.data(), s.v.data(), o.data(), s.lse.data(), c.batch * c.heads, c.context, dp,
                      true, 1.f / std::sqrt(float(hd)), stream);
-      ops::merge_heads(o.data(), s.att.data(), d, c.batch, c.context, c.heads, hd, stream);
+      merge_heads_kernel<<<blocks_for(nh), kThreads, 0, stream>>>(o.data(), s.att.data(), nh, c.context, c.heads, hd,
+                                                                  dp);
+      LAB_CHECK(cudaGetLastError());
       // The projection; its bias, the residual and LayerNorm 2 in one pass.
       ops::linear(blas, s.att.data(), P + ob.proj_w, tmp.data(), rows, d, d);
       residual_layer_norm(s.x.data(), tmp.data(), P + ob.proj_b, s.mid.data(), P + ob.ln2_w, P + ob.ln2_b,
@@ -416,6 +453,7 @@ struct Fused {
     const float* P = p.params.data();
     float* G = p.grads.data();
     const std::size_t n = out.size();
+    const std::size_t nh = o.size();  // Q, K, V, O by head (padded)
     // The logits hold dloss/dlogits (the cross-entropy kernel wrote it).
     ops::linear_backward(blas, logits.data(), lnf.data(), P + off.head, dln.data(), G + off.head, nullptr, rows,
                          c.vocab, d, stream);
@@ -437,14 +475,14 @@ struct Fused {
                            rows, d, d, stream);
       const std::size_t head_rows = c.tokens() * c.heads;
       dout_heads_kernel<<<static_cast<unsigned>(lab::ceil_div(head_rows * 32, kThreads)), kThreads, 0, stream>>>(
-          dln.data(), s.att.data(), dout.data(), delta.data(), head_rows, c.context, c.heads, hd);
+          dln.data(), s.att.data(), dout.data(), delta.data(), head_rows, c.context, c.heads, hd, dp);
       LAB_CHECK(cudaGetLastError());
-      LAB_CHECK(cudaMemsetAsync(dq.data(), 0, n * sizeof(float), stream));
+      LAB_CHECK(cudaMemsetAsync(dq.data(), 0, dq.bytes(), stream));
       flash::backward(s.q.data(), s.k.data(), s.v.data(), dout.data(), s.lse.data(), delta.data(), dq.data(),
-                      dk.data(), dv.data(), c.batch * c.heads, c.context, hd, true, 1.f / std::sqrt(float(hd)),
+                      dk.data(), dv.data(), c.batch * c.heads, c.context, dp, true, 1.f / std::sqrt(float(hd)),
                       stream);
-      qkv_rows_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dq.data(), dk.data(), dv.data(), dqkv.data(), n,
-                                                              c.context, c.heads, hd);
+      qkv_rows_kernel<<<blocks_for(nh), kThreads, 0, stream>>>(dq.data(), dk.data(), dv.data(), dqkv.data(), nh,
+                                                               c.context, c.heads, hd, dp);
       LAB_CHECK(cudaGetLastError());
       ops::linear_backward(blas, dqkv.data(), s.ln1.data(), P + ob.qkv_w, dln.data(), G + ob.qkv_w, G + ob.qkv_b,
                            rows, 3 * d, d, stream);
