@@ -70,6 +70,7 @@ std::vector<Size> known_sizes() {
 struct Settings {
   std::vector<std::string> sizes{"small", "medium", "large", "xl", "2.7B"};
   std::vector<std::int64_t> contexts{gpt2::kContexts[0], gpt2::kContexts[1], gpt2::kContexts[2], gpt2::kContexts[3]};
+  std::vector<std::string> configs;   // "size:context" pairs instead of sizes x contexts
   std::vector<std::string> variants;  // empty: all
   int batch = gpt2::kBatch, vocab = gpt2::kVocab, reps = 5;
   bool no_check = false;
@@ -332,61 +333,84 @@ void check_all(const std::vector<Implementation>& impls, const Settings& cfg) {
             << " check shapes against the double reference\n";
 }
 
+Size size_named(const std::string& name, const char* flag) {
+  const std::vector<Size> known = known_sizes();
+  auto it = std::find_if(known.begin(), known.end(), [&](const Size& s) { return s.name == name; });
+  if (it == known.end()) {
+    std::vector<std::string> names;
+    for (const auto& s : known) names.push_back(s.name);
+    throw lab::UsageError(std::string(flag) + " " + name + ": no such model size (known: " + join(names) + ")");
+  }
+  return *it;
+}
+
+// The configurations to run: --configs' pairs, else every size at every context.
+std::vector<std::pair<Size, int>> configurations(const Settings& cfg) {
+  std::vector<std::pair<Size, int>> out;
+  if (!cfg.configs.empty()) {
+    for (const auto& pair : cfg.configs) {
+      const auto colon = pair.find(':');
+      int ctx = 0;
+      try {
+        std::size_t used = 0;
+        ctx = colon == std::string::npos ? 0 : std::stoi(pair.substr(colon + 1), &used);
+        if (colon != std::string::npos && used != pair.size() - colon - 1) ctx = 0;
+      } catch (const std::exception&) {
+        ctx = 0;
+      }
+      if (ctx < 1 || ctx > 1024)
+        throw lab::UsageError("--configs " + pair + ": expected SIZE:CONTEXT, a context from 1 to 1024 (small:1024)");
+      out.emplace_back(size_named(pair.substr(0, colon), "--configs"), ctx);
+    }
+  } else {
+    for (const auto& name : cfg.sizes)
+      for (auto ctx : cfg.contexts) out.emplace_back(size_named(name, "--sizes"), int(ctx));
+  }
+  for (const auto& [s, ctx] : out)
+    for (Phase p : kPhases)
+      if (const std::string why = Gpt2Step::validate(shape_of(s, ctx, cfg, p)); !why.empty())
+        throw lab::UsageError(s.name + " at context " + std::to_string(ctx) + ": " + why);
+  return out;
+}
+
 int run(const Settings& cfg) {
   const std::vector<Implementation> impls = implementations(cfg.variants);
-  std::vector<Size> sizes;
-  const std::vector<Size> known = known_sizes();
-  for (const auto& name : cfg.sizes) {
-    auto it = std::find_if(known.begin(), known.end(), [&](const Size& s) { return s.name == name; });
-    if (it == known.end()) {
-      std::vector<std::string> names;
-      for (const auto& s : known) names.push_back(s.name);
-      throw lab::UsageError("--sizes " + name + ": no such model size (known: " + join(names) + ")");
-    }
-    sizes.push_back(*it);
-  }
-  for (const auto& s : sizes)
-    for (auto ctx : cfg.contexts)
-      for (Phase p : kPhases)
-        if (const std::string why = Gpt2Step::validate(shape_of(s, int(ctx), cfg, p)); !why.empty())
-          throw lab::UsageError(s.name + " at context " + std::to_string(ctx) + ": " + why);
+  const std::vector<std::pair<Size, int>> configs = configurations(cfg);
   for (const std::string& path : {cfg.csv, cfg.markdown})  // before the run, not after it
     if (!path.empty() && !std::ofstream(path, std::ios::app)) throw lab::UsageError(path + ": cannot write");
 
-  if (!cfg.dump.empty() && (sizes.size() != 1 || cfg.contexts.size() != 1))
-    throw lab::UsageError("--dump takes one configuration: one --sizes and one --contexts");
+  if (!cfg.dump.empty() && configs.size() != 1)
+    throw lab::UsageError("--dump takes one configuration: one --sizes and one --contexts, or one --configs");
   const lab::DeviceFacts dev = lab::init_device();
   std::cerr << dev.describe() << "\n";
-  if (!cfg.dump.empty()) return dump(cfg, sizes[0], int(cfg.contexts[0]), impls);
+  if (!cfg.dump.empty()) return dump(cfg, configs[0].first, configs[0].second, impls);
   if (!cfg.no_check) check_all(impls, cfg);
   const double sgemm = lab::measure_sgemm_tflops();
   std::cerr << "cuBLAS SGEMM 8192^3 (fp32, no TF32): " << fixed(sgemm, 1) << " TFLOP/s, the MFU denominator\n";
   lab::L2Flusher flusher(dev.l2_bytes, dev.sms);
   std::vector<std::string> names;
   for (const auto& i : impls) names.push_back(i.name);
-  const std::size_t total = sizes.size() * cfg.contexts.size() * impls.size() * 3;
-  std::cerr << "gpt2 report: " << sizes.size() << " sizes x " << cfg.contexts.size() << " contexts x "
-            << impls.size() << " implementations (" << join(names) << ") x 3 phases, batch " << cfg.batch
+  const std::size_t total = configs.size() * impls.size() * 3;
+  std::cerr << "gpt2 report: " << configs.size() << " configurations x " << impls.size() << " implementations ("
+            << join(names) << ") x 3 phases, batch " << cfg.batch
             << ", vocabulary " << cfg.vocab << ", median of " << cfg.reps << " runs, L2 flushed before each\n";
   std::vector<Row> rows;
   std::size_t done = 0;
-  for (const auto& s : sizes)
-    for (auto ctx : cfg.contexts) {
-      Row r{s, int(ctx), gpt2::param_count({s.layers, s.d, s.heads, int(ctx), cfg.batch, cfg.vocab}), {}};
-      for (Phase p : kPhases)
-        for (const auto& impl : impls) {
-          Cell c{lab::measure_variant(*impl.variant, shape_of(s, int(ctx), cfg, p), cfg.seed, cfg.reps, flusher,
-                                      false)};
-          const std::string what = !c.m.not_applicable.empty() ? "N/A (" + c.m.not_applicable + ")"
-                                   : c.m.oom                   ? std::string("OOM")
-                                                               : fixed(*c.m.ms, 3) + " ms, " +
-                                                   fixed(c.m.peak_mib.value_or(0), 0) + " MiB";
-          std::fprintf(stderr, "[%zu/%zu] %s ctx %d %s %s: %s\n", ++done, total, s.name.c_str(), int(ctx),
-                       gpt2::phase_name(p), impl.name.c_str(), what.c_str());
-          r.cells[{p, impl.name}] = std::move(c);
-        }
-      rows.push_back(std::move(r));
-    }
+  for (const auto& [s, ctx] : configs) {
+    Row r{s, ctx, gpt2::param_count({s.layers, s.d, s.heads, ctx, cfg.batch, cfg.vocab}), {}};
+    for (Phase p : kPhases)
+      for (const auto& impl : impls) {
+        Cell c{lab::measure_variant(*impl.variant, shape_of(s, ctx, cfg, p), cfg.seed, cfg.reps, flusher, false)};
+        const std::string what = !c.m.not_applicable.empty() ? "N/A (" + c.m.not_applicable + ")"
+                                 : c.m.oom                   ? std::string("OOM")
+                                                             : fixed(*c.m.ms, 3) + " ms, " +
+                                                 fixed(c.m.peak_mib.value_or(0), 0) + " MiB";
+        std::fprintf(stderr, "[%zu/%zu] %s ctx %d %s %s: %s\n", ++done, total, s.name.c_str(), ctx,
+                     gpt2::phase_name(p), impl.name.c_str(), what.c_str());
+        r.cells[{p, impl.name}] = std::move(c);
+      }
+    rows.push_back(std::move(r));
+  }
 
   std::cout << tables(rows, names, cfg, sgemm, false);
   if (!cfg.csv.empty()) {
@@ -420,7 +444,11 @@ int main(int argc, char** argv) {
         app.add_option("--contexts", cfg.contexts, "context lengths, at most 1024 (default 128,256,512,1024)")
             ->delimiter(',')
             ->check(CLI::Range(1, 1024));
-        app.add_option("--variants", cfg.variants, "implementations to run (default all: vanilla, fused, ...)")
+        app.add_option("--configs", cfg.configs,
+                       "size:context pairs instead of every size at every context (e.g. the targets: "
+                       "small:1024,medium:512,xl:256,2.7B:128)")
+            ->delimiter(',');
+        app.add_option("--variants", cfg.variants, "implementations to run (default all: vanilla, compiled, fused)")
             ->delimiter(',');
         app.add_option("--batch", cfg.batch, "batch size (default 4)")->check(CLI::Range(1, 1 << 20));
         app.add_option("--vocab", cfg.vocab, "vocabulary size (default 10000)")->check(CLI::Range(1, 1 << 30));
