@@ -232,5 +232,42 @@ class TorchAgainstLab(unittest.TestCase):
             self.tr.render_against(TORCH_RUN, {"rows": []}, False)
 
 
+    def test_an_oom_row_is_left_out_of_the_pairs(self):
+        run = dict(TORCH_RUN, results=TORCH_RUN["results"] + [
+            {"topic": "t", "shape": "8x8", "implementation": "torch.compile", "ms": None, "status": "OOM"}])
+        names = [n for n, _, _ in self.tr.against_lab(run, LAB_RUN)[1][4]]
+        self.assertEqual(names, ["torch eager", "SDPA"])
+
+
+class TorchGpt2(unittest.TestCase):
+    """The PyTorch check's errors, which need neither PyTorch nor a GPU."""
+
+    def run_tool(self, *args):
+        import subprocess
+
+        tool = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "torch_gpt2.py")
+        return subprocess.run([sys.executable, tool, *args], capture_output=True, text=True)
+
+    def test_a_folder_without_a_dump_is_exit_2_with_one_line(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = self.run_tool("--check", d)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("torch_gpt2: error:", r.stderr)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1)
+
+    def test_a_manifest_from_elsewhere_is_refused(self):
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "gpt2_dump.json"), "w") as f:
+                json.dump({"format": 7}, f)
+            r = self.run_tool("--check", d)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("demo_gpt2_report --dump", r.stderr)
+
+    def test_check_is_required(self):
+        r = self.run_tool()
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--check", r.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()
