@@ -141,35 +141,63 @@ def builders(torch):
             out[name] = (lambda o=o, q=q, k=k, v=v, do=do: torch.autograd.grad(o, (q, k, v), do, retain_graph=True))
         return out
 
-    # The GPT-2 training step (layers x d x heads x context x batch x vocab x phase): the lab's model
-    # in PyTorch (tools/torch_gpt2.py), eager and with torch.compile(model) as the users' benchmark
-    # compiles it (the optimizer stays eager: torch.optim.AdamW's defaults). Phase 1 is the loss
-    # under no_grad, 2 adds backward() (gradients set to None first, as zero_grad does), 3 adds
-    # AdamW's step. Lazy: each implementation is built just before it is timed, so that its peak
-    # memory is its own.
+    # The GPT-2 training step: timed by time_gpt2 (one model an implementation and configuration).
     def gpt2_step(s):
-        import torch_gpt2
-        layers, d, heads, context, batch, vocab, phase = s
-        def factory(compiled):
-            def make_step():
-                model = torch_gpt2.build(torch, layers, d, heads, vocab)
-                fwd = torch.compile(model) if compiled else model
-                tokens = torch.randint(0, vocab, (batch, context), device=dev)
-                targets = torch.randint(0, vocab, (batch, context), device=dev)
-                opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
-                def step():
-                    if phase == 1:
-                        with torch.no_grad():
-                            return fwd(tokens, targets)
-                    opt.zero_grad(set_to_none=True)
-                    fwd(tokens, targets).backward()
-                    if phase == 3:
-                        opt.step()
-                return step
-            return make_step
-        return {"torch eager": factory(False), "torch.compile": factory(True), "lazy": True}
+        raise AssertionError("gpt2_step shapes are timed by time_gpt2")
     return {k: v for k, v in locals().items()
             if callable(v) and k not in ("rand", "unary", "attention_inputs", "naive", "sdpa")}
+
+
+def time_gpt2(torch, shapes, compile_too, flush, reps):
+    """The GPT-2 training step (layers x d x heads x context x batch x vocab x phase): the lab's model
+    in PyTorch (tools/torch_gpt2.py), eager and with torch.compile(model) as the users' benchmark
+    compiles it (the optimizer stays eager: torch.optim.AdamW with lr 1e-3 and weight decay 0.01).
+    Phase 1 is the loss under no_grad, 2 adds backward() (the gradients set to None first, as
+    zero_grad does), 3 adds AdamW's step. One model an implementation and configuration, its phases
+    timed in increasing order (so torch.compile compiles the inference graph and the training graph
+    once each), then freed; peak memory is counted from before the model was built, as the lab counts
+    its parameters. shapes: (the shape's text, its seven numbers). Yields (the shape's text,
+    implementation, ms or None for OOM, peak MiB or None)."""
+    import torch_gpt2
+
+    def build(layers, d, heads, context, batch, vocab, compiled):
+        model = torch_gpt2.build(torch, layers, d, heads, vocab)
+        return {"fwd": torch.compile(model) if compiled else model,
+                "opt": torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01),
+                "tokens": torch.randint(0, vocab, (batch, context), device="cuda"),
+                "targets": torch.randint(0, vocab, (batch, context), device="cuda")}
+
+    configs = {}
+    for text, shape in shapes:
+        configs.setdefault(tuple(shape[:6]), []).append((shape[6], text))
+    for config, phases in configs.items():
+        for name in ["torch eager"] + (["torch.compile"] if compile_too else []):
+            torch.cuda.empty_cache()
+            base = torch.cuda.memory_allocated()
+            state = step = None
+            for phase, label in sorted(phases):
+                try:
+                    if state is None:
+                        state = build(*config, name == "torch.compile")
+
+                    def step(phase=phase, st=state):
+                        if phase == 1:
+                            with torch.no_grad():
+                                return st["fwd"](st["tokens"], st["targets"])
+                        st["opt"].zero_grad(set_to_none=True)
+                        st["fwd"](st["tokens"], st["targets"]).backward()
+                        if phase == 3:
+                            st["opt"].step()
+
+                    torch.cuda.reset_peak_memory_stats()
+                    ms = time_ms(torch, step, flush, reps)
+                    yield label, name, ms, (torch.cuda.max_memory_allocated() - base) / 2**20
+                except torch.cuda.OutOfMemoryError:
+                    state = step = None  # what they held is freed; a later phase starts afresh
+                    torch.cuda.empty_cache()
+                    yield label, name, None, None
+            state = step = None
+            torch.cuda.empty_cache()
 
 
 def time_ms(torch, fn, flush, reps):
@@ -320,44 +348,41 @@ def main():
         if a.shape:  # the work of a shape not in the sweep is unknown here: no GB/s or TFLOP/s
             known = {s["shape"]: s for s in d["sweep"]}
             sweep = [known.get(x, {"shape": x, "bytes": None, "flops": None}) for x in a.shape]
-        for s in sweep:
-            shape = [int(x) for x in s["shape"].split("x")]
-            made = make[d["topic"]](shape)  # one callable (eager), or several by name
-            lazy = isinstance(made, dict) and made.pop("lazy", False)
-            impls = list(made.items()) if isinstance(made, dict) else [("torch eager", made)]
-            if lazy and not a.compile:
-                impls = [(n, f) for n, f in impls if n != "torch.compile"]
-            if a.compile and not lazy and not d["topic"].endswith("_backward"):
-                first = make[d["topic"]](shape)
-                impls.append(("torch.compile", torch.compile(first["torch eager"] if isinstance(first, dict) else first)))
-            for name, fn in impls:
-                peak = None
-                try:
-                    if lazy:  # built now, its memory counted from here
-                        torch.cuda.empty_cache()
-                        base = torch.cuda.memory_allocated()
-                        torch.cuda.reset_peak_memory_stats()
-                        fn = fn()
-                    ms = time_ms(torch, fn, flush, a.reps)
-                    if lazy:
-                        peak = (torch.cuda.max_memory_allocated() - base) / 2**20
-                except torch.cuda.OutOfMemoryError:
-                    print("%-24s %-18s %-16s %10s" % (d["topic"], s["shape"], name, "OOM"))
-                    results.append({"topic": d["topic"], "shape": s["shape"], "implementation": name, "ms": None,
-                                    "status": "OOM"})
-                    fn = None
-                    torch.cuda.empty_cache()
-                    continue
-                gbs = s["bytes"] / (ms * 1e-3) / 1e9 if s["bytes"] else None
-                tflops = s["flops"] / (ms * 1e-3) / 1e12 if s["flops"] else None
-                print("%-24s %-18s %-16s %10.4f %9s %9s%s" % (d["topic"], s["shape"], name, ms,
-                      "%.0f" % gbs if gbs else "-", "%.2f" % tflops if tflops else "-",
-                      "  peak %.0f MiB" % peak if peak is not None else ""))
-                results.append({"topic": d["topic"], "shape": s["shape"], "implementation": name, "ms": ms,
-                                "gbps": gbs, "tflops": tflops, "bytes": s["bytes"], "flops": s["flops"],
-                                "peak_mib": peak, "status": "OK"})
-                fn = None
-            torch.cuda.empty_cache()
+        timed = []  # (sweep entry, implementation, ms or None, peak MiB or None)
+        if d["topic"] == "gpt2_step":
+            by_shape = {s["shape"]: s for s in sweep}
+            shapes = [(s["shape"], [int(x) for x in s["shape"].split("x")]) for s in sweep]
+            for label, name, ms, peak in time_gpt2(torch, shapes, a.compile, flush, a.reps):
+                timed.append((by_shape[label], name, ms, peak))
+        else:
+            for s in sweep:
+                shape = [int(x) for x in s["shape"].split("x")]
+                made = make[d["topic"]](shape)  # one callable (eager), or several by name
+                impls = list(made.items()) if isinstance(made, dict) else [("torch eager", made)]
+                if a.compile and not d["topic"].endswith("_backward"):
+                    first = make[d["topic"]](shape)
+                    impls.append(("torch.compile",
+                                  torch.compile(first["torch eager"] if isinstance(first, dict) else first)))
+                for name, fn in impls:
+                    try:
+                        timed.append((s, name, time_ms(torch, fn, flush, a.reps), None))
+                    except torch.cuda.OutOfMemoryError:
+                        timed.append((s, name, None, None))
+                torch.cuda.empty_cache()
+        for s, name, ms, peak in timed:
+            if ms is None:
+                print("%-24s %-18s %-16s %10s" % (d["topic"], s["shape"], name, "OOM"))
+                results.append({"topic": d["topic"], "shape": s["shape"], "implementation": name, "ms": None,
+                                "status": "OOM"})
+                continue
+            gbs = s["bytes"] / (ms * 1e-3) / 1e9 if s["bytes"] else None
+            tflops = s["flops"] / (ms * 1e-3) / 1e12 if s["flops"] else None
+            print("%-24s %-18s %-16s %10.4f %9s %9s%s" % (d["topic"], s["shape"], name, ms,
+                  "%.0f" % gbs if gbs else "-", "%.2f" % tflops if tflops else "-",
+                  "  peak %.0f MiB" % peak if peak is not None else ""))
+            results.append({"topic": d["topic"], "shape": s["shape"], "implementation": name, "ms": ms,
+                            "gbps": gbs, "tflops": tflops, "bytes": s["bytes"], "flops": s["flops"],
+                            "peak_mib": peak, "status": "OK"})
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"tool": "cuda-perf-lab torch_reference", "device": torch.cuda.get_device_name(0),
