@@ -241,20 +241,15 @@ int run(const Settings& cfg) {
       "batch_size,heads,seq_len,d_model,causal,variant,forward_ms,backward_ms,total_ms,forward_tflops,"
       "backward_tflops,peak_memory_mb,status,verified";
   if (!cfg.csv.empty()) {
-    std::ofstream f(cfg.csv);
-    f << header << "\n";
-    for (const auto& r : rows) f << csv_line(r) << "\n";
-    if (!f) throw lab::Error(cfg.csv + ": write failed");
-    std::cerr << "wrote " << rows.size() << " rows to " << cfg.csv << "\n";
+    std::string text = header + "\n";
+    for (const auto& r : rows) text += csv_line(r) + "\n";
+    lab::write_output(cfg.csv, text, std::to_string(rows.size()) + " rows");
   }
-  if (!cfg.markdown.empty()) {
-    std::ofstream f(cfg.markdown);
-    f << "Measured by `demo_attention_report` on " << dev.name << ": median of " << cfg.reps
-      << " runs, L2 flushed before each.\n"
-      << tables(rows, names, true);
-    if (!f) throw lab::Error(cfg.markdown + ": write failed");
-    std::cerr << "wrote the tables to " << cfg.markdown << "\n";
-  }
+  if (!cfg.markdown.empty())
+    lab::write_output(cfg.markdown,
+                      "Measured by `demo_attention_report` on " + dev.name + ": median of " + std::to_string(cfg.reps) +
+                          " runs, L2 flushed before each.\n" + tables(rows, names, true),
+                      "the tables");
   return lab::kExitOk;
 }
 

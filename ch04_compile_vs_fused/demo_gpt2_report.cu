@@ -168,10 +168,15 @@ std::string csv_header(const std::vector<std::string>& names) {
     h << "," << n << "_vanilla_ms," << n << "_compiled_ms," << n << "_speedup";
   }
   for (Phase p : kPhases)
-    for (const auto& x : names)
-      if (x != "vanilla" && x != "compiled") h << "," << gpt2::phase_name(p) << "_" << x << "_ms," << gpt2::phase_name(p) << "_" << x << "_speedup";
+    for (const auto& x : names) {
+      const std::string col = std::string(gpt2::phase_name(p)) + "_" + x;
+      if (x != "vanilla" && x != "compiled") h << "," << col << "_ms," << col << "_speedup";
+    }
   for (Phase p : kPhases)
-    for (const auto& x : names) h << "," << gpt2::phase_name(p) << "_" << x << "_peak_mib," << gpt2::phase_name(p) << "_" << x << "_mfu_pct";
+    for (const auto& x : names) {
+      const std::string col = std::string(gpt2::phase_name(p)) + "_" + x;
+      h << "," << col << "_peak_mib," << col << "_mfu_pct";
+    }
   return h.str();
 }
 
@@ -184,7 +189,8 @@ std::string csv_line(const Row& r, const std::vector<std::string>& names, const 
   }
   for (Phase p : kPhases)
     for (const auto& x : names)
-      if (x != "vanilla" && x != "compiled") o << "," << opt(r.ms(p, x), 4) << "," << opt(ratio(r.ms(p, "vanilla"), r.ms(p, x)), 3);
+      if (x != "vanilla" && x != "compiled")
+        o << "," << opt(r.ms(p, x), 4) << "," << opt(ratio(r.ms(p, "vanilla"), r.ms(p, x)), 3);
   for (Phase p : kPhases)
     for (const auto& x : names) {
       const Cell* c = r.at(p, x);
@@ -311,10 +317,7 @@ int dump(const Settings& cfg, const Size& size, int context, const std::vector<I
                         {"v", dump_vector(dir, n + ".v.f32", p.v.download())}};
     std::cerr << "dump: " << n << ": loss " << p.loss.download()[0] << "\n";
   }
-  std::ofstream f(dir / "gpt2_dump.json");
-  f << j.dump(1) << "\n";
-  if (!f) throw lab::Error((dir / "gpt2_dump.json").string() + ": write failed");
-  std::cerr << "wrote " << (dir / "gpt2_dump.json").string() << "\n";
+  lab::write_output((dir / "gpt2_dump.json").string(), j.dump(1) + "\n", "the manifest");
   return lab::kExitOk;
 }
 
@@ -414,21 +417,17 @@ int run(const Settings& cfg) {
 
   std::cout << tables(rows, names, cfg, sgemm, false);
   if (!cfg.csv.empty()) {
-    std::ofstream f(cfg.csv);
-    f << csv_header(names) << "\n";
-    for (const auto& r : rows) f << csv_line(r, names, cfg, sgemm) << "\n";
-    if (!f) throw lab::Error(cfg.csv + ": write failed");
-    std::cerr << "wrote " << rows.size() << " rows to " << cfg.csv << "\n";
+    std::string text = csv_header(names) + "\n";
+    for (const auto& r : rows) text += csv_line(r, names, cfg, sgemm) + "\n";
+    lab::write_output(cfg.csv, text, std::to_string(rows.size()) + " rows");
   }
-  if (!cfg.markdown.empty()) {
-    std::ofstream f(cfg.markdown);
-    f << "Measured by `demo_gpt2_report` on " << dev.name << ": batch " << cfg.batch << ", vocabulary " << cfg.vocab
-      << ", median of " << cfg.reps << " runs, L2 flushed before each; MFU against cuBLAS SGEMM's measured "
-      << fixed(sgemm, 1) << " TFLOP/s.\n"
-      << tables(rows, names, cfg, sgemm, true);
-    if (!f) throw lab::Error(cfg.markdown + ": write failed");
-    std::cerr << "wrote the tables to " << cfg.markdown << "\n";
-  }
+  if (!cfg.markdown.empty())
+    lab::write_output(cfg.markdown,
+                      "Measured by `demo_gpt2_report` on " + dev.name + ": batch " + std::to_string(cfg.batch) +
+                          ", vocabulary " + std::to_string(cfg.vocab) + ", median of " + std::to_string(cfg.reps) +
+                          " runs, L2 flushed before each; MFU against cuBLAS SGEMM's measured " + fixed(sgemm, 1) +
+                          " TFLOP/s.\n" + tables(rows, names, cfg, sgemm, true),
+                      "the tables");
   return lab::kExitOk;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdio>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <string>
@@ -24,6 +25,15 @@ inline std::string join(const std::vector<std::string>& v, const std::string& se
   std::string s;
   for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
   return s;
+}
+
+// Writes a demo's output file (CSV, Markdown, JSON) whole and says so on stderr ("wrote <what>
+// to <path>"); a file that cannot be written is lab::Error naming it.
+inline void write_output(const std::string& path, const std::string& text, const std::string& what) {
+  std::ofstream f(path);
+  f << text;
+  if (!f) throw Error(path + ": write failed");
+  std::cerr << "wrote " << what << " to " << path << "\n";
 }
 
 struct DemoInfo {
