@@ -41,8 +41,14 @@ void Gpt2Step::Problem::poison(cudaStream_t s) {
 
 lab::Verdict Gpt2Step::Problem::verify() {
   if (params0_.empty()) throw lab::Error("gpt2_step: this shape is beyond the CPU reference's reach (verifiable())");
+  gpt2::ModelOptions rounding;
+  try {
+    rounding = gpt2::ModelOptions::for_precision(declared().precision);
+  } catch (const std::invalid_argument& e) {
+    throw lab::Error(std::string("gpt2_step: ") + e.what());
+  }
   const gpt2::Expected e =
-      gpt2::expected(cfg, phase, params0_, tokens_, targets_, {m0_, v0_, step}, hp);
+      gpt2::expected(cfg, phase, params0_, tokens_, targets_, {m0_, v0_, step}, hp, rounding);
   const std::vector<float> l = loss.download();
   std::vector<float> g, p, mm, vv;
   if (phase != gpt2::Phase::forward) g = grads.download();

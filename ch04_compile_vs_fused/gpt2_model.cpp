@@ -19,6 +19,17 @@ std::string Config::invalid() const {
   return "";
 }
 
+ModelOptions ModelOptions::for_precision(const std::string& precision) {
+  ModelOptions o;
+  if (precision == "3xtf32") {
+    o.product_error = 12, o.sum_error = 1;
+  } else if (precision != "fp32") {
+    throw std::invalid_argument("gpt2: no rounding model for the precision '" + precision +
+                                "' (the reference knows fp32 and 3xtf32)");
+  }
+  return o;
+}
+
 const char* phase_name(Phase p) {
   switch (p) {
     case Phase::forward: return "forward";

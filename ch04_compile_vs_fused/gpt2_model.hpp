@@ -91,10 +91,25 @@ struct InitRule {
 };
 InitRule init_rule(const Config&, const Tensor&);
 
-// The choices a model can make that the reference follows (the tests plant wrong ones).
+// The choices a model can make that the reference follows (the tests plant wrong ones), and how a
+// variant's linear layers round, for the Monte Carlo runs of expected().
 struct ModelOptions {
   enum class Gelu { erf, tanh } gelu = Gelu::erf;  // PyTorch's approximate='none' or 'tanh'
   bool decoupled_weight_decay = true;              // AdamW; false: Adam with L2 in the gradient
+  // The linear layers' matrix products beyond fp32's own rounding, in units of u = 2^-24 (0 and 0:
+  // cuBLAS SGEMM, each product and each partial sum correctly rounded): product_error, each
+  // product's relative error; sum_error, each addition's further rounding.
+  double product_error = 0, sum_error = 0;
+  // How the fp32 stand-in (T = float) multiplies in the linear layers, for the tests: in fp32; in
+  // tf32 (each operand rounded to tf32); or in 3xTF32 as optimized_gpt2_step_fused_3xtf32 does (three
+  // sums of products of the split operands, small big, big small, big big, then added).
+  enum class Products { fp32, tf32, tf32x3 } products = Products::fp32;
+  // For the arithmetic a variant declares (lab::Declared::precision): "fp32"; "3xtf32", each operand
+  // split into two tf32 parts (each rounded to nearest: 4u of the operand lost), three tf32 products
+  // (the small x small one, at most 4u of the product, dropped): 12u a product, and the tensor
+  // cores' accumulation, not correctly rounded (up to an ulp, 2u: one more u a sum). Throws
+  // std::invalid_argument for another name.
+  static ModelOptions for_precision(const std::string& precision);
 };
 
 // The optimizer's state before the step: first and second moments and the step number t.

@@ -10,6 +10,7 @@
 // explicitly: the online softmax's rescales (4u a 64-key tile), and the attention backward's row
 // sums, taken as rowsum(dP o P) in even runs and rowsum(dO o O) (the fused backward's) in odd ones.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -82,6 +83,11 @@ Perturbed max_(Perturbed a, Perturbed b) { return std::max(a.v, b.v); }
 void widen(double&, double) {}
 void widen(float&, double) {}
 void widen(Perturbed& x, double k) { x.v *= noise(k); }
+// The linear layers' extra rounding (ModelOptions::product_error, sum_error), set by reference()
+// for the run it makes.
+thread_local double mc_product_error = 0, mc_sum_error = 0;
+thread_local ModelOptions::Products float_products = ModelOptions::Products::fp32;
+
 // Which of two equal forms a run computes (the odd Monte Carlo runs take the second).
 bool second_form(double) { return false; }
 bool second_form(float) { return false; }
@@ -100,6 +106,43 @@ T dot_(const T* a, std::size_t sa, const T* b, std::size_t sb, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) s = s + a[i * sa] * b[i * sb];
   return s;
 }
+// dot_ as a linear layer's matrix product computes it: each product and each addition rounded a
+// further mc_product_error and mc_sum_error units (Monte Carlo runs only).
+template <class T>
+T product_dot_(const T* a, std::size_t sa, const T* b, std::size_t sb, std::size_t n) {
+  if (mc_product_error == 0 && mc_sum_error == 0) return dot_(a, sa, b, sb, n);
+  T s = cst<T>(0);
+  for (std::size_t i = 0; i < n; ++i) {
+    T p = a[i * sa] * b[i * sb];
+    widen(p, mc_product_error);
+    s = s + p;
+    widen(s, mc_sum_error);
+  }
+  return s;
+}
+
+// x rounded to tf32 (10 mantissa bits), to nearest, ties away from zero: cvt.rna.tf32.f32.
+float tf32(float x) {
+  return std::bit_cast<float>((std::bit_cast<std::uint32_t>(x) + 0x1000u) & 0xffffe000u);
+}
+// The fp32 stand-in's product sums as ModelOptions::products asks.
+template <>
+float product_dot_<float>(const float* a, std::size_t sa, const float* b, std::size_t sb, std::size_t n) {
+  using P = ModelOptions::Products;
+  if (float_products == P::fp32) return dot_(a, sa, b, sb, n);
+  float s[3] = {0, 0, 0};
+  for (std::size_t i = 0; i < n; ++i) {
+    const float x = a[i * sa], y = b[i * sb], xb = tf32(x), yb = tf32(y);
+    if (float_products == P::tf32) {
+      s[2] += xb * yb;
+      continue;
+    }
+    const float xs = tf32(x - xb), ys = tf32(y - yb);
+    s[0] += xs * yb, s[1] += xb * ys, s[2] += xb * yb;
+  }
+  return s[0] + s[1] + s[2];
+}
+
 // ---- The layers -------------------------------------------------------------------------------
 
 template <class T>
@@ -151,7 +194,7 @@ template <class T>
 void linear(const T* X, const T* W, const T* b, std::size_t M, int N, int K, T* Y) {
   for (std::size_t i = 0; i < M; ++i)
     for (int j = 0; j < N; ++j) {
-      const T s = dot_(X + i * K, 1, W + std::size_t(j) * K, 1, K);
+      const T s = product_dot_(X + i * K, 1, W + std::size_t(j) * K, 1, K);
       Y[i * N + j] = b ? s + b[j] : s;
     }
 }
@@ -160,9 +203,9 @@ void linear(const T* X, const T* W, const T* b, std::size_t M, int N, int K, T* 
 template <class T>
 void linear_backward(const T* dY, const T* X, const T* W, std::size_t M, int N, int K, T* dX, T* dW, T* db) {
   for (std::size_t i = 0; i < M; ++i)
-    for (int k = 0; k < K; ++k) dX[i * K + k] = dot_(dY + i * N, 1, W + k, K, N);
+    for (int k = 0; k < K; ++k) dX[i * K + k] = product_dot_(dY + i * N, 1, W + k, K, N);
   for (int j = 0; j < N; ++j)
-    for (int k = 0; k < K; ++k) dW[std::size_t(j) * K + k] = dot_(dY + j, N, X + k, K, M);
+    for (int k = 0; k < K; ++k) dW[std::size_t(j) * K + k] = product_dot_(dY + j, N, X + k, K, M);
   if (db)
     for (int j = 0; j < N; ++j) db[j] = sum_(dY + j, N, M);
 }
@@ -403,6 +446,8 @@ Outputs<T> reference(const Config& c, Phase phase, std::span<const float> params
     if (tokens[i] < 0 || tokens[i] >= c.vocab || targets[i] < 0 || targets[i] >= c.vocab)
       throw std::invalid_argument("gpt2::reference: token ids must lie in [0, vocab)");
   Outputs<T> out;
+  mc_product_error = options.product_error, mc_sum_error = options.sum_error;
+  float_products = options.products;
   Model<T> model(c, params, options);
   out.loss = model.forward(tokens, targets);
   if (phase == Phase::forward) return out;

@@ -10,11 +10,12 @@
 # (LayerNorm), the label's logit scaled by 1.001 (cross-entropy), a causal mask letting one
 # future key through (fp32 flash attention, and the bf16 tensor-core one), a bf16 pair packed
 # with its halves swapped (tensor-core attention), and in the fused GPT-2 step a LayerNorm
-# backward whose x-hat term is 1% short and an AdamW whose weight decay is 10% short.
+# backward whose x-hat term is 1% short and an AdamW whose weight decay is 10% short, and in its
+# 3xTF32 step the operands' small parts dropped (plain TF32 products).
 # Exit status 0 when every bug was caught.
 set -u
 if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
-  sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
   [ $# -ge 1 ] && exit 0 || exit 2
 fi
 logdir=$1
@@ -89,10 +90,12 @@ plant causal_bf16 ch04_compile_vs_fused/mma_tiles.cuh optimized_attention_fused_
   '(Causal && col > qrow0 + 16 * mt + 8 * (e / 2))' '(Causal && col > qrow0 + 16 * mt + 8 * (e / 2) + 1)'
 plant bf16_pair_swapped ch04_compile_vs_fused/mma_ptx.cuh optimized_attention_fused_tc \
   '__floats2bfloat162_rn(lo, hi)' '__floats2bfloat162_rn(hi, lo)'
-plant gpt2_ln_backward ch04_compile_vs_fused/optimized_gpt2_step_fused.cu optimized_gpt2_step_fused \
+plant gpt2_ln_backward ch04_compile_vs_fused/gpt2_fused.cuh optimized_gpt2_step_fused \
   'rs * (g[k] - mean_g - xh[k] * mean_gx)' 'rs * (g[k] - mean_g - 0.99f * xh[k] * mean_gx)'
-plant gpt2_weight_decay ch04_compile_vs_fused/optimized_gpt2_step_fused.cu optimized_gpt2_step_fused \
+plant gpt2_weight_decay ch04_compile_vs_fused/gpt2_fused.cuh optimized_gpt2_step_fused \
   'float(1 - p.hp.lr * p.hp.weight_decay)' 'float(1 - 0.9 * p.hp.lr * p.hp.weight_decay)'
+plant gpt2_tf32_split ch04_compile_vs_fused/optimized_gpt2_step_fused_3xtf32.cu optimized_gpt2_step_fused_3xtf32 \
+  'small[i] = to_tf32(v - b);' 'small[i] = 0.f;'
 
 if [ $planted -eq 0 ]; then
   echo "planted_bugs: no bug is named ${only[*]}" >&2

@@ -168,6 +168,29 @@ TEST(Gpt2Reference, Fp32PassesTheCheck) {
     }
 }
 
+// The 3xTF32 variant's check, both ways: the fp32 stand-in multiplying as that variant does (the
+// operands split into tf32 parts, three sums of products added) passes the check for the precision
+// it declares, on every check shape; plain TF32 (each operand rounded to tf32: 2^-11 of it lost,
+// what the "fp32 accuracy" rules out) fails it, as it fails fp32's.
+TEST(Gpt2Reference, Tf32x3PassesItsCheckAndTf32FailsIt) {
+  const auto rounding = gpt2::ModelOptions::for_precision("3xtf32");
+  gpt2::ModelOptions split = rounding, tf32 = rounding;
+  split.products = gpt2::ModelOptions::Products::tf32x3;
+  tf32.products = gpt2::ModelOptions::Products::tf32;
+  for (const lab::Shape& s : Gpt2Step::checks()) {
+    const Config c = gpt2::config_of(s);
+    Case k(c, lab::testing::run_seed());
+    const auto e = gpt2::expected(k.c, Phase::step, k.params, k.tokens, k.targets, k.opt(3), {}, rounding);
+    const lab::Verdict v = judge(k, e, k.run<float>(Phase::step, 3, split));
+    EXPECT_TRUE(v.pass) << "L" << c.layers << " d" << c.d << " h" << c.heads << " T" << c.context << ": "
+                        << v.details();
+    EXPECT_FALSE(judge(k, e, k.run<float>(Phase::step, 3, tf32)).pass)
+        << "L" << c.layers << " d" << c.d << ": plain TF32 passed the 3xTF32 check";
+  }
+  EXPECT_THROW(gpt2::ModelOptions::for_precision("bf16"), std::invalid_argument);
+  EXPECT_EQ(gpt2::ModelOptions::for_precision("fp32").product_error, 0);
+}
+
 // The check is not so wide that mistakes pass: a tanh GELU in an erf model, Adam's L2 penalty in
 // place of AdamW's decoupled decay, and any one tensor's gradient off by 0.1% are all rejected.
 TEST(Gpt2Reference, CheckRejectsPlantedMistakes) {

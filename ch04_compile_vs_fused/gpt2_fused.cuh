@@ -1,0 +1,507 @@
+// The fused GPT-2 step's machinery, shared by its two variant files: every kernel and the step's
+// schedule (FusedStep), with the linear layers' matrix products left to a Products class that each
+// file supplies (optimized_gpt2_step_fused.cu: cuBLAS fp32; optimized_gpt2_step_fused_3xtf32.cu: fp32
+// accuracy on the tensor cores). What each kernel fuses, and why it is faster than the vanilla step's
+// chain of kernels, is said where it is defined.
+//
+// A Products class has
+//   static constexpr const char* kPrecision: its arithmetic, as lab::Declared::precision names it;
+//   Products(const gpt2::Config&, gpt2::Phase): its scratch, made in the variant's prepare step;
+//   void linear(cublasHandle_t, const float* X, const float* W, float* Y, int M, int N, int K,
+//               cudaStream_t): Y (M x N) = X (M x K) W^T, nn.Linear without its bias;
+//   void linear_backward(cublasHandle_t, const float* dY, const float* X, const float* W, float* dX,
+//                        float* dW, float* db, int M, int N, int K, cudaStream_t): dX = dY W,
+//        dW = dY^T X and db = the column sums of dY (none when db is null), all written.
+// Everything it launches goes on the stream it is given (cuBLAS: the handle's stream), so that the
+// step is captured as one CUDA graph.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "block_reduce.cuh"
+#include "flash_fp32.cuh"
+#include "gpt2.cuh"
+#include "gpt2_eager.cuh"
+#include "lab/launch.hpp"
+
+namespace {
+
+namespace ops = gpt2::eager;
+using Buffer = lab::DeviceBuffer<float>;
+
+constexpr int kThreads = 256;
+constexpr int kMaxItems = 16;  // a row of up to 16 x 256 = 4096 floats in registers
+
+// Calls f(std::integral_constant<int, Items>{}) with the fewest items a thread that cover d.
+template <class F>
+void with_items(int d, F&& f) {
+  if (d <= kThreads) return f(std::integral_constant<int, 1>{});
+  if (d <= 2 * kThreads) return f(std::integral_constant<int, 2>{});
+  if (d <= 4 * kThreads) return f(std::integral_constant<int, 4>{});
+  if (d <= 8 * kThreads) return f(std::integral_constant<int, 8>{});
+  f(std::integral_constant<int, kMaxItems>{});
+}
+
+// x_out = x + (y + bias) (the residual; y and bias null: x itself), then ln = LayerNorm(x_out) with
+// its mean and rstd kept: a block a row, thread t holding columns t, t + 256, ... in registers.
+// x_out may be x.
+template <int Items>
+__global__ void __launch_bounds__(kThreads)
+    residual_layer_norm_kernel(const float* x, const float* __restrict__ y, const float* __restrict__ bias,
+                               float* x_out, const float* __restrict__ w, const float* __restrict__ b,
+                               float* __restrict__ ln, float* __restrict__ mean, float* __restrict__ rstd, int d) {
+  const std::size_t off = std::size_t(blockIdx.x) * d;
+  float v[Items], s = 0;
+#pragma unroll
+  for (int k = 0; k < Items; ++k) {
+    const int j = threadIdx.x + k * kThreads;
+    v[k] = 0;
+    if (j < d) v[k] = y ? x[off + j] + (y[off + j] + bias[j]) : x[off + j];
+    s += v[k];
+  }
+  const float mu = blockwide::sum<kThreads>(s) * (1.f / d);
+  float q = 0;
+#pragma unroll
+  for (int k = 0; k < Items; ++k)
+    if (threadIdx.x + k * kThreads < d) q += (v[k] - mu) * (v[k] - mu);
+  const float rs = rsqrtf(blockwide::sum<kThreads>(q) * (1.f / d) + float(gpt2::kLayerNormEps));
+#pragma unroll
+  for (int k = 0; k < Items; ++k) {
+    const int j = threadIdx.x + k * kThreads;
+    if (j >= d) continue;
+    if (y) x_out[off + j] = v[k];
+    ln[off + j] = (v[k] - mu) * rs * w[j] + b[j];
+  }
+  if (threadIdx.x == 0) mean[blockIdx.x] = mu, rstd[blockIdx.x] = rs;
+}
+
+// The LayerNorm backward: dres += dx (or = dx when !accumulate), dx = rstd (g - mean(g) - xhat
+// mean(g xhat)) with g = dy w; and dw += sum dy xhat, db += sum dy over the block's rows, kept in
+// registers across its rows and added atomically once (dw, db zeroed before).
+template <int Items>
+__global__ void __launch_bounds__(kThreads)
+    layer_norm_backward_kernel(const float* __restrict__ dy, const float* __restrict__ x, const float* __restrict__ w,
+                               const float* __restrict__ mean, const float* __restrict__ rstd, float* dres, float* dw,
+                               float* db, std::size_t rows, int d, bool accumulate) {
+  float wj[Items], aw[Items] = {}, ab[Items] = {};
+#pragma unroll
+  for (int k = 0; k < Items; ++k) {
+    const int j = threadIdx.x + k * kThreads;
+    wj[k] = j < d ? w[j] : 0.f;
+  }
+  for (std::size_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const std::size_t off = row * d;
+    const float mu = mean[row], rs = rstd[row];
+    float g[Items], xh[Items], sg = 0, sgx = 0;
+#pragma unroll
+    for (int k = 0; k < Items; ++k) {
+      const int j = threadIdx.x + k * kThreads;
+      g[k] = 0, xh[k] = 0;
+      if (j < d) {
+        const float dyj = dy[off + j];
+        xh[k] = (x[off + j] - mu) * rs;
+        g[k] = dyj * wj[k];
+        aw[k] += dyj * xh[k];
+        ab[k] += dyj;
+      }
+      sg += g[k];
+      sgx += g[k] * xh[k];
+    }
+    const float mean_g = blockwide::sum<kThreads>(sg) * (1.f / d);
+    const float mean_gx = blockwide::sum<kThreads>(sgx) * (1.f / d);
+#pragma unroll
+    for (int k = 0; k < Items; ++k) {
+      const int j = threadIdx.x + k * kThreads;
+      if (j >= d) continue;
+      const float dx = rs * (g[k] - mean_g - xh[k] * mean_gx);
+      dres[off + j] = accumulate ? dres[off + j] + dx : dx;
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < Items; ++k) {
+    const int j = threadIdx.x + k * kThreads;
+    if (j < d) atomicAdd(&dw[j], aw[k]), atomicAdd(&db[j], ab[k]);
+  }
+}
+
+// The heads' layout: element i of a (B, h, T, dp) tensor, dp >= hd the width the flash kernels
+// take, is column head hd + c of row b T + t when c < hd, and padding (zero) when c >= hd.
+struct HeadIndex {
+  std::size_t row, col;
+  bool real;
+  __device__ HeadIndex(std::size_t i, int context, int h, int hd, int dp) {
+    const std::size_t c = i % dp, t = i / dp % context, bh = i / (std::size_t(dp) * context);
+    row = bh / h * context + t;
+    col = bh % h * hd + c;
+    real = c < std::size_t(hd);
+  }
+};
+
+// Q, K, V by head from the QKV product's rows (B T x 3d), each plus its bias; zeros in the padding.
+__global__ void qkv_heads_kernel(const float* __restrict__ qkv, const float* __restrict__ bias, float* __restrict__ q,
+                                 float* __restrict__ k, float* __restrict__ v, std::size_t n, int context, int h,
+                                 int hd, int dp) {
+  const int d = h * hd;
+  for (std::size_t i : lab::grid_stride(n)) {
+    const HeadIndex at(i, context, h, hd, dp);
+    if (!at.real) {
+      q[i] = 0.f, k[i] = 0.f, v[i] = 0.f;
+      continue;
+    }
+    const float* r = qkv + at.row * 3 * d + at.col;
+    q[i] = r[0] + bias[at.col];
+    k[i] = r[d] + bias[d + at.col];
+    v[i] = r[2 * d] + bias[2 * d + at.col];
+  }
+}
+
+// O by head back into rows (B T x d), the padding dropped.
+__global__ void merge_heads_kernel(const float* __restrict__ o, float* __restrict__ att, std::size_t n, int context,
+                                   int h, int hd, int dp) {
+  for (std::size_t i : lab::grid_stride(n)) {
+    const HeadIndex at(i, context, h, hd, dp);
+    if (at.real) att[at.row * std::size_t(h) * hd + at.col] = o[i];
+  }
+}
+
+// The backward's way back: dQ, dK, dV by head into the rows of dQKV (B T x 3d).
+__global__ void qkv_rows_kernel(const float* __restrict__ dq, const float* __restrict__ dk,
+                                const float* __restrict__ dv, float* __restrict__ dqkv, std::size_t n, int context,
+                                int h, int hd, int dp) {
+  const int d = h * hd;
+  for (std::size_t i : lab::grid_stride(n)) {
+    const HeadIndex at(i, context, h, hd, dp);
+    if (!at.real) continue;
+    float* r = dqkv + at.row * 3 * d + at.col;
+    r[0] = dq[i], r[d] = dk[i], r[2 * d] = dv[i];
+  }
+}
+
+// dO by head from the projection's input gradient (B T x d), zeros in the padding, and delta =
+// rowsum(dO o O) for the flash backward, O read from the merged attention output the forward
+// kept: a warp a head row.
+__global__ void dout_heads_kernel(const float* __restrict__ datt, const float* __restrict__ att,
+                                  float* __restrict__ dout, float* __restrict__ delta, std::size_t head_rows,
+                                  int context, int h, int hd, int dp) {
+  const std::size_t hr = (std::size_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (hr >= head_rows) return;
+  float s = 0;
+  for (int c = lane; c < dp; c += 32) {
+    const HeadIndex at(hr * dp + c, context, h, hd, dp);
+    if (!at.real) {
+      dout[hr * dp + c] = 0.f;
+      continue;
+    }
+    const std::size_t r = at.row * std::size_t(h) * hd + at.col;
+    dout[hr * dp + c] = datt[r];
+    s += datt[r] * att[r];
+  }
+  for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(~0u, s, o);
+  if (lane == 0) delta[hr] = s;
+}
+
+// The width the flash kernels take for a head of hd: 16, 32, 64 or 128 (0: none, hd > 128).
+constexpr int flash_width(int hd) {
+  for (int w : {16, 32, 64, 128})
+    if (hd <= w) return w;
+  return 0;
+}
+
+// h += bias (kept for the backward), act = gelu(h): 16-byte accesses to h and act (cols = 4d, a
+// multiple of 4); the bias read a float at a time (its offset in the parameters is a multiple of 4
+// floats only when d is).
+__global__ void bias_gelu_kernel(float4* h, const float* __restrict__ bias, float4* __restrict__ act, std::size_t n4,
+                                 int cols4) {
+  for (std::size_t i : lab::grid_stride(n4)) {
+    float4 t = h[i];
+    const float* b = bias + i % cols4 * 4;
+    t.x += b[0], t.y += b[1], t.z += b[2], t.w += b[3];
+    h[i] = t;
+    auto g = [](float x) { return 0.5f * x * (1.f + erff(x * 0.70710678118654752f)); };
+    act[i] = make_float4(g(t.x), g(t.y), g(t.z), g(t.w));
+  }
+}
+
+// The loss a row, and with Backward its gradient in the logits' place: one pass keeps a running
+// (max, sum of exp) per thread, the block combines them (lse = max + log sum), the target's owner
+// writes the row's loss lse - z[target], and a second pass writes (softmax - onehot) / rows, the
+// softmax as exp(z - max) / sum.
+struct MaxSum {  // as eager attention's softmax (attention_eager.cu), with expf: the loss's accuracy
+  float m, s;
+};
+__device__ __forceinline__ MaxSum combine(MaxSum a, MaxSum b) {
+  const float m = fmaxf(a.m, b.m);
+  if (m == -INFINITY) return {m, 0.f};
+  return {m, a.s * expf(a.m - m) + b.s * expf(b.m - m)};
+}
+template <bool Backward>
+__global__ void __launch_bounds__(kThreads)
+    cross_entropy_kernel(float* z, const std::int32_t* __restrict__ targets, float* __restrict__ losses, int vocab,
+                         float inv_rows) {
+  const std::size_t row = blockIdx.x;
+  float* zr = z + row * vocab;
+  const int target = targets[row];
+  MaxSum t{-INFINITY, 0.f};
+  for (int j = threadIdx.x; j < vocab; j += kThreads) t = combine(t, MaxSum{zr[j], 1.f});
+  for (int o = 16; o > 0; o /= 2) t = combine(t, MaxSum{__shfl_xor_sync(~0u, t.m, o), __shfl_xor_sync(~0u, t.s, o)});
+  __shared__ MaxSum warps[kThreads / 32];
+  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = t;
+  __syncthreads();
+  MaxSum all = warps[0];
+  for (int w = 1; w < kThreads / 32; ++w) all = combine(all, warps[w]);
+  if (threadIdx.x == target % kThreads) losses[row] = all.m + logf(all.s) - zr[target];
+  if constexpr (Backward) {
+    const float inv_s = 1.f / all.s;
+    for (int j = threadIdx.x; j < vocab; j += kThreads)
+      zr[j] = (expf(zr[j] - all.m) * inv_s - (j == target ? 1.f : 0.f)) * inv_rows;
+  }
+}
+
+// loss = the mean of the rows' losses: one block.
+__global__ void mean_kernel(const float* __restrict__ losses, float* __restrict__ loss, std::size_t rows) {
+  float s = 0;
+  for (std::size_t r = threadIdx.x; r < rows; r += kThreads) s += losses[r];
+  s = blockwide::sum<kThreads>(s);
+  if (threadIdx.x == 0) loss[0] = s / float(rows);
+}
+
+// AdamW over the whole flat buffer of n parameters: 16-byte accesses to its n / 4 quads (the buffer
+// starts 256-byte aligned), then the last n % 4 one a thread. coef = {lr / (1 - b1^t), 1 / sqrt(1 - b2^t)}, written before each launch; one_b1,
+// one_b2 = 1 - b1, 1 - b2 rounded once from double (in fp32, 1 - 0.999f is 1.3e-5 off 0.001).
+__global__ void adamw_kernel(float4* __restrict__ p, const float4* __restrict__ g, float4* __restrict__ m,
+                             float4* __restrict__ v, std::size_t n, const float* __restrict__ coef, float decay,
+                             float b1, float b2, float one_b1, float one_b2, float eps) {
+  const float step_size = coef[0], inv_sqrt_bc2 = coef[1];
+  auto one = [&](float& pp, float& mm, float& vv, float gg) {
+    mm = b1 * mm + one_b1 * gg;
+    vv = b2 * vv + one_b2 * gg * gg;
+    pp = pp * decay - step_size * (mm / (sqrtf(vv) * inv_sqrt_bc2 + eps));
+  };
+  for (std::size_t i : lab::grid_stride(n / 4)) {
+    float4 pi = p[i], mi = m[i], vi = v[i];
+    const float4 gi = g[i];
+    one(pi.x, mi.x, vi.x, gi.x), one(pi.y, mi.y, vi.y, gi.y), one(pi.z, mi.z, vi.z, gi.z), one(pi.w, mi.w, vi.w, gi.w);
+    p[i] = pi, m[i] = mi, v[i] = vi;
+  }
+  const std::size_t tail = n / 4 * 4 + std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (tail < n) {
+    float *ps = &p->x, *ms = &m->x, *vs = &v->x;
+    one(ps[tail], ms[tail], vs[tail], (&g->x)[tail]);
+  }
+}
+
+unsigned blocks_for(std::size_t work) { return lab::grid_for(work, kThreads); }
+
+// What one block keeps for its backward: no T x T tensor; the log-sum-exp of each head row instead.
+// Q, K, V by head, heads padded to the flash width.
+struct Saved {
+  Buffer x, ln1, mean1, rstd1, q, k, v, lse, att, mid, ln2, mean2, rstd2, h, act;
+  explicit Saved(const gpt2::Config& c)
+      : x(c.tokens() * c.d), ln1(x.size()), mean1(c.tokens()), rstd1(c.tokens()), q(heads_size(c)), k(q.size()),
+        v(q.size()), lse(c.tokens() * c.heads), att(x.size()), mid(x.size()), ln2(x.size()), mean2(c.tokens()),
+        rstd2(c.tokens()), h(4 * x.size()), act(h.size()) {}
+  static std::size_t heads_size(const gpt2::Config& c) { return c.tokens() * c.heads * flash_width(c.head_dim()); }
+};
+
+template <class Products>
+struct FusedStep {
+  using Topic = Gpt2Step;
+  gpt2::Config c;
+  gpt2::Phase phase;
+  gpt2::Offsets off;
+  int rows, d, hd, dp;  // dp: the heads' width in the flash kernels (hd, or hd padded with zeros)
+  lab::CublasHandle blas;
+  lab::DeviceBuffer<std::uint8_t> blas_workspace;  // cuBLAS's, set explicitly: a graph may not allocate
+  std::vector<Saved> blocks;
+  Buffer out, lnf, meanf, rstdf, logits, losses, coef;
+  Buffer qkv, o, tmp;                                             // forward scratch
+  Buffer dx, dln, dout, delta, dq, dk, dv, dqkv, dact, dh;        // backward scratch
+  Products products;  // the linear layers' matrix products: the variant file's
+  lab::GraphExec graph;
+
+  static lab::Declared declared() { return {.precision = Products::kPrecision}; }
+
+  static std::string supports(const lab::Shape& s, const lab::DeviceFacts&) {
+    const gpt2::Config c = gpt2::config_of(s);
+    const int hd = c.head_dim();
+    if (flash_width(hd) == 0) return "the flash kernels take head sizes up to 128, not " + std::to_string(hd);
+    if (c.d > kMaxItems * kThreads) return "the row kernels hold d_model <= 4096 in registers";
+    return "";
+  }
+
+  FusedStep(Gpt2Step::Problem& p, cudaStream_t stream)
+      : c(p.cfg), phase(p.phase), off(gpt2::offsets(c)), rows(int(c.tokens())), d(c.d), hd(c.head_dim()),
+        dp(flash_width(hd)), blas_workspace(std::size_t(32) << 20), out(c.tokens() * d), lnf(out.size()),
+        meanf(rows), rstdf(rows), logits(c.tokens() * c.vocab), losses(rows), coef(2), qkv(3 * out.size()),
+        o(Saved::heads_size(c)), tmp(out.size()), products(c, phase) {
+    const int saved = phase == gpt2::Phase::forward ? 1 : c.layers;
+    blocks.reserve(saved);
+    for (int l = 0; l < saved; ++l) blocks.emplace_back(c);
+    if (phase != gpt2::Phase::forward) {
+      const std::size_t n = out.size();
+      const std::size_t nh = Saved::heads_size(c);
+      dx = Buffer(n), dln = Buffer(n), dout = Buffer(nh), delta = Buffer(c.tokens() * c.heads);
+      dq = Buffer(nh), dk = Buffer(nh), dv = Buffer(nh), dqkv = Buffer(3 * n), dact = Buffer(4 * n), dh = Buffer(4 * n);
+    }
+    ops::use_stream(blas, stream);
+    LAB_CHECK(cublasSetWorkspace(blas, blas_workspace.data(), blas_workspace.size()));
+    graph.capture(stream, [&] { step(p, stream); });
+  }
+
+  void run(Gpt2Step::Problem& p, cudaStream_t stream) {
+    if (phase == gpt2::Phase::step) {
+      // The step's bias corrections, from pageable memory: staged before the call returns.
+      const double bc1 = 1 - std::pow(p.hp.beta1, p.step), bc2 = 1 - std::pow(p.hp.beta2, p.step);
+      const std::array<float, 2> host{float(p.hp.lr / bc1), float(1 / std::sqrt(bc2))};
+      LAB_CHECK(cudaMemcpyAsync(coef.data(), host.data(), sizeof(host), cudaMemcpyHostToDevice, stream));
+    }
+    graph.launch(stream);
+  }
+
+  Saved& saved(int l) { return blocks[l % blocks.size()]; }
+
+  // (residual +) LayerNorm rows into ln: see residual_layer_norm_kernel.
+  void residual_layer_norm(const float* x, const float* y, const float* bias, float* x_out, const float* w,
+                           const float* b, float* ln, float* mean, float* rstd, cudaStream_t stream) {
+    with_items(d, [&](auto items) {
+      residual_layer_norm_kernel<decltype(items)::value>
+          <<<rows, kThreads, 0, stream>>>(x, y, bias, x_out, w, b, ln, mean, rstd, d);
+    });
+    LAB_CHECK(cudaGetLastError());
+  }
+  void layer_norm_backward(const float* dy, const float* x, const float* w, const float* mean, const float* rstd,
+                           float* dres, float* dw, float* db, bool accumulate, cudaStream_t stream) {
+    LAB_CHECK(cudaMemsetAsync(dw, 0, d * sizeof(float), stream));
+    LAB_CHECK(cudaMemsetAsync(db, 0, d * sizeof(float), stream));
+    const unsigned grid = static_cast<unsigned>(std::min(rows, 512));  // 8 or more rows a block at scale
+    with_items(d, [&](auto items) {
+      layer_norm_backward_kernel<decltype(items)::value>
+          <<<grid, kThreads, 0, stream>>>(dy, x, w, mean, rstd, dres, dw, db, rows, d, accumulate);
+    });
+    LAB_CHECK(cudaGetLastError());
+  }
+
+  void step(Gpt2Step::Problem& p, cudaStream_t stream) {
+    forward(p, stream);
+    if (phase == gpt2::Phase::forward) return;
+    backward(p, stream);
+    if (phase == gpt2::Phase::forward_backward) return;
+    const std::size_t n = p.params.size();
+    adamw_kernel<<<blocks_for(n / 4 + 1), kThreads, 0, stream>>>(
+        reinterpret_cast<float4*>(p.params.data()), reinterpret_cast<const float4*>(p.grads.data()),
+        reinterpret_cast<float4*>(p.m.data()), reinterpret_cast<float4*>(p.v.data()), n, coef.data(),
+        float(1 - p.hp.lr * p.hp.weight_decay), float(p.hp.beta1), float(p.hp.beta2), float(1 - p.hp.beta1),
+        float(1 - p.hp.beta2), float(p.hp.eps));
+    LAB_CHECK(cudaGetLastError());
+  }
+
+  void forward(Gpt2Step::Problem& p, cudaStream_t stream) {
+    const float* P = p.params.data();
+    Saved& s0 = saved(0);
+    ops::embedding(P + off.wte, p.tokens.data(), s0.x.data(), rows, d, stream);
+    ops::add_positions(s0.x.data(), P + off.wpe, c.batch, c.context, d, stream);
+    const gpt2::BlockOffsets& b0 = off.blocks[0];
+    residual_layer_norm(s0.x.data(), nullptr, nullptr, s0.x.data(), P + b0.ln1_w, P + b0.ln1_b, s0.ln1.data(),
+                        s0.mean1.data(), s0.rstd1.data(), stream);
+    const std::size_t n = out.size();
+    const std::size_t nh = o.size();  // Q, K, V, O by head (padded)
+    for (int l = 0; l < c.layers; ++l) {
+      const gpt2::BlockOffsets& ob = off.blocks[l];
+      Saved& s = saved(l);
+      // Attention: the QKV product, its bias while laying Q, K, V out by head, flash attention.
+      products.linear(blas, s.ln1.data(), P + ob.qkv_w, qkv.data(), rows, 3 * d, d, stream);
+      qkv_heads_kernel<<<blocks_for(nh), kThreads, 0, stream>>>(qkv.data(), P + ob.qkv_b, s.q.data(), s.k.data(),
+                                                                s.v.data(), nh, c.context, c.heads, hd, dp);
+      LAB_CHECK(cudaGetLastError());
+      flash::forward(s.q.data(), s.k.data(), s.v.data(), o.data(), s.lse.data(), c.batch * c.heads, c.context, dp,
+                     true, 1.f / std::sqrt(float(hd)), stream);
+      merge_heads_kernel<<<blocks_for(nh), kThreads, 0, stream>>>(o.data(), s.att.data(), nh, c.context, c.heads, hd,
+                                                                  dp);
+      LAB_CHECK(cudaGetLastError());
+      // The projection; its bias, the residual and LayerNorm 2 in one pass.
+      products.linear(blas, s.att.data(), P + ob.proj_w, tmp.data(), rows, d, d, stream);
+      residual_layer_norm(s.x.data(), tmp.data(), P + ob.proj_b, s.mid.data(), P + ob.ln2_w, P + ob.ln2_b,
+                          s.ln2.data(), s.mean2.data(), s.rstd2.data(), stream);
+      // The MLP: its bias and GELU in one pass; the second bias, the residual and the next
+      // LayerNorm (the next block's first, or the final one) in one pass.
+      products.linear(blas, s.ln2.data(), P + ob.fc_w, s.h.data(), rows, 4 * d, d, stream);
+      bias_gelu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
+          reinterpret_cast<float4*>(s.h.data()), P + ob.fc_b,
+          reinterpret_cast<float4*>(s.act.data()), n, d);  // 4n floats: n quads, 4d / 4 = d quads a row
+      LAB_CHECK(cudaGetLastError());
+      products.linear(blas, s.act.data(), P + ob.fc2_w, tmp.data(), rows, d, 4 * d, stream);
+      if (l + 1 < c.layers) {
+        Saved& next = saved(l + 1);
+        const gpt2::BlockOffsets& on = off.blocks[l + 1];
+        residual_layer_norm(s.mid.data(), tmp.data(), P + ob.fc2_b, next.x.data(), P + on.ln1_w, P + on.ln1_b,
+                            next.ln1.data(), next.mean1.data(), next.rstd1.data(), stream);
+      } else {
+        residual_layer_norm(s.mid.data(), tmp.data(), P + ob.fc2_b, out.data(), P + off.lnf_w, P + off.lnf_b,
+                            lnf.data(), meanf.data(), rstdf.data(), stream);
+      }
+    }
+    // The head, and the loss (with its gradient when there is a backward) in one pass a row.
+    products.linear(blas, lnf.data(), P + off.head, logits.data(), rows, c.vocab, d, stream);
+    const float inv_rows = 1.f / float(rows);
+    if (phase == gpt2::Phase::forward)
+      cross_entropy_kernel<false><<<rows, kThreads, 0, stream>>>(logits.data(), p.targets.data(), losses.data(),
+                                                                 c.vocab, inv_rows);
+    else
+      cross_entropy_kernel<true><<<rows, kThreads, 0, stream>>>(logits.data(), p.targets.data(), losses.data(),
+                                                                c.vocab, inv_rows);
+    LAB_CHECK(cudaGetLastError());
+    mean_kernel<<<1, kThreads, 0, stream>>>(losses.data(), p.loss.data(), rows);
+    LAB_CHECK(cudaGetLastError());
+  }
+
+  void backward(Gpt2Step::Problem& p, cudaStream_t stream) {
+    const float* P = p.params.data();
+    float* G = p.grads.data();
+    const std::size_t n = out.size();
+    const std::size_t nh = o.size();  // Q, K, V, O by head (padded)
+    // The logits hold dloss/dlogits (the cross-entropy kernel wrote it).
+    products.linear_backward(blas, logits.data(), lnf.data(), P + off.head, dln.data(), G + off.head, nullptr, rows,
+                         c.vocab, d, stream);
+    layer_norm_backward(dln.data(), out.data(), P + off.lnf_w, meanf.data(), rstdf.data(), dx.data(), G + off.lnf_w,
+                        G + off.lnf_b, false, stream);
+    for (int l = c.layers - 1; l >= 0; --l) {
+      const gpt2::BlockOffsets& ob = off.blocks[l];
+      const Saved& s = saved(l);
+      // The MLP.
+      products.linear_backward(blas, dx.data(), s.act.data(), P + ob.fc2_w, dact.data(), G + ob.fc2_w, G + ob.fc2_b,
+                           rows, d, 4 * d, stream);
+      ops::gelu_backward(dact.data(), s.h.data(), dh.data(), 4 * n, stream);
+      products.linear_backward(blas, dh.data(), s.ln2.data(), P + ob.fc_w, dln.data(), G + ob.fc_w, G + ob.fc_b, rows,
+                           4 * d, d, stream);
+      layer_norm_backward(dln.data(), s.mid.data(), P + ob.ln2_w, s.mean2.data(), s.rstd2.data(), dx.data(),
+                          G + ob.ln2_w, G + ob.ln2_b, true, stream);
+      // The attention: dO by head with delta, the flash backward, dQ dK dV back into rows.
+      products.linear_backward(blas, dx.data(), s.att.data(), P + ob.proj_w, dln.data(), G + ob.proj_w, G + ob.proj_b,
+                           rows, d, d, stream);
+      const std::size_t head_rows = c.tokens() * c.heads;
+      dout_heads_kernel<<<static_cast<unsigned>(lab::ceil_div(head_rows * 32, kThreads)), kThreads, 0, stream>>>(
+          dln.data(), s.att.data(), dout.data(), delta.data(), head_rows, c.context, c.heads, hd, dp);
+      LAB_CHECK(cudaGetLastError());
+      LAB_CHECK(cudaMemsetAsync(dq.data(), 0, dq.bytes(), stream));
+      flash::backward(s.q.data(), s.k.data(), s.v.data(), dout.data(), s.lse.data(), delta.data(), dq.data(),
+                      dk.data(), dv.data(), c.batch * c.heads, c.context, dp, true, 1.f / std::sqrt(float(hd)),
+                      stream);
+      qkv_rows_kernel<<<blocks_for(nh), kThreads, 0, stream>>>(dq.data(), dk.data(), dv.data(), dqkv.data(), nh,
+                                                               c.context, c.heads, hd, dp);
+      LAB_CHECK(cudaGetLastError());
+      products.linear_backward(blas, dqkv.data(), s.ln1.data(), P + ob.qkv_w, dln.data(), G + ob.qkv_w, G + ob.qkv_b,
+                           rows, 3 * d, d, stream);
+      layer_norm_backward(dln.data(), s.x.data(), P + ob.ln1_w, s.mean1.data(), s.rstd1.data(), dx.data(),
+                          G + ob.ln1_w, G + ob.ln1_b, true, stream);
+    }
+    ops::embedding_backward(dx.data(), p.tokens.data(), G + off.wte, rows, c.vocab, d, stream);
+    ops::positions_backward(dx.data(), G + off.wpe, c.batch, c.context, d, stream);
+  }
+};
+
+}  // namespace
