@@ -9,7 +9,7 @@ flushed (by reading a buffer twice its size) before every call, the median of --
 the forward would have left it.
 
   python3 tools/torch_reference.py build/ch03_kernels/optimized_layernorm_backward [more programs] \\
-      [--compile] [--json torch.json] [--shape S ...]
+      [--compile] [--json torch.json] [--shape S] [--shape S ...]
   python3 tools/torch_reference.py build/ch04_compile_vs_fused/baseline_gpt2_step --compile --reps 5 \\
       --shape 12x768x12x1024x4x10000x3      # the GPT-2 step (tools/torch_gpt2.py's model), peak memory too
 
@@ -178,6 +178,9 @@ def time_gpt2(torch, shapes, compile_too, flush, reps):
             for phase, label in sorted(phases):
                 try:
                     if state is None:
+                        if name == "torch.compile":  # its first call compiles: minutes for the large models
+                            print("  (%s: torch.compile compiles at its first call of each phase)" % label,
+                                  file=sys.stderr, flush=True)
                         state = build(*config, name == "torch.compile")
 
                     def step(phase=phase, st=state):
@@ -342,51 +345,59 @@ def main():
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     flush = torch.empty(max(2 * l2, 64 << 20) // 4, device="cuda")
     results = []
-    print("%-24s %-18s %-16s %10s %9s %9s" % ("topic", "shape", "implementation", "ms", "GB/s", "TFLOP/s"))
+
+    def save():
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({"tool": "cuda-perf-lab torch_reference", "device": torch.cuda.get_device_name(0),
+                           "torch": torch.__version__, "results": results}, f, indent=2)
+
+    def report(topic, s, name, ms, peak):
+        """One measured row: printed (flushed) and saved as it comes, so a run cut short keeps it."""
+        if ms is None:
+            print("%-24s %-18s %-16s %10s" % (topic, s["shape"], name, "OOM"), flush=True)
+            results.append({"topic": topic, "shape": s["shape"], "implementation": name, "ms": None,
+                            "status": "OOM"})
+        else:
+            gbs = s["bytes"] / (ms * 1e-3) / 1e9 if s["bytes"] else None
+            tflops = s["flops"] / (ms * 1e-3) / 1e12 if s["flops"] else None
+            print("%-24s %-18s %-16s %10.4f %9s %9s%s" % (topic, s["shape"], name, ms,
+                  "%.0f" % gbs if gbs else "-", "%.2f" % tflops if tflops else "-",
+                  "  peak %.0f MiB" % peak if peak is not None else ""), flush=True)
+            results.append({"topic": topic, "shape": s["shape"], "implementation": name, "ms": ms,
+                            "gbps": gbs, "tflops": tflops, "bytes": s["bytes"], "flops": s["flops"],
+                            "peak_mib": peak, "status": "OK"})
+        save()
+
+    print("%-24s %-18s %-16s %10s %9s %9s" % ("topic", "shape", "implementation", "ms", "GB/s", "TFLOP/s"),
+          flush=True)
     for d in descs:
         sweep = d["sweep"]
         if a.shape:  # the work of a shape not in the sweep is unknown here: no GB/s or TFLOP/s
             known = {s["shape"]: s for s in d["sweep"]}
             sweep = [known.get(x, {"shape": x, "bytes": None, "flops": None}) for x in a.shape]
-        timed = []  # (sweep entry, implementation, ms or None, peak MiB or None)
         if d["topic"] == "gpt2_step":
             by_shape = {s["shape"]: s for s in sweep}
             shapes = [(s["shape"], [int(x) for x in s["shape"].split("x")]) for s in sweep]
             for label, name, ms, peak in time_gpt2(torch, shapes, a.compile, flush, a.reps):
-                timed.append((by_shape[label], name, ms, peak))
-        else:
-            for s in sweep:
-                shape = [int(x) for x in s["shape"].split("x")]
-                made = make[d["topic"]](shape)  # one callable (eager), or several by name
-                impls = list(made.items()) if isinstance(made, dict) else [("torch eager", made)]
-                if a.compile and not d["topic"].endswith("_backward"):
-                    first = make[d["topic"]](shape)
-                    impls.append(("torch.compile",
-                                  torch.compile(first["torch eager"] if isinstance(first, dict) else first)))
-                for name, fn in impls:
-                    try:
-                        timed.append((s, name, time_ms(torch, fn, flush, a.reps), None))
-                    except torch.cuda.OutOfMemoryError:
-                        timed.append((s, name, None, None))
-                torch.cuda.empty_cache()
-        for s, name, ms, peak in timed:
-            if ms is None:
-                print("%-24s %-18s %-16s %10s" % (d["topic"], s["shape"], name, "OOM"))
-                results.append({"topic": d["topic"], "shape": s["shape"], "implementation": name, "ms": None,
-                                "status": "OOM"})
-                continue
-            gbs = s["bytes"] / (ms * 1e-3) / 1e9 if s["bytes"] else None
-            tflops = s["flops"] / (ms * 1e-3) / 1e12 if s["flops"] else None
-            print("%-24s %-18s %-16s %10.4f %9s %9s%s" % (d["topic"], s["shape"], name, ms,
-                  "%.0f" % gbs if gbs else "-", "%.2f" % tflops if tflops else "-",
-                  "  peak %.0f MiB" % peak if peak is not None else ""))
-            results.append({"topic": d["topic"], "shape": s["shape"], "implementation": name, "ms": ms,
-                            "gbps": gbs, "tflops": tflops, "bytes": s["bytes"], "flops": s["flops"],
-                            "peak_mib": peak, "status": "OK"})
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"tool": "cuda-perf-lab torch_reference", "device": torch.cuda.get_device_name(0),
-                       "torch": torch.__version__, "results": results}, f, indent=2)
+                report(d["topic"], by_shape[label], name, ms, peak)
+            continue
+        for s in sweep:
+            shape = [int(x) for x in s["shape"].split("x")]
+            made = make[d["topic"]](shape)  # one callable (eager), or several by name
+            impls = list(made.items()) if isinstance(made, dict) else [("torch eager", made)]
+            if a.compile and not d["topic"].endswith("_backward"):
+                first = make[d["topic"]](shape)
+                impls.append(("torch.compile",
+                              torch.compile(first["torch eager"] if isinstance(first, dict) else first)))
+            for name, fn in impls:
+                try:
+                    ms = time_ms(torch, fn, flush, a.reps)
+                except torch.cuda.OutOfMemoryError:
+                    ms = None
+                report(d["topic"], s, name, ms, None)
+            torch.cuda.empty_cache()
+    save()
     return 0
 
 
