@@ -36,6 +36,20 @@ POSITIONS = 1024
 LN_EPS = 1e-5
 
 
+def cuda_torch(prog):
+    """PyTorch, imported, with a CUDA device it can see; or None after printing prog's one-line error
+    (for the tools' exit status 2)."""
+    try:
+        import torch
+    except ImportError:
+        print("%s: error: PyTorch is not installed" % prog, file=sys.stderr)
+        return None
+    if not torch.cuda.is_available():
+        print("%s: error: no CUDA device visible to PyTorch" % prog, file=sys.stderr)
+        return None
+    return torch
+
+
 def model_class(torch):
     nn, F = torch.nn, torch.nn.functional
 
@@ -194,13 +208,8 @@ def check(directory, as_json):
     except (OSError, ValueError) as err:
         print("torch_gpt2: error: %s" % err, file=sys.stderr)
         return 2
-    try:
-        import torch
-    except ImportError:
-        print("torch_gpt2: error: PyTorch is not installed", file=sys.stderr)
-        return 2
-    if not torch.cuda.is_available():
-        print("torch_gpt2: error: no CUDA device visible to PyTorch", file=sys.stderr)
+    torch = cuda_torch("torch_gpt2")
+    if torch is None:
         return 2
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False

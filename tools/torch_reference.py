@@ -32,6 +32,8 @@ import statistics
 import subprocess
 import sys
 
+import torch_gpt2  # the GPT-2 model in PyTorch (tools/), and cuda_torch
+
 
 def describe(program):
     out = subprocess.run([program, "--describe"], check=True, capture_output=True, text=True).stdout
@@ -158,7 +160,6 @@ def time_gpt2(torch, shapes, compile_too, flush, reps):
     once each), then freed; peak memory is counted from before the model was built, as the lab counts
     its parameters. shapes: (the shape's text, its seven numbers). Yields (the shape's text,
     implementation, ms or None for OOM, peak MiB or None)."""
-    import torch_gpt2
 
     def build(layers, d, heads, context, batch, vocab, compiled):
         model = torch_gpt2.build(torch, layers, d, heads, vocab)
@@ -327,13 +328,8 @@ def main():
     except (OSError, subprocess.CalledProcessError, ValueError) as err:
         print("torch_reference: error: %s" % err, file=sys.stderr)
         return 2
-    try:
-        import torch
-    except ImportError:
-        print("torch_reference: error: PyTorch is not installed", file=sys.stderr)
-        return 2
-    if not torch.cuda.is_available():
-        print("torch_reference: error: no CUDA device visible to PyTorch", file=sys.stderr)
+    torch = torch_gpt2.cuda_torch("torch_reference")
+    if torch is None:
         return 2
     make = builders(torch)
     for d in descs:
