@@ -11,7 +11,8 @@
 //               cudaStream_t): Y (M x N) = X (M x K) W^T, nn.Linear without its bias;
 //   void linear_backward(cublasHandle_t, const float* dY, const float* X, const float* W, float* dX,
 //                        float* dW, float* db, int M, int N, int K, cudaStream_t): dX = dY W,
-//        dW = dY^T X and db = the column sums of dY (none when db is null), all written.
+//        dW = dY^T X and db = the column sums of dY (none when db is null), all written;
+//   void head(...) and head_backward(...): the same for the head's products (the vocabulary's).
 // Everything it launches goes on the stream it is given (cuBLAS: the handle's stream), so that the
 // step is captured as one CUDA graph.
 #pragma once
@@ -271,8 +272,9 @@ __global__ void mean_kernel(const float* __restrict__ losses, float* __restrict_
 }
 
 // AdamW over the whole flat buffer of n parameters: 16-byte accesses to its n / 4 quads (the buffer
-// starts 256-byte aligned), then the last n % 4 one a thread. coef = {lr / (1 - b1^t), 1 / sqrt(1 - b2^t)}, written before each launch; one_b1,
-// one_b2 = 1 - b1, 1 - b2 rounded once from double (in fp32, 1 - 0.999f is 1.3e-5 off 0.001).
+// starts 256-byte aligned), then the last n % 4 one a thread. coef = {lr / (1 - b1^t),
+// 1 / sqrt(1 - b2^t)}, written before each launch; one_b1, one_b2 = 1 - b1, 1 - b2 rounded once
+// from double (in fp32, 1 - 0.999f is 1.3e-5 off 0.001).
 __global__ void adamw_kernel(float4* __restrict__ p, const float4* __restrict__ g, float4* __restrict__ m,
                              float4* __restrict__ v, std::size_t n, const float* __restrict__ coef, float decay,
                              float b1, float b2, float one_b1, float one_b2, float eps) {
@@ -297,15 +299,50 @@ __global__ void adamw_kernel(float4* __restrict__ p, const float4* __restrict__ 
 
 unsigned blocks_for(std::size_t work) { return lab::grid_for(work, kThreads); }
 
+// Tensors carved one after another from memory at `at` (null: only counting), each 256-byte aligned.
+struct Carver {
+  float* at;
+  std::size_t used = 0;
+  float* take(std::size_t n) {
+    float* p = at ? at + used : nullptr;
+    used += (n + 63) / 64 * 64;
+    return p;
+  }
+};
+
 // What one block keeps for its backward: no T x T tensor; the log-sum-exp of each head row instead.
-// Q, K, V by head, heads padded to the flash width.
+// Q, K, V by head, heads padded to the flash width. Carved from memory the step places (see
+// FusedStep::place_saved).
 struct Saved {
-  Buffer x, ln1, mean1, rstd1, q, k, v, lse, att, mid, ln2, mean2, rstd2, h, act;
-  explicit Saved(const gpt2::Config& c)
-      : x(c.tokens() * c.d), ln1(x.size()), mean1(c.tokens()), rstd1(c.tokens()), q(heads_size(c)), k(q.size()),
-        v(q.size()), lse(c.tokens() * c.heads), att(x.size()), mid(x.size()), ln2(x.size()), mean2(c.tokens()),
-        rstd2(c.tokens()), h(4 * x.size()), act(h.size()) {}
+  float *x, *ln1, *mean1, *rstd1, *q, *k, *v, *lse, *att, *mid, *ln2, *mean2, *rstd2, *h, *act;
+  Saved(const gpt2::Config& c, Carver& m) {
+    const std::size_t n = c.tokens() * c.d, t = c.tokens(), nh = heads_size(c);
+    x = m.take(n), ln1 = m.take(n), mean1 = m.take(t), rstd1 = m.take(t);
+    q = m.take(nh), k = m.take(nh), v = m.take(nh), lse = m.take(t * c.heads), att = m.take(n);
+    mid = m.take(n), ln2 = m.take(n), mean2 = m.take(t), rstd2 = m.take(t), h = m.take(4 * n), act = m.take(4 * n);
+  }
   static std::size_t heads_size(const gpt2::Config& c) { return c.tokens() * c.heads * flash_width(c.head_dim()); }
+  static std::size_t floats(const gpt2::Config& c) {
+    Carver m{nullptr};
+    static_cast<void>(Saved(c, m));
+    return m.used;
+  }
+};
+
+// What the head keeps: the last block's output, its final LayerNorm, and the logits (which the loss
+// kernel overwrites with their gradient).
+struct HeadSaved {
+  float *out = nullptr, *lnf = nullptr, *meanf = nullptr, *rstdf = nullptr, *logits = nullptr;
+  HeadSaved() = default;
+  HeadSaved(const gpt2::Config& c, Carver& m) {
+    const std::size_t n = c.tokens() * c.d, t = c.tokens();
+    out = m.take(n), lnf = m.take(n), meanf = m.take(t), rstdf = m.take(t), logits = m.take(t * c.vocab);
+  }
+  static std::size_t floats(const gpt2::Config& c) {
+    Carver m{nullptr};
+    static_cast<void>(HeadSaved(c, m));
+    return m.used;
+  }
 };
 
 template <class Products>
@@ -317,8 +354,10 @@ struct FusedStep {
   int rows, d, hd, dp;  // dp: the heads' width in the flash kernels (hd, or hd padded with zeros)
   lab::CublasHandle blas;
   lab::DeviceBuffer<std::uint8_t> blas_workspace;  // cuBLAS's, set explicitly: a graph may not allocate
-  std::vector<Saved> blocks;
-  Buffer out, lnf, meanf, rstdf, logits, losses, coef;
+  std::vector<Saved> blocks;  // every block's saved tensors (the forward alone: one block's, reused)
+  HeadSaved head;
+  Buffer spill;  // the saved tensors that the gradients' buffer cannot take (see place_saved)
+  Buffer losses, coef;
   Buffer qkv, o, tmp;                                             // forward scratch
   Buffer dx, dln, dout, delta, dq, dk, dv, dqkv, dact, dh;        // backward scratch
   Products products;  // the linear layers' matrix products: the variant file's
@@ -336,14 +375,11 @@ struct FusedStep {
 
   FusedStep(Gpt2Step::Problem& p, cudaStream_t stream)
       : c(p.cfg), phase(p.phase), off(gpt2::offsets(c)), rows(int(c.tokens())), d(c.d), hd(c.head_dim()),
-        dp(flash_width(hd)), blas_workspace(std::size_t(32) << 20), out(c.tokens() * d), lnf(out.size()),
-        meanf(rows), rstdf(rows), logits(c.tokens() * c.vocab), losses(rows), coef(2), qkv(3 * out.size()),
-        o(Saved::heads_size(c)), tmp(out.size()), products(c, phase) {
-    const int saved = phase == gpt2::Phase::forward ? 1 : c.layers;
-    blocks.reserve(saved);
-    for (int l = 0; l < saved; ++l) blocks.emplace_back(c);
+        dp(flash_width(hd)), blas_workspace(std::size_t(32) << 20), losses(rows), coef(2), qkv(3 * c.tokens() * d),
+        o(Saved::heads_size(c)), tmp(c.tokens() * d), products(c, phase) {
+    place_saved(p);
     if (phase != gpt2::Phase::forward) {
-      const std::size_t n = out.size();
+      const std::size_t n = c.tokens() * d;
       const std::size_t nh = Saved::heads_size(c);
       dx = Buffer(n), dln = Buffer(n), dout = Buffer(nh), delta = Buffer(c.tokens() * c.heads);
       dq = Buffer(nh), dk = Buffer(nh), dv = Buffer(nh), dqkv = Buffer(3 * n), dact = Buffer(4 * n), dh = Buffer(4 * n);
@@ -361,6 +397,39 @@ struct FusedStep {
       LAB_CHECK(cudaMemcpyAsync(coef.data(), host.data(), sizeof(host), cudaMemcpyHostToDevice, stream));
     }
     graph.launch(stream);
+  }
+
+  // The saved tensors' memory. The forward alone keeps one block's and the head's, in a buffer of
+  // their own. With a backward, every block's and the head's are kept, in the gradients' buffer
+  // wherever gpt2::plan_saved finds room: the part of it that the backward has not yet written
+  // when they are read (a block's saved tensors below the block's own gradients, in those of the
+  // blocks before it and the embeddings'). At xl and context 256 that is every block but the first,
+  // 4.5 GB the step no longer allocates; what has no room there (the small model at context 1024:
+  // most of it) is spilled into a buffer of its own. The backward's kernels then write a block's
+  // gradients over the saved tensors of the blocks after it, which they have finished with.
+  void place_saved(Gpt2Step::Problem& p) {
+    if (phase == gpt2::Phase::forward) {
+      spill = Buffer(Saved::floats(c) + HeadSaved::floats(c));
+      Carver m{spill.data()};
+      blocks.emplace_back(c, m);
+      head = HeadSaved(c, m);
+      return;
+    }
+    std::vector<std::size_t> floats(c.layers + 1, Saved::floats(c));
+    floats.back() = HeadSaved::floats(c);
+    const gpt2::SavedPlan plan = gpt2::plan_saved(c, floats);
+    spill = Buffer(plan.spill);
+    auto at = [&](int stage) {
+      const gpt2::SavedPlace& where = plan.stages[stage];
+      return (where.in_grads ? p.grads.data() : spill.data()) + where.offset;
+    };
+    blocks.reserve(c.layers);
+    for (int l = 0; l < c.layers; ++l) {
+      Carver m{at(l)};
+      blocks.emplace_back(c, m);
+    }
+    Carver m{at(c.layers)};
+    head = HeadSaved(c, m);
   }
 
   Saved& saved(int l) { return blocks[l % blocks.size()]; }
@@ -403,56 +472,56 @@ struct FusedStep {
   void forward(Gpt2Step::Problem& p, cudaStream_t stream) {
     const float* P = p.params.data();
     Saved& s0 = saved(0);
-    ops::embedding(P + off.wte, p.tokens.data(), s0.x.data(), rows, d, stream);
-    ops::add_positions(s0.x.data(), P + off.wpe, c.batch, c.context, d, stream);
+    ops::embedding(P + off.wte, p.tokens.data(), s0.x, rows, d, stream);
+    ops::add_positions(s0.x, P + off.wpe, c.batch, c.context, d, stream);
     const gpt2::BlockOffsets& b0 = off.blocks[0];
-    residual_layer_norm(s0.x.data(), nullptr, nullptr, s0.x.data(), P + b0.ln1_w, P + b0.ln1_b, s0.ln1.data(),
-                        s0.mean1.data(), s0.rstd1.data(), stream);
-    const std::size_t n = out.size();
+    residual_layer_norm(s0.x, nullptr, nullptr, s0.x, P + b0.ln1_w, P + b0.ln1_b, s0.ln1,
+                        s0.mean1, s0.rstd1, stream);
+    const std::size_t n = c.tokens() * d;
     const std::size_t nh = o.size();  // Q, K, V, O by head (padded)
     for (int l = 0; l < c.layers; ++l) {
       const gpt2::BlockOffsets& ob = off.blocks[l];
       Saved& s = saved(l);
       // Attention: the QKV product, its bias while laying Q, K, V out by head, flash attention.
-      products.linear(blas, s.ln1.data(), P + ob.qkv_w, qkv.data(), rows, 3 * d, d, stream);
-      qkv_heads_kernel<<<blocks_for(nh), kThreads, 0, stream>>>(qkv.data(), P + ob.qkv_b, s.q.data(), s.k.data(),
-                                                                s.v.data(), nh, c.context, c.heads, hd, dp);
+      products.linear(blas, s.ln1, P + ob.qkv_w, qkv.data(), rows, 3 * d, d, stream);
+      qkv_heads_kernel<<<blocks_for(nh), kThreads, 0, stream>>>(qkv.data(), P + ob.qkv_b, s.q, s.k,
+                                                                s.v, nh, c.context, c.heads, hd, dp);
       LAB_CHECK(cudaGetLastError());
-      flash::forward(s.q.data(), s.k.data(), s.v.data(), o.data(), s.lse.data(), c.batch * c.heads, c.context, dp,
+      flash::forward(s.q, s.k, s.v, o.data(), s.lse, c.batch * c.heads, c.context, dp,
                      true, 1.f / std::sqrt(float(hd)), stream);
-      merge_heads_kernel<<<blocks_for(nh), kThreads, 0, stream>>>(o.data(), s.att.data(), nh, c.context, c.heads, hd,
+      merge_heads_kernel<<<blocks_for(nh), kThreads, 0, stream>>>(o.data(), s.att, nh, c.context, c.heads, hd,
                                                                   dp);
       LAB_CHECK(cudaGetLastError());
       // The projection; its bias, the residual and LayerNorm 2 in one pass.
-      products.linear(blas, s.att.data(), P + ob.proj_w, tmp.data(), rows, d, d, stream);
-      residual_layer_norm(s.x.data(), tmp.data(), P + ob.proj_b, s.mid.data(), P + ob.ln2_w, P + ob.ln2_b,
-                          s.ln2.data(), s.mean2.data(), s.rstd2.data(), stream);
+      products.linear(blas, s.att, P + ob.proj_w, tmp.data(), rows, d, d, stream);
+      residual_layer_norm(s.x, tmp.data(), P + ob.proj_b, s.mid, P + ob.ln2_w, P + ob.ln2_b,
+                          s.ln2, s.mean2, s.rstd2, stream);
       // The MLP: its bias and GELU in one pass; the second bias, the residual and the next
       // LayerNorm (the next block's first, or the final one) in one pass.
-      products.linear(blas, s.ln2.data(), P + ob.fc_w, s.h.data(), rows, 4 * d, d, stream);
+      products.linear(blas, s.ln2, P + ob.fc_w, s.h, rows, 4 * d, d, stream);
       bias_gelu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
-          reinterpret_cast<float4*>(s.h.data()), P + ob.fc_b,
-          reinterpret_cast<float4*>(s.act.data()), n, d);  // 4n floats: n quads, 4d / 4 = d quads a row
+          reinterpret_cast<float4*>(s.h), P + ob.fc_b,
+          reinterpret_cast<float4*>(s.act), n, d);  // 4n floats: n quads, 4d / 4 = d quads a row
       LAB_CHECK(cudaGetLastError());
-      products.linear(blas, s.act.data(), P + ob.fc2_w, tmp.data(), rows, d, 4 * d, stream);
+      products.linear(blas, s.act, P + ob.fc2_w, tmp.data(), rows, d, 4 * d, stream);
       if (l + 1 < c.layers) {
         Saved& next = saved(l + 1);
         const gpt2::BlockOffsets& on = off.blocks[l + 1];
-        residual_layer_norm(s.mid.data(), tmp.data(), P + ob.fc2_b, next.x.data(), P + on.ln1_w, P + on.ln1_b,
-                            next.ln1.data(), next.mean1.data(), next.rstd1.data(), stream);
+        residual_layer_norm(s.mid, tmp.data(), P + ob.fc2_b, next.x, P + on.ln1_w, P + on.ln1_b,
+                            next.ln1, next.mean1, next.rstd1, stream);
       } else {
-        residual_layer_norm(s.mid.data(), tmp.data(), P + ob.fc2_b, out.data(), P + off.lnf_w, P + off.lnf_b,
-                            lnf.data(), meanf.data(), rstdf.data(), stream);
+        residual_layer_norm(s.mid, tmp.data(), P + ob.fc2_b, head.out, P + off.lnf_w, P + off.lnf_b,
+                            head.lnf, head.meanf, head.rstdf, stream);
       }
     }
     // The head, and the loss (with its gradient when there is a backward) in one pass a row.
-    products.linear(blas, lnf.data(), P + off.head, logits.data(), rows, c.vocab, d, stream);
+    products.head(blas, head.lnf, P + off.head, head.logits, rows, c.vocab, d, stream);
     const float inv_rows = 1.f / float(rows);
     if (phase == gpt2::Phase::forward)
-      cross_entropy_kernel<false><<<rows, kThreads, 0, stream>>>(logits.data(), p.targets.data(), losses.data(),
+      cross_entropy_kernel<false><<<rows, kThreads, 0, stream>>>(head.logits, p.targets.data(), losses.data(),
                                                                  c.vocab, inv_rows);
     else
-      cross_entropy_kernel<true><<<rows, kThreads, 0, stream>>>(logits.data(), p.targets.data(), losses.data(),
+      cross_entropy_kernel<true><<<rows, kThreads, 0, stream>>>(head.logits, p.targets.data(), losses.data(),
                                                                 c.vocab, inv_rows);
     LAB_CHECK(cudaGetLastError());
     mean_kernel<<<1, kThreads, 0, stream>>>(losses.data(), p.loss.data(), rows);
@@ -462,41 +531,41 @@ struct FusedStep {
   void backward(Gpt2Step::Problem& p, cudaStream_t stream) {
     const float* P = p.params.data();
     float* G = p.grads.data();
-    const std::size_t n = out.size();
+    const std::size_t n = c.tokens() * d;
     const std::size_t nh = o.size();  // Q, K, V, O by head (padded)
     // The logits hold dloss/dlogits (the cross-entropy kernel wrote it).
-    products.linear_backward(blas, logits.data(), lnf.data(), P + off.head, dln.data(), G + off.head, nullptr, rows,
+    products.head_backward(blas, head.logits, head.lnf, P + off.head, dln.data(), G + off.head, nullptr, rows,
                          c.vocab, d, stream);
-    layer_norm_backward(dln.data(), out.data(), P + off.lnf_w, meanf.data(), rstdf.data(), dx.data(), G + off.lnf_w,
+    layer_norm_backward(dln.data(), head.out, P + off.lnf_w, head.meanf, head.rstdf, dx.data(), G + off.lnf_w,
                         G + off.lnf_b, false, stream);
     for (int l = c.layers - 1; l >= 0; --l) {
       const gpt2::BlockOffsets& ob = off.blocks[l];
       const Saved& s = saved(l);
       // The MLP.
-      products.linear_backward(blas, dx.data(), s.act.data(), P + ob.fc2_w, dact.data(), G + ob.fc2_w, G + ob.fc2_b,
+      products.linear_backward(blas, dx.data(), s.act, P + ob.fc2_w, dact.data(), G + ob.fc2_w, G + ob.fc2_b,
                            rows, d, 4 * d, stream);
-      ops::gelu_backward(dact.data(), s.h.data(), dh.data(), 4 * n, stream);
-      products.linear_backward(blas, dh.data(), s.ln2.data(), P + ob.fc_w, dln.data(), G + ob.fc_w, G + ob.fc_b, rows,
+      ops::gelu_backward(dact.data(), s.h, dh.data(), 4 * n, stream);
+      products.linear_backward(blas, dh.data(), s.ln2, P + ob.fc_w, dln.data(), G + ob.fc_w, G + ob.fc_b, rows,
                            4 * d, d, stream);
-      layer_norm_backward(dln.data(), s.mid.data(), P + ob.ln2_w, s.mean2.data(), s.rstd2.data(), dx.data(),
+      layer_norm_backward(dln.data(), s.mid, P + ob.ln2_w, s.mean2, s.rstd2, dx.data(),
                           G + ob.ln2_w, G + ob.ln2_b, true, stream);
       // The attention: dO by head with delta, the flash backward, dQ dK dV back into rows.
-      products.linear_backward(blas, dx.data(), s.att.data(), P + ob.proj_w, dln.data(), G + ob.proj_w, G + ob.proj_b,
+      products.linear_backward(blas, dx.data(), s.att, P + ob.proj_w, dln.data(), G + ob.proj_w, G + ob.proj_b,
                            rows, d, d, stream);
       const std::size_t head_rows = c.tokens() * c.heads;
       dout_heads_kernel<<<static_cast<unsigned>(lab::ceil_div(head_rows * 32, kThreads)), kThreads, 0, stream>>>(
-          dln.data(), s.att.data(), dout.data(), delta.data(), head_rows, c.context, c.heads, hd, dp);
+          dln.data(), s.att, dout.data(), delta.data(), head_rows, c.context, c.heads, hd, dp);
       LAB_CHECK(cudaGetLastError());
       LAB_CHECK(cudaMemsetAsync(dq.data(), 0, dq.bytes(), stream));
-      flash::backward(s.q.data(), s.k.data(), s.v.data(), dout.data(), s.lse.data(), delta.data(), dq.data(),
+      flash::backward(s.q, s.k, s.v, dout.data(), s.lse, delta.data(), dq.data(),
                       dk.data(), dv.data(), c.batch * c.heads, c.context, dp, true, 1.f / std::sqrt(float(hd)),
                       stream);
       qkv_rows_kernel<<<blocks_for(nh), kThreads, 0, stream>>>(dq.data(), dk.data(), dv.data(), dqkv.data(), nh,
                                                                c.context, c.heads, hd, dp);
       LAB_CHECK(cudaGetLastError());
-      products.linear_backward(blas, dqkv.data(), s.ln1.data(), P + ob.qkv_w, dln.data(), G + ob.qkv_w, G + ob.qkv_b,
+      products.linear_backward(blas, dqkv.data(), s.ln1, P + ob.qkv_w, dln.data(), G + ob.qkv_w, G + ob.qkv_b,
                            rows, 3 * d, d, stream);
-      layer_norm_backward(dln.data(), s.x.data(), P + ob.ln1_w, s.mean1.data(), s.rstd1.data(), dx.data(),
+      layer_norm_backward(dln.data(), s.x, P + ob.ln1_w, s.mean1, s.rstd1, dx.data(),
                           G + ob.ln1_w, G + ob.ln1_b, true, stream);
     }
     ops::embedding_backward(dx.data(), p.tokens.data(), G + off.wte, rows, c.vocab, d, stream);

@@ -22,7 +22,7 @@ std::string Config::invalid() const {
 ModelOptions ModelOptions::for_precision(const std::string& precision) {
   ModelOptions o;
   if (precision == "3xtf32") {
-    o.product_error = 12, o.sum_error = 1;
+    o.product_error = 12, o.sum_error = 1, o.head_in_fp32 = true;
   } else if (precision != "fp32") {
     throw std::invalid_argument("gpt2: no rounding model for the precision '" + precision +
                                 "' (the reference knows fp32 and 3xtf32)");
@@ -94,6 +94,27 @@ Offsets offsets(const Config& c) {
   o.lnf_b = t[i + 1].offset;
   o.head = t[i + 2].offset;
   return o;
+}
+
+std::size_t stage_begin(const Config& c, int stage) {
+  const Offsets o = offsets(c);
+  return stage < c.layers ? o.blocks[stage].ln1_w : o.lnf_w;
+}
+
+SavedPlan plan_saved(const Config& c, std::span<const std::size_t> floats) {
+  if (floats.size() != std::size_t(c.layers) + 1)
+    throw std::invalid_argument("plan_saved: one size a block and one for the head");
+  SavedPlan plan;
+  for (int s = 0; s <= c.layers; ++s) {
+    if (plan.grads_used + floats[s] <= stage_begin(c, s)) {
+      plan.stages.push_back({true, plan.grads_used});
+      plan.grads_used += floats[s];
+    } else {
+      plan.stages.push_back({false, plan.spill});
+      plan.spill += floats[s];
+    }
+  }
+  return plan;
 }
 
 InitRule init_rule(const Config& c, const Tensor& t) {

@@ -74,6 +74,27 @@ struct Offsets {
 };
 Offsets offsets(const Config&);
 
+// Where a training step can keep what its forward saves for the backward without memory of its
+// own: in the gradients' buffer. The backward writes the gradients stage by stage, the head's (with
+// the final LayerNorm's) first, then block L-1's down to block 0's, the embeddings' last, and in the
+// flat layout each stage's gradients lie above those of every stage written after it. So the
+// gradients below stage_begin(c, s), stage s's first parameter (s = 0 .. L-1 a block, s = L the
+// final LayerNorm and the head), are still unwritten for as long as stage s's saved tensors are
+// read, and during the forward none is written. plan_saved places stage s's saved tensors
+// (floats[s] floats, s = 0 .. L) in stage order at the next free offset of the gradients' buffer
+// when they end at or below stage_begin(c, s), and in a spill buffer of their own when they do not.
+// Offsets are multiples of 64 floats when the sizes are (256-byte alignment).
+std::size_t stage_begin(const Config&, int stage);
+struct SavedPlace {
+  bool in_grads = false;  // else in the spill buffer
+  std::size_t offset = 0;
+};
+struct SavedPlan {
+  std::vector<SavedPlace> stages;  // L + 1
+  std::size_t grads_used = 0, spill = 0;  // floats taken from the gradients' buffer and spilled
+};
+SavedPlan plan_saved(const Config&, std::span<const std::size_t> floats);
+
 // AdamW with PyTorch's defaults (torch.optim.AdamW): weight decay decoupled from the gradient,
 // applied to every parameter, and bias corrections at step t (t = 1 for the first step).
 struct AdamW {
@@ -104,11 +125,14 @@ struct ModelOptions {
   // tf32 (each operand rounded to tf32); or in 3xTF32 as optimized_gpt2_step_fused_3xtf32 does (three
   // sums of products of the split operands, small big, big small, big big, then added).
   enum class Products { fp32, tf32, tf32x3 } products = Products::fp32;
+  // The head's products in fp32 (cuBLAS SGEMM) whatever the three above say for the blocks'.
+  bool head_in_fp32 = false;
   // For the arithmetic a variant declares (lab::Declared::precision): "fp32"; "3xtf32", each operand
   // split into two tf32 parts (each rounded to nearest: 4u of the operand lost), three tf32 products
   // (the small x small one, at most 4u of the product, dropped): 12u a product, and the tensor
-  // cores' accumulation, not correctly rounded (up to an ulp, 2u: one more u a sum). Throws
-  // std::invalid_argument for another name.
+  // cores' accumulation, not correctly rounded (up to an ulp, 2u: one more u a sum), in the blocks'
+  // linear layers; the head's in fp32, as that step keeps them. Throws std::invalid_argument for
+  // another name.
   static ModelOptions for_precision(const std::string& precision);
 };
 

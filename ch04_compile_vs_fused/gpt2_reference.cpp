@@ -143,6 +143,18 @@ float product_dot_<float>(const float* a, std::size_t sa, const float* b, std::s
   return s[0] + s[1] + s[2];
 }
 
+// While one lives, the linear layers' products are fp32's own (ModelOptions::head_in_fp32).
+struct Fp32Products {
+  double product_error = mc_product_error, sum_error = mc_sum_error;
+  ModelOptions::Products products = float_products;
+  explicit Fp32Products(bool on) {
+    if (on) mc_product_error = 0, mc_sum_error = 0, float_products = ModelOptions::Products::fp32;
+  }
+  ~Fp32Products() { mc_product_error = product_error, mc_sum_error = sum_error, float_products = products; }
+  Fp32Products(const Fp32Products&) = delete;
+  Fp32Products& operator=(const Fp32Products&) = delete;
+};
+
 // ---- The layers -------------------------------------------------------------------------------
 
 template <class T>
@@ -258,7 +270,10 @@ class Model {
     lnf_.assign(BT_ * d_, cst<T>(0));
     layernorm(x_final_.data(), &P_[off_.lnf_w], &P_[off_.lnf_b], BT_, d_, lnf_.data(), nf_);
     std::vector<T> logits(BT_ * V_);
-    linear<T>(lnf_.data(), &P_[off_.head], nullptr, BT_, V_, d_, logits.data());
+    {
+      const Fp32Products head(o_.head_in_fp32);
+      linear<T>(lnf_.data(), &P_[off_.head], nullptr, BT_, V_, d_, logits.data());
+    }
     // Cross-entropy, mean over the positions; probs kept for the backward.
     probs_.assign(BT_ * V_, cst<T>(0));
     std::vector<T> losses(BT_), e(V_);
@@ -285,7 +300,11 @@ class Model {
         dlogits[i * V_ + j] = (j == targets_[i] ? pj - cst<T>(1) : pj) * inv;
       }
     std::vector<T> dlnf(BT_ * d_), dx(BT_ * d_);
-    linear_backward<T>(dlogits.data(), lnf_.data(), &P_[off_.head], BT_, V_, d_, dlnf.data(), &G[off_.head], nullptr);
+    {
+      const Fp32Products head(o_.head_in_fp32);
+      linear_backward<T>(dlogits.data(), lnf_.data(), &P_[off_.head], BT_, V_, d_, dlnf.data(), &G[off_.head],
+                         nullptr);
+    }
     layernorm_backward<T>(dlnf.data(), &P_[off_.lnf_w], nf_, BT_, d_, dx.data(), &G[off_.lnf_w], &G[off_.lnf_b]);
     for (int l = c_.layers - 1; l >= 0; --l) dx = block_backward(l, std::move(dx), G);
     // The embeddings: each row of wte gathers the positions that hold its token, each row of wpe

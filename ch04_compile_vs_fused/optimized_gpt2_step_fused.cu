@@ -17,6 +17,11 @@
 //   - AdamW is one launch over the flat parameter buffer (every tensor at once), 16-byte accesses;
 //   - the whole step is one CUDA graph, captured in the prepare step: a few hundred launches become
 //     one, and the step's scalars that change (AdamW's bias corrections) are read from device memory.
+//   - what the forward keeps for the backward takes no memory of its own where the gradients'
+//     buffer has room: a block's saved tensors lie in the gradients of the blocks before it, which
+//     the backward writes only once it is done with them (gpt2::plan_saved). PyTorch gets the same
+//     effect at run time from zero_grad(set_to_none=True) and its caching allocator; here it is a
+//     static plan. At xl, context 256, 4.5 GB of the step's memory.
 // Run: make ch04 && ./ch04_compile_vs_fused/optimized_gpt2_step_fused
 #include "gpt2_fused.cuh"
 
@@ -32,6 +37,13 @@ struct Sgemm {
   void linear_backward(cublasHandle_t blas, const float* dY, const float* X, const float* W, float* dX, float* dW,
                        float* db, int M, int N, int K, cudaStream_t stream) {
     ops::linear_backward(blas, dY, X, W, dX, dW, db, M, N, K, stream);
+  }
+  void head(cublasHandle_t blas, const float* X, const float* W, float* Y, int M, int N, int K, cudaStream_t s) {
+    linear(blas, X, W, Y, M, N, K, s);
+  }
+  void head_backward(cublasHandle_t blas, const float* dY, const float* X, const float* W, float* dX, float* dW,
+                     float* db, int M, int N, int K, cudaStream_t stream) {
+    linear_backward(blas, dY, X, W, dX, dW, db, M, N, K, stream);
   }
 };
 using Fused = FusedStep<Sgemm>;

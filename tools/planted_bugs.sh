@@ -11,11 +11,12 @@
 # future key through (fp32 flash attention, and the bf16 tensor-core one), a bf16 pair packed
 # with its halves swapped (tensor-core attention), and in the fused GPT-2 step a LayerNorm
 # backward whose x-hat term is 1% short and an AdamW whose weight decay is 10% short, and in its
-# 3xTF32 step the operands' small parts dropped (plain TF32 products).
+# 3xTF32 step the operands' small parts dropped (plain TF32 products), and a plan for its saved
+# tensors that puts every stage's at the same place in the gradients' buffer.
 # Exit status 0 when every bug was caught.
 set -u
 if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
-  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
   [ $# -ge 1 ] && exit 0 || exit 2
 fi
 logdir=$1
@@ -96,6 +97,8 @@ plant gpt2_weight_decay ch04_compile_vs_fused/gpt2_fused.cuh optimized_gpt2_step
   'float(1 - p.hp.lr * p.hp.weight_decay)' 'float(1 - 0.9 * p.hp.lr * p.hp.weight_decay)'
 plant gpt2_tf32_split ch04_compile_vs_fused/optimized_gpt2_step_fused_3xtf32.cu optimized_gpt2_step_fused_3xtf32 \
   'small[i] = to_tf32(v - b);' 'small[i] = 0.f;'
+plant gpt2_saved_overlap ch04_compile_vs_fused/gpt2_model.cpp optimized_gpt2_step_fused \
+  'plan.grads_used += floats[s];' 'plan.grads_used += 0 * floats[s];'
 
 if [ $planted -eq 0 ]; then
   echo "planted_bugs: no bug is named ${only[*]}" >&2

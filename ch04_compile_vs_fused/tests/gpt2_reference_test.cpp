@@ -53,6 +53,52 @@ TEST(Gpt2Model, LayoutIsContiguousAndCountsEveryParameter) {
   EXPECT_EQ(o.head, t.back().offset);
 }
 
+// plan_saved's promise: a stage's saved tensors in the gradients' buffer lie wholly below the
+// stage's own first parameter (the backward writes nothing there until the stage is done with
+// them), no two stages overlap in either buffer, and every stage is placed once. With sizes as the
+// fused step's (15 B T d floats a block; the head's 2 B T d and the B T x V logits): at xl and
+// context 256 only block 0 spills (its 98 MB exceeds the embeddings' gradients), at 2.7B and
+// context 128 nothing does, and at the small model's context 1024 most blocks do.
+TEST(Gpt2Model, SavedTensorsBorrowOnlyGradientsNotYetWritten) {
+  auto plan_for = [](const Config& c) {
+    const std::size_t rows = c.tokens();
+    std::vector<std::size_t> floats(c.layers + 1, 15 * rows * c.d);
+    floats.back() = rows * (2 * c.d + c.vocab);
+    const gpt2::SavedPlan plan = gpt2::plan_saved(c, floats);
+    EXPECT_EQ(plan.stages.size(), floats.size());
+    std::vector<std::pair<std::size_t, std::size_t>> grads, spill;  // [begin, end)
+    std::size_t spilled = 0, in_grads = 0;
+    for (int s = 0; s <= c.layers; ++s) {
+      const gpt2::SavedPlace& at = plan.stages[s];
+      (at.in_grads ? grads : spill).push_back({at.offset, at.offset + floats[s]});
+      if (at.in_grads) {
+        EXPECT_LE(at.offset + floats[s], gpt2::stage_begin(c, s)) << "stage " << s;
+        in_grads += floats[s];
+      } else {
+        EXPECT_LE(at.offset + floats[s], plan.spill) << "stage " << s;
+        spilled += floats[s];
+      }
+    }
+    for (auto* placed : {&grads, &spill}) {
+      std::sort(placed->begin(), placed->end());
+      for (std::size_t i = 1; i < placed->size(); ++i) EXPECT_LE((*placed)[i - 1].second, (*placed)[i].first);
+    }
+    EXPECT_EQ(spilled, plan.spill);
+    EXPECT_EQ(in_grads, plan.grads_used);
+    EXPECT_LE(plan.grads_used, gpt2::param_count(c));
+    return plan;
+  };
+  const gpt2::SavedPlan xl = plan_for({48, 1600, 25, 256, 4, 10000});
+  EXPECT_FALSE(xl.stages[0].in_grads);
+  for (int s = 1; s <= 48; ++s) EXPECT_TRUE(xl.stages[s].in_grads) << "stage " << s;
+  EXPECT_EQ(plan_for({32, 2560, 32, 128, 4, 10000}).spill, 0u);
+  const gpt2::SavedPlan small = plan_for({12, 768, 12, 1024, 4, 10000});
+  EXPECT_GT(small.spill, 10 * 15 * std::size_t(4096) * 768);
+  for (const Config& c : {Config{2, 64, 4, 16, 2, 97}, Config{1, 128, 2, 100, 1, 61}, Config{3, 48, 6, 20, 2, 51}})
+    plan_for(c);
+  EXPECT_THROW(gpt2::plan_saved(Config{}, std::vector<std::size_t>(2, 1)), std::invalid_argument);
+}
+
 TEST(Gpt2Model, ConfigRejectsWhatTheModelCannotBe) {
   EXPECT_NE((Config{2, 64, 3, 16, 2, 97}).invalid(), "");  // 64 does not split into 3 heads
   EXPECT_NE((Config{2, 64, 4, 1025, 2, 97}).invalid(), "");  // past the position table
