@@ -96,17 +96,21 @@ Offsets offsets(const Config& c) {
   return o;
 }
 
-std::size_t stage_begin(const Config& c, int stage) {
-  const Offsets o = offsets(c);
-  return stage < c.layers ? o.blocks[stage].ln1_w : o.lnf_w;
+namespace {
+std::size_t stage_begin(const Offsets& o, int layers, int stage) {
+  return stage < layers ? o.blocks[stage].ln1_w : o.lnf_w;
 }
+}  // namespace
+
+std::size_t stage_begin(const Config& c, int stage) { return stage_begin(offsets(c), c.layers, stage); }
 
 SavedPlan plan_saved(const Config& c, std::span<const std::size_t> floats) {
   if (floats.size() != std::size_t(c.layers) + 1)
     throw std::invalid_argument("plan_saved: one size a block and one for the head");
+  const Offsets o = offsets(c);  // once, not once a stage
   SavedPlan plan;
   for (int s = 0; s <= c.layers; ++s) {
-    if (plan.grads_used + floats[s] <= stage_begin(c, s)) {
+    if (plan.grads_used + floats[s] <= stage_begin(o, c.layers, s)) {
       plan.stages.push_back({true, plan.grads_used});
       plan.grads_used += floats[s];
     } else {
