@@ -266,14 +266,49 @@ TEST(Gpt2Reference, CheckRejectsPlantedMistakes) {
   EXPECT_FALSE(judge(k, e, bad_loss).pass) << "a 0.01% error in the loss passed";
 }
 
-// The per-element factor is Student's t quantile: the table's t(0.975, 8) = 2.306, and the
-// factor the checks use (a two-sided 1e-9 at 8 runs) lies far beyond it.
+// The L2 test only where its yardstick is steady (gpt2::kL2MinDof): the loss, one number, off by
+// between 16 sigma (4 times the largest run's error can be no more: sqrt(16) sigma) and the
+// element test's 19.9 passes; a wide tensor's every element 6 sigma off in the same direction (each
+// within the element test) fails by its L2 error; and the degrees of freedom count equal terms.
+TEST(Gpt2Reference, L2TestNeedsDegreesOfFreedom) {
+  Case k(kTiny, lab::testing::run_seed());
+  const auto e = gpt2::expected(k.c, Phase::step, k.params, k.tokens, k.targets, k.opt(3));
+  ASSERT_EQ(e.runs, 16);
+  auto good = k.run<float>(Phase::step);
+  ASSERT_TRUE(judge(k, e, good).pass);
+  // The fp32 loss nearest 18 sigma above the reference, in sigmas.
+  auto off_loss = good;
+  off_loss.loss = float(e.ref.loss + 18 * e.sigma.loss);
+  const double planted = (double(off_loss.loss) - e.ref.loss) / e.sigma.loss;
+  ASSERT_GT(planted, 16.2) << "fp32's grid is too coarse here (sigma " << e.sigma.loss << ")";
+  ASSERT_LT(planted, 0.95 * gpt2::element_factor(16, gpt2::kElementFalseAlarm));
+  ASSERT_GT(planted * e.sigma.loss, gpt2::kL2Factor * e.loss_l2);
+  EXPECT_TRUE(judge(k, e, off_loss).pass) << judge(k, e, off_loss).details();
+
+  const auto tensors = gpt2::layout(k.c);
+  const auto& wide = *std::max_element(tensors.begin(), tensors.end(),
+                                       [](const auto& a, const auto& b) { return a.size < b.size; });
+  const std::span<const double> sigma(e.sigma.grads.data() + wide.offset, wide.size);
+  EXPECT_GE(gpt2::l2_dof(sigma), gpt2::kL2MinDof) << wide.name;
+  auto off_tensor = good;
+  for (std::size_t i = wide.offset; i < wide.offset + wide.size; ++i)
+    off_tensor.grads[i] = float(e.ref.grads[i] + 6 * e.sigma.grads[i]);
+  const auto verdict = judge(k, e, off_tensor);
+  EXPECT_FALSE(verdict.pass) << wide.name << " 6 sigma off everywhere passed";
+  EXPECT_NE(verdict.reason.find("L2 error"), std::string::npos) << verdict.reason;
+
+  EXPECT_NEAR(gpt2::l2_dof(std::vector<double>(50, 3e-7)), 50, 1e-9);
+  EXPECT_NEAR(gpt2::l2_dof(std::vector<double>{1, 1e-3, 1e-3}), 1, 1e-5);
+  EXPECT_EQ(gpt2::l2_dof(std::vector<double>(4, 0)), 0);
+}
+
+// The per-element factor is Student's t quantile: the table's t(0.975, 8) = 2.306 and
+// t(0.995, 4) = 4.604, and the factor the checks use, a two-sided 1e-12 at 16 runs, 19.94 (as
+// scipy.stats.t.isf(0.5e-12, 16) gives it).
 TEST(Gpt2Reference, ElementFactorIsTheTQuantile) {
   EXPECT_NEAR(gpt2::element_factor(8, 0.05), 2.306, 2e-3);
   EXPECT_NEAR(gpt2::element_factor(4, 0.01), 4.604, 2e-3);
-  const double k = gpt2::element_factor(8, gpt2::kElementFalseAlarm);
-  EXPECT_GT(k, 10);
-  EXPECT_LT(k, 100);
+  EXPECT_NEAR(gpt2::element_factor(gpt2::kMonteCarloRuns, gpt2::kElementFalseAlarm), 19.94, 0.01);
 }
 
 // AdamW's first step from zero moments without decay moves every parameter by lr g / (|g| + eps)

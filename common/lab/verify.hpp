@@ -76,6 +76,9 @@ struct Verdict {
   std::size_t bad = 0;          // elements out of tolerance (NaN and Inf included)
   std::size_t nan = 0, inf = 0; // non-finite values in the result
   double max_abs = 0, max_rel = 0, rel_l2 = 0;
+  // The largest |got - ref| over that element's bound (atol + rtol |ref| + slack): how close the
+  // worst element came to failing, 1 at the bound (infinite where a zero bound was missed).
+  double worst_share = 0;
   std::size_t worst_index = 0;  // element with the largest absolute error
   std::vector<Mismatch> first;  // the first few bad elements, in index order
   std::vector<std::int64_t> dims;  // row-major extents, to print indices as coordinates

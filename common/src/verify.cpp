@@ -67,7 +67,9 @@ Verdict compare_impl(std::span<const G> got, std::span<const R> ref, Tolerance t
       }
       if (r != 0) v.max_rel = std::max(v.max_rel, d / std::fabs(r));
       diff2 += d * d;
-      if (d > tol.atol + tol.rtol * std::fabs(r) + e) bad = true;
+      const double bound = tol.atol + tol.rtol * std::fabs(r) + e;
+      if (d > 0) v.worst_share = std::max(v.worst_share, bound > 0 ? d / bound : INFINITY);
+      if (d > bound) bad = true;
     }
     if (std::isfinite(r)) ref2 += r * r;
     if (bad) {
@@ -136,6 +138,7 @@ std::string Verdict::summary() const {
   o << (pass ? "PASS" : "FAIL") << " " << what << ": max_abs " << num(max_abs) << ", max_rel " << num(max_rel)
     << ", rel_l2 " << num(rel_l2) << " (" << tol.name << " tolerance" << (conditioned ? " + conditioning" : "")
     << (zero_reference ? "; zero reference" : "") << ")";
+  if (pass && count > 0) o << ", worst element at " << num(worst_share) << " of its bound";
   if (!pass) o << ": " << reason;
   return o.str();
 }
@@ -161,6 +164,7 @@ Verdict& Verdict::also(const Verdict& o) {
   r.max_abs = std::max(max_abs, o.max_abs);
   r.max_rel = std::max(max_rel, o.max_rel);
   r.rel_l2 = std::max(rel_l2, o.rel_l2);
+  r.worst_share = std::max(worst_share, o.worst_share);
   r.conditioned = conditioned || o.conditioned;
   r.zero_reference = zero_reference && o.zero_reference;
   *this = std::move(r);

@@ -299,3 +299,34 @@ TEST(SumError, SlackMustBeFiniteAndOfTheReferenceLength) {
 }
 
 }  // namespace
+
+namespace {
+
+// The verdict says how close a pass came: the worst element's error over its own bound (atol +
+// rtol |ref| + slack), kept as the largest when verdicts combine, and printed with a pass.
+TEST(Verdict, WorstShareIsTheWorstElementsUseOfItsBound) {
+  const auto t = Tolerance::per_element(1e-3, 0, "abs");
+  const std::vector<float> got{1.0f, 2.0f, 3.0f};
+  const std::vector<double> ref{1.0, 2.0 + 5e-4, 3.0 - 2.5e-4};
+  const auto v = compare(got, ref, t, "y");
+  EXPECT_TRUE(v.pass);
+  EXPECT_NEAR(v.worst_share, 0.5, 1e-9);
+  EXPECT_NE(v.summary().find("worst element at 0.5 of its bound"), std::string::npos) << v.summary();
+  // Slack widens each element's own bound: element 1's to 3e-3, so element 2 (0.25) is the worst.
+  const std::vector<double> slack{0, 2e-3, 0};
+  EXPECT_NEAR(compare(got, ref, t, "y", {}, slack).worst_share, 0.25, 1e-9);
+  auto off = ref;
+  off[0] = 1.0 + 2e-3;
+  auto w = compare(got, off, t, "z");
+  EXPECT_FALSE(w.pass);
+  EXPECT_NEAR(w.worst_share, 2.0, 1e-9);
+  auto both = v;
+  both.also(w);
+  EXPECT_NEAR(both.worst_share, 2.0, 1e-9);
+  // A zero bound missed is infinitely far; an exact answer under a zero bound uses none of it.
+  EXPECT_EQ(compare(got, off, Tolerance::exact(), "e").worst_share, INFINITY);
+  const std::vector<double> same{1.0, 2.0, 3.0};
+  EXPECT_EQ(compare(got, same, Tolerance::exact(), "e").worst_share, 0.0);
+}
+
+}  // namespace
