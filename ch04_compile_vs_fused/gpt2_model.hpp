@@ -168,6 +168,10 @@ Outputs<T> reference(const Config& c, Phase phase, std::span<const float> params
 // false alarm of 1e-12 is 19.9; with 8 it would be 76 (the t distribution's tail is heavy at few
 // degrees of freedom), a check four times looser for the same false alarm.
 inline constexpr int kMonteCarloRuns = 16;
+// Where run `run` of expected(..., seed) starts its stream of perturbations: a splitmix64 state,
+// to which each draw adds the golden gamma 0x9e3779b97f4a7c15. A hash of seed and run, so that no
+// two runs' streams overlap (for the tests).
+std::uint64_t mc_stream_start(std::uint64_t seed, int run);
 struct Expected {
   int runs = 0;
   Outputs<double> ref, sigma;

@@ -539,6 +539,15 @@ double l2_dof(std::span<const double> sigma) {
   return s4 > 0 ? s2 * s2 / s4 : 0;
 }
 
+// Each run's stream starts at a random point of splitmix64's cycle. Starts r increments apart
+// (seed C + r gamma, until 2026-11-23) made run r run 0's stream shifted by r draws: every run drew
+// its noise from one window of the stream, and where an element's error comes from a few
+// operations and that window's draws were small, 8 runs agreed to 1/17 of their true spread (a 35
+// sigma false alarm on a wte gradient, inputs from seed 18107492607501).
+std::uint64_t mc_stream_start(std::uint64_t seed, int run) {
+  return lab::rng_detail::bits(seed, std::uint64_t(run));
+}
+
 Expected expected(const Config& c, Phase phase, std::span<const float> params, std::span<const std::int32_t> tokens,
                   std::span<const std::int32_t> targets, const OptimizerState& opt, const AdamW& hp,
                   const ModelOptions& options, int runs, std::uint64_t seed) {
@@ -564,12 +573,7 @@ Expected expected(const Config& c, Phase phase, std::span<const float> params, s
   };
   double loss_sq = 0;
   for (int r = 0; r < runs; ++r) {
-    // Each run's stream starts at a random point of splitmix64's cycle (a hash of seed and run).
-    // Starts r increments apart (seed C + r gamma, as before) made run r run 0's stream shifted by r
-    // draws: the runs' noise agreed at neighbouring operations, and at an element whose error comes
-    // from a few of them, 8 runs could agree to 1/17 of their true spread (a 35 sigma false alarm
-    // on a wte gradient, seed 18107492607501).
-    mc_state = lab::rng_detail::bits(seed, std::uint64_t(r));
+    mc_state = mc_stream_start(seed, r);
     mc_odd_run = r % 2 == 1;
     const Outputs<Perturbed> o = reference<Perturbed>(c, phase, params, tokens, targets, opt, hp, options);
     const double dl = o.loss.v - e.ref.loss;
