@@ -298,10 +298,6 @@ TEST(SumError, SlackMustBeFiniteAndOfTheReferenceLength) {
   EXPECT_FALSE(compare(got, ref, Tolerance::fp32(), "y", {}, std::vector<double>{0.0, NAN}).pass);
 }
 
-}  // namespace
-
-namespace {
-
 // The verdict says how close a pass came: the worst element's error over its own bound (atol +
 // rtol |ref| + slack), kept as the largest when verdicts combine, and printed with a pass.
 TEST(Verdict, WorstShareIsTheWorstElementsUseOfItsBound) {
