@@ -190,14 +190,17 @@ int run(const Settings& in) {
   if (!cfg.json.empty() && !std::ofstream(cfg.json, std::ios::app))  // before the sweep, not after it
     throw lab::UsageError("--json " + cfg.json + ": cannot write");
   const lab::DeviceFacts dev = lab::init_device();
-  const double peak_gbps = lab::measured_peaks(dev).copy_gbs;
+  const lab::Peaks peaks = lab::measured_peaks(dev);
+  const double peak_gbps = peaks.copy_gbs;
   lab::L2Flusher flusher(dev.l2_bytes, dev.sms);
   std::size_t total = 0;
   for (const auto& vs : variants) total += vs.size() * cfg.batch.size() * cfg.seq.size() * cfg.dim.size();
   std::cerr << dev.describe() << "\n"
             << "sweep: " << total << " measurements (" << join(cfg.ops) << "), median of " << cfg.reps
-            << " runs each, L2 flushed before every run; efficiency against the measured copy rate, "
-            << fixed(peak_gbps, 0) << " GB/s\n";
+            << " runs each, L2 flushed before every run; efficiency against the "
+            << (peaks.rejected.empty() ? "measured copy rate, " : "datasheet's bandwidth, ") << fixed(peak_gbps, 0)
+            << " GB/s" << (peaks.rejected.empty() ? "" : " (the measured peaks were not used: " + peaks.rejected + ")")
+            << "\n";
 
   std::vector<Record> records;
   std::size_t done = 0;

@@ -83,11 +83,13 @@ struct Gpt2Step {
   }
   static lab::Work work(const lab::Shape& s) {
     const gpt2::Config c = gpt2::config_of(s);
-    const double n = double(gpt2::param_count(c));
+    const double n = double(gpt2::param_count(c)), tokens = 8 * double(c.tokens());  // tokens and targets
+    // memory: the parameters, and the gradients (phases 2, 3) and AdamW's moments (phase 3), each held once.
     switch (gpt2::phase_of(s)) {
-      case gpt2::Phase::forward: return {.bytes = 4 * n, .flops = forward_flops(c)};
-      case gpt2::Phase::forward_backward: return {.bytes = 8 * n, .flops = 3 * forward_flops(c)};
-      case gpt2::Phase::step: return {.bytes = 36 * n, .flops = 3 * forward_flops(c)};
+      case gpt2::Phase::forward: return {.bytes = 4 * n, .flops = forward_flops(c), .memory = 4 * n + tokens};
+      case gpt2::Phase::forward_backward:
+        return {.bytes = 8 * n, .flops = 3 * forward_flops(c), .memory = 8 * n + tokens};
+      case gpt2::Phase::step: return {.bytes = 36 * n, .flops = 3 * forward_flops(c), .memory = 16 * n + tokens};
     }
     return {};
   }

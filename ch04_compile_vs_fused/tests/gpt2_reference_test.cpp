@@ -481,3 +481,17 @@ TEST(Gpt2Topic, WorkModel) {
   const double n = double(gpt2::param_count(c)) - double(c.vocab + gpt2::kPositions) * c.d;
   EXPECT_NEAR(Gpt2Step::work(b).flops / (6 * n * double(c.tokens())), 1.0, 0.02);
 }
+
+// The memory a program checks before it allocates is what the step's buffers hold, not the bytes it
+// moves: the 2.7B model's full step moves 36 bytes a parameter (92.6 GB, more than an 80 GB card
+// holds) but holds 16 (41.1 GB; the fused step peaks at 39.4 GiB), so a program must not refuse it.
+TEST(Gpt2Topic, MemoryIsWhatTheBuffersHoldNotTheBytesMoved) {
+  const lab::Shape s{32, 2560, 32, 128, 4, 10000, 3};
+  const double n = double(gpt2::param_count(gpt2::config_of(s)));
+  EXPECT_NEAR(n, 2571.5e6, 0.1e6);
+  EXPECT_GT(Gpt2Step::work(s).bytes, 85e9);
+  EXPECT_DOUBLE_EQ(Gpt2Step::work(s).least_memory(), 16 * n + 8 * 4 * 128);
+  EXPECT_LT(Gpt2Step::work(s).least_memory(), 80e9);
+  const lab::Shape f{32, 2560, 32, 128, 4, 10000, 1};
+  EXPECT_DOUBLE_EQ(Gpt2Step::work(f).least_memory(), 4 * n + 8 * 4 * 128);
+}

@@ -44,7 +44,22 @@ struct Peaks {
   double fp32_tflops = 0;
   std::string measured_at;  // ISO date of the measurement
   bool from_cache = false;
+  // Not empty when the measurement was not believed (implausible_peaks): then it says why, the two
+  // figures above are the datasheet's, and nothing was cached.
+  std::string rejected;
 };
+// A fresh measurement (or a cached one) is believed only where it reaches these shares of the
+// datasheet's figures. On an idle H100 SXM the copy reaches 90% of the datasheet's 3352 GB/s and the
+// FMA kernel 91% of its 66.9 TFLOP/s; four programs started at once on that card measured the FMA
+// rate at 17 to 27 TFLOP/s (26 to 40%), and one of them cached it, which put later runs' FP32 share
+// at 135%. A GPU time-sliced between two programs measures about half.
+inline constexpr double kMinCopyShareOfDatasheet = 0.6;
+inline constexpr double kMinFp32ShareOfDatasheet = 0.7;
+// "" when p is believable on dev; else what is wrong with it (a sentence without a final period).
+std::string implausible_peaks(const DeviceFacts& dev, const Peaks& p);
+// measured when believable; else the datasheet's figures, with the reason in `rejected`.
+Peaks settle_peaks(const DeviceFacts& dev, const Peaks& measured);
+// The cached peaks when believable, else measured now (and cached when believable; see Peaks).
 Peaks measured_peaks(const DeviceFacts& dev, bool remeasure = false);
 
 // Measurements behind measured_peaks (need a device).

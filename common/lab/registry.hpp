@@ -49,6 +49,11 @@ Shape parse_shape(std::string_view text, std::span<const std::string> dim_names,
 struct Work {
   double bytes = 0;
   double flops = 0;
+  // The bytes the inputs and outputs occupy, where that is less than `bytes` (a buffer updated in
+  // place is read and written: counted twice above, held once): the least device memory any
+  // variant needs, which a program checks before it allocates. 0: `bytes`.
+  double memory = 0;
+  double least_memory() const { return memory > 0 ? memory : bytes; }
 };
 
 struct DeviceFacts;

@@ -167,10 +167,37 @@ void save_peaks(const std::filesystem::path& dir, const std::string& uuid, const
   std::filesystem::rename(tmp, path, ec);
 }
 
+std::string implausible_peaks(const DeviceFacts& dev, const Peaks& p) {
+  std::string why;
+  auto test = [&](const char* what, double got, double datasheet, double min_share, const char* unit, int digits) {
+    if (!(datasheet > 0) || got >= min_share * datasheet) return;
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "%s%s %.*f %s is %.0f%% of the datasheet's %.*f (below %.0f%%)",
+                  why.empty() ? "" : "; ", what, digits, got, unit, 100.0 * got / datasheet, digits, datasheet,
+                  100.0 * min_share);
+    why += buf;
+  };
+  test("copy", p.copy_gbs, dev.datasheet_bandwidth_gbs(), kMinCopyShareOfDatasheet, "GB/s", 0);
+  test("FP32", p.fp32_tflops, dev.datasheet_fp32_tflops(), kMinFp32ShareOfDatasheet, "TFLOP/s", 1);
+  if (!why.empty()) why += ": another program is probably using the GPU";
+  return why;
+}
+
+Peaks settle_peaks(const DeviceFacts& dev, const Peaks& measured) {
+  std::string why = implausible_peaks(dev, measured);
+  if (why.empty()) return measured;
+  Peaks p;
+  p.copy_gbs = dev.datasheet_bandwidth_gbs();
+  p.fp32_tflops = dev.datasheet_fp32_tflops();
+  p.measured_at = measured.measured_at;
+  p.rejected = std::move(why);
+  return p;
+}
+
 Peaks measured_peaks(const DeviceFacts& dev, bool remeasure) {
   const auto dir = cache_dir();
-  if (!remeasure)
-    if (auto p = load_peaks(dir, dev.uuid)) return *p;
+  if (!remeasure)  // a cache written before the plausibility test existed may hold a contended measurement
+    if (auto p = load_peaks(dir, dev.uuid); p && implausible_peaks(dev, *p).empty()) return *p;
   std::size_t free_b = 0, total_b = 0;
   LAB_CHECK(cudaMemGetInfo(&free_b, &total_b));
   const std::size_t bytes = std::min<std::size_t>(std::size_t{1} << 30, free_b / 4);
@@ -178,8 +205,9 @@ Peaks measured_peaks(const DeviceFacts& dev, bool remeasure) {
   p.copy_gbs = measure_copy_bandwidth_gbs(bytes);
   p.fp32_tflops = measure_fp32_tflops(dev);
   p.measured_at = today();
-  save_peaks(dir, dev.uuid, p);
-  return p;
+  Peaks settled = settle_peaks(dev, p);
+  if (settled.rejected.empty()) save_peaks(dir, dev.uuid, p);
+  return settled;
 }
 
 }  // namespace lab

@@ -237,15 +237,19 @@ int run(const Variant& v, const Options& opt, const std::string& argv0) {
   std::size_t free_b = 0, total_b = 0;
   LAB_CHECK(cudaMemGetInfo(&free_b, &total_b));
   for (const auto& s : timed) {
-    const double need = t.work(s).bytes;
+    const double need = t.work(s).least_memory();
     if (need > static_cast<double>(total_b))
       throw OutOfMemory(static_cast<std::size_t>(need), free_b, total_b);
   }
 
   const Peaks peaks = measured_peaks(dev, opt.remeasure_peaks);
-  out << "  measured peaks" << (peaks.from_cache ? " (cached " + peaks.measured_at + ")" : " (measured now)") << ": copy "
-      << static_cast<long>(peaks.copy_gbs) << " GB/s, FP32 " << peaks.fp32_tflops << " TFLOP/s"
-      << (peaks.from_cache ? "; --remeasure-peaks to refresh" : "") << "\n";
+  if (!peaks.rejected.empty())
+    out << "  measured peaks not used: " << peaks.rejected << "; not cached, and the %peak figures below are "
+        << "against the datasheet's\n";
+  else
+    out << "  measured peaks" << (peaks.from_cache ? " (cached " + peaks.measured_at + ")" : " (measured now)")
+        << ": copy " << static_cast<long>(peaks.copy_gbs) << " GB/s, FP32 " << peaks.fp32_tflops << " TFLOP/s"
+        << (peaks.from_cache ? "; --remeasure-peaks to refresh" : "") << "\n";
 
   const std::uint64_t seed = opt.seed.value_or(fresh_seed());
   out << "  seed " << seed << " (reproduce with --seed " << seed << ")\n";

@@ -1,10 +1,13 @@
 // Tests of the library that need a GPU; each reports SKIPPED without one.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <limits>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "lab/device.hpp"
 #include "lab/lab.hpp"
@@ -179,6 +182,36 @@ TEST(Gpu, MeasuredPeaksStayUnderTheDatasheet) {
   EXPECT_LT(copy, 1.05 * d.datasheet_bandwidth_gbs());
   EXPECT_GT(fp32, 0.3 * d.datasheet_fp32_tflops());
   EXPECT_LT(fp32, 1.05 * d.datasheet_fp32_tflops());
+}
+
+// A cache holding a contended measurement (written before the plausibility test existed) is measured
+// again; what comes back is believable or the datasheet's, never the cached figure.
+TEST(Gpu, ImplausibleCachedPeaksAreMeasuredAgain) {
+  LAB_REQUIRE_GPU();
+  const auto d = lab::init_device();
+  const auto dir = std::filesystem::temp_directory_path() / ("lab-peaks-gpu-test-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  lab::Peaks poisoned;
+  poisoned.copy_gbs = 0.9 * d.datasheet_bandwidth_gbs();
+  poisoned.fp32_tflops = 0.35 * d.datasheet_fp32_tflops();
+  poisoned.measured_at = "2026-11-23T21:33:07Z";
+  lab::save_peaks(dir, d.uuid, poisoned);
+  ASSERT_TRUE(lab::load_peaks(dir, d.uuid).has_value());
+  ::setenv("LAB_CACHE_DIR", dir.c_str(), 1);
+  const lab::Peaks p = lab::measured_peaks(d);
+  ::unsetenv("LAB_CACHE_DIR");
+  EXPECT_FALSE(p.from_cache);
+  EXPECT_NE(p.fp32_tflops, poisoned.fp32_tflops);
+  const auto cached = lab::load_peaks(dir, d.uuid);
+  ASSERT_TRUE(cached.has_value());
+  if (p.rejected.empty()) {  // an idle device: the fresh measurement replaced the poisoned one
+    EXPECT_EQ(lab::implausible_peaks(d, p), "");
+    EXPECT_DOUBLE_EQ(cached->fp32_tflops, p.fp32_tflops);
+  } else {  // a busy one (ctest -j): the datasheet's figures, and the cache left as it was
+    EXPECT_DOUBLE_EQ(p.fp32_tflops, d.datasheet_fp32_tflops());
+    EXPECT_DOUBLE_EQ(cached->fp32_tflops, poisoned.fp32_tflops);
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
