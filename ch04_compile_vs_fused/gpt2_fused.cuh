@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -271,29 +272,36 @@ __global__ void mean_kernel(const float* __restrict__ losses, float* __restrict_
   if (threadIdx.x == 0) loss[0] = s / float(rows);
 }
 
-// AdamW over the whole flat buffer of n parameters: 16-byte accesses to its n / 4 quads (the buffer
-// starts 256-byte aligned), then the last n % 4 one a thread. coef = {lr / (1 - b1^t),
-// 1 / sqrt(1 - b2^t)}, written before each launch; one_b1, one_b2 = 1 - b1, 1 - b2 rounded once
-// from double (in fp32, 1 - 0.999f is 1.3e-5 off 0.001).
-__global__ void adamw_kernel(float4* __restrict__ p, const float4* __restrict__ g, float4* __restrict__ m,
-                             float4* __restrict__ v, std::size_t n, const float* __restrict__ coef, float decay,
-                             float b1, float b2, float one_b1, float one_b2, float eps) {
+// AdamW over the parameters [begin, end) of the flat buffers (each starts 256-byte aligned): 16-byte
+// accesses to the quads inside the range, then its at most 3 + 3 loose ends one a thread of block 0.
+// coef = {lr / (1 - b1^t), 1 / sqrt(1 - b2^t)}, written before each launch; one_b1, one_b2 = 1 - b1,
+// 1 - b2 rounded once from double (in fp32, 1 - 0.999f is 1.3e-5 off 0.001).
+__global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ m,
+                             float* __restrict__ v, std::size_t begin, std::size_t end,
+                             const float* __restrict__ coef, float decay, float b1, float b2, float one_b1,
+                             float one_b2, float eps) {
   const float step_size = coef[0], inv_sqrt_bc2 = coef[1];
   auto one = [&](float& pp, float& mm, float& vv, float gg) {
     mm = b1 * mm + one_b1 * gg;
     vv = b2 * vv + one_b2 * gg * gg;
     pp = pp * decay - step_size * (mm / (sqrtf(vv) * inv_sqrt_bc2 + eps));
   };
-  for (std::size_t i : lab::grid_stride(n / 4)) {
-    float4 pi = p[i], mi = m[i], vi = v[i];
-    const float4 gi = g[i];
+  const std::size_t up = (begin + 3) / 4 * 4, down = end / 4 * 4;
+  const std::size_t a = up < end ? up : end, b = down > a ? down : a;  // the quads lie in [a, b)
+  auto* p4 = reinterpret_cast<float4*>(p) + a / 4;
+  auto* m4 = reinterpret_cast<float4*>(m) + a / 4;
+  auto* v4 = reinterpret_cast<float4*>(v) + a / 4;
+  const auto* g4 = reinterpret_cast<const float4*>(g) + a / 4;
+  for (std::size_t i : lab::grid_stride((b - a) / 4)) {
+    float4 pi = p4[i], mi = m4[i], vi = v4[i];
+    const float4 gi = g4[i];
     one(pi.x, mi.x, vi.x, gi.x), one(pi.y, mi.y, vi.y, gi.y), one(pi.z, mi.z, vi.z, gi.z), one(pi.w, mi.w, vi.w, gi.w);
-    p[i] = pi, m[i] = mi, v[i] = vi;
+    p4[i] = pi, m4[i] = mi, v4[i] = vi;
   }
-  const std::size_t tail = n / 4 * 4 + std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (tail < n) {
-    float *ps = &p->x, *ms = &m->x, *vs = &v->x;
-    one(ps[tail], ms[tail], vs[tail], (&g->x)[tail]);
+  if (blockIdx.x == 0) {
+    const std::size_t t = threadIdx.x, head = a - begin;
+    const std::size_t i = t < head ? begin + t : b + (t - head);
+    if (t < head + (end - b)) one(p[i], m[i], v[i], g[i]);
   }
 }
 
@@ -361,7 +369,17 @@ struct FusedStep {
   Buffer qkv, o, tmp;                                             // forward scratch
   Buffer dx, dln, dout, delta, dq, dk, dv, dqkv, dact, dh;        // backward scratch
   Products products;  // the linear layers' matrix products: the variant file's
+  // The step runs on `lead`, at the device's highest priority; AdamW runs on `side`, at its lowest,
+  // a stage at a time as soon as the backward has finished that stage's gradients (see step()).
+  lab::Stream lead{priority(true)}, side{priority(false)};
+  std::deque<lab::Event> forks;  // the points where one stream waits for another
   lab::GraphExec graph;
+
+  static int priority(bool highest) {
+    int least = 0, greatest = 0;
+    LAB_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    return highest ? greatest : least;
+  }
 
   static lab::Declared declared() { return {.precision = Products::kPrecision}; }
 
@@ -384,9 +402,22 @@ struct FusedStep {
       dx = Buffer(n), dln = Buffer(n), dout = Buffer(nh), delta = Buffer(c.tokens() * c.heads);
       dq = Buffer(nh), dk = Buffer(nh), dv = Buffer(nh), dqkv = Buffer(3 * n), dact = Buffer(4 * n), dh = Buffer(4 * n);
     }
-    ops::use_stream(blas, stream);
+    ops::use_stream(blas, lead);
     LAB_CHECK(cublasSetWorkspace(blas, blas_workspace.data(), blas_workspace.size()));
-    graph.capture(stream, [&] { step(p, stream); });
+    graph.capture(
+        stream,
+        [&] {
+          wait(lead, stream);
+          step(p, lead);
+          wait(stream, lead);
+        },
+        cudaGraphInstantiateFlagUseNodePriority);
+  }
+
+  // `later` waits for what `earlier` has launched so far (in a capture: an edge of the graph).
+  void wait(cudaStream_t later, cudaStream_t earlier) {
+    forks.emplace_back().record(earlier);
+    LAB_CHECK(cudaStreamWaitEvent(later, forks.back()));
   }
 
   void run(Gpt2Step::Problem& p, cudaStream_t stream) {
@@ -455,15 +486,31 @@ struct FusedStep {
     LAB_CHECK(cudaGetLastError());
   }
 
+  // The optimizer overlaps the backward: the backward finishes the gradients a stage at a time (the
+  // head's with the final LayerNorm's, then block L-1's down to block 0's, the embeddings' last), and
+  // a stage's parameters are read by no later kernel of the step. So AdamW updates each stage on the
+  // side stream as soon as its gradients are done, while the lead stream goes on with the blocks
+  // below. AdamW is memory-bound and the products are not: at the lowest priority its blocks take
+  // what the backward leaves idle (the tails of its waves, its short kernels) instead of a
+  // separate pass over 28 bytes a parameter at the end (at xl, 42 GB: 14 ms of the step).
   void step(Gpt2Step::Problem& p, cudaStream_t stream) {
     forward(p, stream);
     if (phase == gpt2::Phase::forward) return;
-    backward(p, stream);
-    if (phase == gpt2::Phase::forward_backward) return;
-    const std::size_t n = p.params.size();
-    adamw_kernel<<<blocks_for(n / 4 + 1), kThreads, 0, stream>>>(
-        reinterpret_cast<float4*>(p.params.data()), reinterpret_cast<const float4*>(p.grads.data()),
-        reinterpret_cast<float4*>(p.m.data()), reinterpret_cast<float4*>(p.v.data()), n, coef.data(),
+    const bool update = phase == gpt2::Phase::step;
+    backward(p, stream, [&](int stage) {
+      if (!update) return;
+      const std::size_t begin = gpt2::stage_begin(c, stage);
+      const std::size_t end = stage == c.layers ? p.params.size() : gpt2::stage_begin(c, stage + 1);
+      wait(side, stream);
+      adamw(p, begin, end, side);
+    });
+    if (!update) return;
+    adamw(p, 0, gpt2::stage_begin(c, 0), stream);  // the embeddings, whose gradients come last
+    wait(stream, side);
+  }
+  void adamw(Gpt2Step::Problem& p, std::size_t begin, std::size_t end, cudaStream_t stream) {
+    adamw_kernel<<<blocks_for((end - begin) / 4 + 1), kThreads, 0, stream>>>(
+        p.params.data(), p.grads.data(), p.m.data(), p.v.data(), begin, end, coef.data(),
         float(1 - p.hp.lr * p.hp.weight_decay), float(p.hp.beta1), float(p.hp.beta2), float(1 - p.hp.beta1),
         float(1 - p.hp.beta2), float(p.hp.eps));
     LAB_CHECK(cudaGetLastError());
@@ -528,7 +575,10 @@ struct FusedStep {
     LAB_CHECK(cudaGetLastError());
   }
 
-  void backward(Gpt2Step::Problem& p, cudaStream_t stream) {
+  // done(stage) is called once a stage's gradients are final (stage L: the head and the final
+  // LayerNorm; l < L: block l), in the order the backward finishes them.
+  template <class Done>
+  void backward(Gpt2Step::Problem& p, cudaStream_t stream, Done done) {
     const float* P = p.params.data();
     float* G = p.grads.data();
     const std::size_t n = c.tokens() * d;
@@ -538,6 +588,7 @@ struct FusedStep {
                          c.vocab, d, stream);
     layer_norm_backward(dln.data(), head.out, P + off.lnf_w, head.meanf, head.rstdf, dx.data(), G + off.lnf_w,
                         G + off.lnf_b, false, stream);
+    done(c.layers);
     for (int l = c.layers - 1; l >= 0; --l) {
       const gpt2::BlockOffsets& ob = off.blocks[l];
       const Saved& s = saved(l);
@@ -567,6 +618,7 @@ struct FusedStep {
                            rows, 3 * d, d, stream);
       layer_norm_backward(dln.data(), s.x, P + ob.ln1_w, s.mean1, s.rstd1, dx.data(),
                           G + ob.ln1_w, G + ob.ln1_b, true, stream);
+      done(l);
     }
     ops::embedding_backward(dx.data(), p.tokens.data(), G + off.wte, rows, c.vocab, d, stream);
     ops::positions_backward(dx.data(), G + off.wpe, c.batch, c.context, d, stream);

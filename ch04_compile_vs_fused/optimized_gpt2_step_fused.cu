@@ -14,7 +14,10 @@
 //     the gradient takes the logits' place);
 //   - the LayerNorm backward adds into the residual gradient and sums its parameters' gradients in
 //     the same pass;
-//   - AdamW is one launch over the flat parameter buffer (every tensor at once), 16-byte accesses;
+//   - AdamW takes every tensor of a stage in one launch (16-byte accesses over the flat buffer), and
+//     overlaps the backward: as soon as the backward has finished a stage's gradients (the head's,
+//     then block L-1's down to block 0's), that stage is updated on a second stream of the graph at
+//     the lowest priority, whose blocks fill what the backward's kernels leave idle;
 //   - the whole step is one CUDA graph, captured in the prepare step: a few hundred launches become
 //     one, and the step's scalars that change (AdamW's bias corrections) are read from device memory.
 //   - what the forward keeps for the backward takes no memory of its own where the gradients'
@@ -52,4 +55,5 @@ using Fused = FusedStep<Sgemm>;
 
 LAB_VARIANT_CLASS_STEP(Fused, 2,
                        "fused: residual+bias+LayerNorm and bias+GELU passes, flash attention, one-pass loss and "
-                       "gradient, multi-tensor AdamW, the step as one CUDA graph (fp32 cuBLAS products)");
+                       "gradient, multi-tensor AdamW overlapping the backward, the step as one CUDA graph (fp32 cuBLAS "
+                       "products)");

@@ -11,12 +11,13 @@
 # future key through (fp32 flash attention, and the bf16 tensor-core one), a bf16 pair packed
 # with its halves swapped (tensor-core attention), and in the fused GPT-2 step a LayerNorm
 # backward whose x-hat term is 1% short and an AdamW whose weight decay is 10% short, and in its
-# 3xTF32 step the operands' small parts dropped (plain TF32 products), and a plan for its saved
-# tensors that puts every stage's at the same place in the gradients' buffer.
+# 3xTF32 step the operands' small parts dropped (plain TF32 products), a plan for its saved
+# tensors that puts every stage's at the same place in the gradients' buffer, and an optimizer that
+# updates a block while the block's first LayerNorm gradients are still being summed.
 # Exit status 0 when every bug was caught.
 set -u
 if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
-  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
   [ $# -ge 1 ] && exit 0 || exit 2
 fi
 logdir=$1
@@ -99,6 +100,12 @@ plant gpt2_tf32_split ch04_compile_vs_fused/optimized_gpt2_step_fused_3xtf32.cu 
   'small[i] = to_tf32(v - b);' 'small[i] = 0.f;'
 plant gpt2_saved_overlap ch04_compile_vs_fused/gpt2_model.cpp optimized_gpt2_step_fused \
   'plan.grads_used += floats[s];' 'plan.grads_used += 0 * floats[s];'
+plant gpt2_optimizer_early ch04_compile_vs_fused/gpt2_fused.cuh optimized_gpt2_step_fused \
+  'layer_norm_backward(dln.data(), s.x, P + ob.ln1_w, s.mean1, s.rstd1, dx.data(),
+                          G + ob.ln1_w, G + ob.ln1_b, true, stream);
+      done(l);' 'done(l);
+      layer_norm_backward(dln.data(), s.x, P + ob.ln1_w, s.mean1, s.rstd1, dx.data(),
+                          G + ob.ln1_w, G + ob.ln1_b, true, stream);'
 
 if [ $planted -eq 0 ]; then
   echo "planted_bugs: no bug is named ${only[*]}" >&2

@@ -20,9 +20,11 @@ class GraphExec {
   }
 
   // Records what f() launches on s (and on streams that join s) into a graph and instantiates
-  // it. Nothing runs during capture. On an exception the capture is ended and the stream is usable.
+  // it with flags (cudaGraphInstantiateFlagUseNodePriority: each kernel keeps the priority of the
+  // stream it was captured on). Nothing runs during capture. On an exception the capture is ended
+  // and the stream is usable.
   template <class F>
-  void capture(cudaStream_t s, F&& f) {
+  void capture(cudaStream_t s, F&& f, unsigned long long flags = 0) {
     LAB_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     cudaGraph_t g = nullptr;
     try {
@@ -36,7 +38,7 @@ class GraphExec {
     LAB_CHECK(cudaStreamEndCapture(s, &g));
     std::size_t n = 0;
     cudaGraphGetNodes(g, nullptr, &n);
-    const cudaError_t r = cudaGraphInstantiate(&exec_, g, 0);
+    const cudaError_t r = cudaGraphInstantiate(&exec_, g, flags);
     cudaGraphDestroy(g);
     LAB_CHECK(r);
     nodes_ = n;

@@ -120,6 +120,10 @@ void poison(DeviceBuffer<T>& b, cudaStream_t stream = nullptr) {
 class Stream {
  public:
   Stream() { LAB_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
+  // A stream of the given priority (lower numbers run first; cudaDeviceGetStreamPriorityRange).
+  explicit Stream(int priority) {
+    LAB_CHECK(cudaStreamCreateWithPriority(&s_, cudaStreamNonBlocking, priority));
+  }
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
   ~Stream() {
