@@ -1,7 +1,7 @@
 // Baseline training loop, written the way a first version usually is. Every step it:
 //   - makes the batch on the host in fresh pageable memory,
 //   - allocates its device buffers (cudaMalloc) and frees them at the end (cudaFree syncs),
-//   - copies the batch with synchronous cudaMemcpy (pageable: staged by the CPU),
+//   - copies the batch from pageable memory and waits for it (staged by the CPU),
 //   - synchronizes and reads the loss back to the host, as printing loss.item() would.
 // Each of these makes the host wait for the GPU or the GPU wait for the host; at small batches the
 // kernels are a few microseconds and the loop's overhead is most of the step (low goodput).
@@ -33,13 +33,19 @@ struct Naive {
       lab::DeviceBuffer<float> x(xs);
       lab::DeviceBuffer<int> y(p.batch);
       phase.emplace("copy in");
-      LAB_CHECK(cudaMemcpy(x.data(), xb.data(), xs * sizeof(float), cudaMemcpyHostToDevice));
-      LAB_CHECK(cudaMemcpy(y.data(), yb.data(), p.batch * sizeof(int), cudaMemcpyHostToDevice));
+      // Synchronous copies, on the step's stream. A plain cudaMemcpy would not do: it runs on the
+      // legacy default stream, which this non-blocking stream does not wait for, and from pageable
+      // memory it returns once the data is staged, before the DMA has landed, so the step's kernels
+      // could read the batch before it arrived (this loop's weights were once wrong on an H100).
+      LAB_CHECK(cudaMemcpyAsync(x.data(), xb.data(), xs * sizeof(float), cudaMemcpyHostToDevice, stream));
+      LAB_CHECK(cudaMemcpyAsync(y.data(), yb.data(), p.batch * sizeof(int), cudaMemcpyHostToDevice, stream));
+      LAB_CHECK(cudaStreamSynchronize(stream));
       phase.emplace("train step");
       mlp::train_step(blas.handle, p.params.data(), ws, x.data(), y.data(), p.batch, p.losses.data() + t, stream);
       phase.emplace("sync + loss");
       LAB_CHECK(cudaStreamSynchronize(stream));
-      LAB_CHECK(cudaMemcpy(&host_losses[t], p.losses.data() + t, sizeof(float), cudaMemcpyDeviceToHost));
+      LAB_CHECK(cudaMemcpyAsync(&host_losses[t], p.losses.data() + t, sizeof(float), cudaMemcpyDeviceToHost, stream));
+      LAB_CHECK(cudaStreamSynchronize(stream));
       phase.emplace("free");
     }  // ws, x and y are freed here, every step
   }

@@ -55,10 +55,14 @@ class DeviceBuffer {
   std::span<T> span() { return {p_, n_}; }
   std::span<const T> span() const { return {p_, n_}; }
 
-  // Synchronous copies, for setup and verification (never inside a timed region).
+  // Synchronous copies, for setup and verification (never inside a timed region). From pageable
+  // memory cudaMemcpy returns once the data is staged, before its DMA has landed, and it runs on the
+  // legacy default stream, which the lab's non-blocking streams do not wait for: upload waits for
+  // the device, so that the buffer is complete for any stream's next kernel.
   void upload(std::span<const T> host) {
     if (host.size() != n_) throw Error("DeviceBuffer::upload: size mismatch");
     LAB_CHECK(cudaMemcpy(p_, host.data(), bytes(), cudaMemcpyHostToDevice));
+    LAB_CHECK(cudaDeviceSynchronize());
   }
   std::vector<T> download() const {
     std::vector<T> h(n_);
