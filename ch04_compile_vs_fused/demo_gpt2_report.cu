@@ -448,7 +448,8 @@ int main(int argc, char** argv) {
                        "small:1024,medium:512,xl:256,2.7B:128)")
             ->delimiter(',');
         app.add_option("--variants", cfg.variants,
-                       "implementations to run (default all: vanilla, compiled, fused, fused_3xtf32)")
+                       "implementations to run (default all: vanilla, compiled, fused, fused_3xtf32, "
+                       "fused_tc_attention)")
             ->delimiter(',');
         app.add_option("--batch", cfg.batch, "batch size (default 4)")->check(CLI::Range(1, 1 << 20));
         app.add_option("--vocab", cfg.vocab, "vocabulary size (default 10000)")->check(CLI::Range(1, 1 << 30));

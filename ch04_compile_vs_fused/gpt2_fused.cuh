@@ -1,8 +1,9 @@
-// The fused GPT-2 step's machinery, shared by its two variant files: every kernel and the step's
+// The fused GPT-2 step's machinery, shared by its variant files: every kernel and the step's
 // schedule (FusedStep), with the linear layers' matrix products left to a Products class that each
-// file supplies (optimized_gpt2_step_fused.cu: cuBLAS fp32; optimized_gpt2_step_fused_3xtf32.cu: fp32
-// accuracy on the tensor cores). What each kernel fuses, and why it is faster than the vanilla step's
-// chain of kernels, is said where it is defined.
+// file supplies (Sgemm below, cuBLAS fp32, for optimized_gpt2_step_fused.cu and
+// optimized_gpt2_step_fused_tc_attention.cu; optimized_gpt2_step_fused_3xtf32.cu: fp32 accuracy on
+// the tensor cores), and the attention to an Attention class. What each kernel fuses, and why it
+// is faster than the vanilla step's chain of kernels, is said where it is defined.
 //
 // A Products class has
 //   static constexpr const char* kPrecision: its arithmetic, as lab::Declared::precision names it;
@@ -15,6 +16,13 @@
 //   void head(...) and head_backward(...): the same for the head's products (the vocabulary's).
 // Everything it launches goes on the stream it is given (cuBLAS: the handle's stream), so that the
 // step is captured as one CUDA graph.
+//
+// The attention is a second such class, FlashFp32 below unless the file gives another
+// (optimized_gpt2_step_fused_tc_attention.cu: the same algorithm on the tensor cores). It has
+//   static constexpr const char* kPrecision: its products' arithmetic ("fp32", "3xtf32");
+//   static void forward(q, k, v, o, lse, bh, seq, d, causal, scale, stream) and
+//   static void backward(q, k, v, dout, lse, delta, dq, dk, dv, bh, seq, d, causal, scale, stream):
+//        flash_fp32.cuh's forward and backward (dq added to: zeroed before).
 #pragma once
 
 #include <algorithm>
@@ -353,7 +361,34 @@ struct HeadSaved {
   }
 };
 
-template <class Products>
+// The products as the vanilla step runs them: cuBLAS SGEMM (fp32 FMA on the SIMT units).
+struct Sgemm {
+  static constexpr const char* kPrecision = "fp32";
+  Sgemm(const gpt2::Config&, gpt2::Phase) {}
+  void linear(cublasHandle_t blas, const float* X, const float* W, float* Y, int M, int N, int K, cudaStream_t) {
+    ops::linear(blas, X, W, Y, M, N, K);
+  }
+  void linear_backward(cublasHandle_t blas, const float* dY, const float* X, const float* W, float* dX, float* dW,
+                       float* db, int M, int N, int K, cudaStream_t stream) {
+    ops::linear_backward(blas, dY, X, W, dX, dW, db, M, N, K, stream);
+  }
+  void head(cublasHandle_t blas, const float* X, const float* W, float* Y, int M, int N, int K, cudaStream_t s) {
+    linear(blas, X, W, Y, M, N, K, s);
+  }
+  void head_backward(cublasHandle_t blas, const float* dY, const float* X, const float* W, float* dX, float* dW,
+                     float* db, int M, int N, int K, cudaStream_t stream) {
+    linear_backward(blas, dY, X, W, dX, dW, db, M, N, K, stream);
+  }
+};
+
+// The chapter's fp32 flash attention on the SIMT units (flash_fp32.cuh).
+struct FlashFp32 {
+  static constexpr const char* kPrecision = "fp32";
+  static constexpr auto forward = flash::forward;
+  static constexpr auto backward = flash::backward;
+};
+
+template <class Products, class Attention = FlashFp32>
 struct FusedStep {
   using Topic = Gpt2Step;
   gpt2::Config c;
@@ -381,7 +416,13 @@ struct FusedStep {
     return highest ? greatest : least;
   }
 
-  static lab::Declared declared() { return {.precision = Products::kPrecision}; }
+  // The products' arithmetic, and the attention's where it differs ("fp32+3xtf32-attention"):
+  // gpt2::ModelOptions::for_precision reads both.
+  static lab::Declared declared() {
+    const std::string attention = Attention::kPrecision;
+    if (attention == "fp32") return {.precision = Products::kPrecision};
+    return {.precision = std::string(Products::kPrecision) + "+" + attention + "-attention"};
+  }
 
   static std::string supports(const lab::Shape& s, const lab::DeviceFacts&) {
     const gpt2::Config c = gpt2::config_of(s);
@@ -534,8 +575,8 @@ struct FusedStep {
       qkv_heads_kernel<<<blocks_for(nh), kThreads, 0, stream>>>(qkv.data(), P + ob.qkv_b, s.q, s.k,
                                                                 s.v, nh, c.context, c.heads, hd, dp);
       LAB_CHECK(cudaGetLastError());
-      flash::forward(s.q, s.k, s.v, o.data(), s.lse, c.batch * c.heads, c.context, dp,
-                     true, 1.f / std::sqrt(float(hd)), stream);
+      Attention::forward(s.q, s.k, s.v, o.data(), s.lse, c.batch * c.heads, c.context, dp, true,
+                         1.f / std::sqrt(float(hd)), stream);
       merge_heads_kernel<<<blocks_for(nh), kThreads, 0, stream>>>(o.data(), s.att, nh, c.context, c.heads, hd,
                                                                   dp);
       LAB_CHECK(cudaGetLastError());
@@ -608,9 +649,8 @@ struct FusedStep {
           dln.data(), s.att, dout.data(), delta.data(), head_rows, c.context, c.heads, hd, dp);
       LAB_CHECK(cudaGetLastError());
       LAB_CHECK(cudaMemsetAsync(dq.data(), 0, dq.bytes(), stream));
-      flash::backward(s.q, s.k, s.v, dout.data(), s.lse, delta.data(), dq.data(),
-                      dk.data(), dv.data(), c.batch * c.heads, c.context, dp, true, 1.f / std::sqrt(float(hd)),
-                      stream);
+      Attention::backward(s.q, s.k, s.v, dout.data(), s.lse, delta.data(), dq.data(), dk.data(), dv.data(),
+                          c.batch * c.heads, c.context, dp, true, 1.f / std::sqrt(float(hd)), stream);
       qkv_rows_kernel<<<blocks_for(nh), kThreads, 0, stream>>>(dq.data(), dk.data(), dv.data(), dqkv.data(), nh,
                                                                c.context, c.heads, hd, dp);
       LAB_CHECK(cudaGetLastError());

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 
 #include "gpt2_model.hpp"
 #include "lab/rng.hpp"
@@ -21,11 +22,17 @@ std::string Config::invalid() const {
 
 ModelOptions ModelOptions::for_precision(const std::string& precision) {
   ModelOptions o;
-  if (precision == "3xtf32") {
+  constexpr std::string_view kAttention = "+3xtf32-attention";
+  std::string_view products = precision;
+  if (products.ends_with(kAttention)) {
+    products.remove_suffix(kAttention.size());
+    o.attention_product_error = 12, o.attention_sum_error = 1;
+  }
+  if (products == "3xtf32") {
     o.product_error = 12, o.sum_error = 1, o.head_in_fp32 = true;
-  } else if (precision != "fp32") {
+  } else if (products != "fp32") {
     throw std::invalid_argument("gpt2: no rounding model for the precision '" + precision +
-                                "' (the reference knows fp32 and 3xtf32)");
+                                "' (the reference knows fp32 and 3xtf32, each optionally with +3xtf32-attention)");
   }
   return o;
 }

@@ -127,12 +127,17 @@ struct ModelOptions {
   enum class Products { fp32, tf32, tf32x3 } products = Products::fp32;
   // The head's products in fp32 (cuBLAS SGEMM) whatever the three above say for the blocks'.
   bool head_in_fp32 = false;
+  // The attention's products (Q K^T, P V and the backward's five) beyond fp32's own rounding, as
+  // product_error and sum_error are for the linear layers'.
+  double attention_product_error = 0, attention_sum_error = 0;
   // For the arithmetic a variant declares (lab::Declared::precision): "fp32"; "3xtf32", each operand
   // split into two tf32 parts (each rounded to nearest: 4u of the operand lost), three tf32 products
   // (the small x small one, at most 4u of the product, dropped): 12u a product, and the tensor
   // cores' accumulation, not correctly rounded (up to an ulp, 2u: one more u a sum), in the blocks'
-  // linear layers; the head's in fp32, as that step keeps them. Throws std::invalid_argument for
-  // another name.
+  // linear layers; the head's in fp32, as that step keeps them. Either may end in
+  // "+3xtf32-attention": the attention's products in 3xTF32 too, with the same 12u and 1u (its
+  // tensor-core sums are at most a tile, 8 steps, before fp32 adds them). Throws
+  // std::invalid_argument for another name.
   static ModelOptions for_precision(const std::string& precision);
 };
 

@@ -107,19 +107,31 @@ T dot_(const T* a, std::size_t sa, const T* b, std::size_t sb, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) s = s + a[i * sa] * b[i * sb];
   return s;
 }
-// dot_ as a linear layer's matrix product computes it: each product and each addition rounded a
-// further mc_product_error and mc_sum_error units (Monte Carlo runs only).
+// dot_ with each product and each addition rounded a further product_error and sum_error units
+// (Monte Carlo runs only: widen does nothing to double and float).
 template <class T>
-T product_dot_(const T* a, std::size_t sa, const T* b, std::size_t sb, std::size_t n) {
-  if (mc_product_error == 0 && mc_sum_error == 0) return dot_(a, sa, b, sb, n);
+T widened_dot_(const T* a, std::size_t sa, const T* b, std::size_t sb, std::size_t n, double product_error,
+               double sum_error) {
+  if (product_error == 0 && sum_error == 0) return dot_(a, sa, b, sb, n);
   T s = cst<T>(0);
   for (std::size_t i = 0; i < n; ++i) {
     T p = a[i * sa] * b[i * sb];
-    widen(p, mc_product_error);
+    widen(p, product_error);
     s = s + p;
-    widen(s, mc_sum_error);
+    widen(s, sum_error);
   }
   return s;
+}
+// dot_ as a linear layer's matrix product computes it (ModelOptions::product_error, sum_error).
+template <class T>
+T product_dot_(const T* a, std::size_t sa, const T* b, std::size_t sb, std::size_t n) {
+  return widened_dot_(a, sa, b, sb, n, mc_product_error, mc_sum_error);
+}
+// dot_ as the attention's products compute it (ModelOptions::attention_product_error, ..._sum_error).
+thread_local double mc_attention_product_error = 0, mc_attention_sum_error = 0;
+template <class T>
+T attention_dot_(const T* a, std::size_t sa, const T* b, std::size_t sb, std::size_t n) {
+  return widened_dot_(a, sa, b, sb, n, mc_attention_product_error, mc_attention_sum_error);
 }
 
 // x rounded to tf32 (10 mantissa bits), to nearest, ties away from zero: cvt.rna.tf32.f32.
@@ -366,7 +378,7 @@ class Model {
         const T* base = b.qkv.data() + std::size_t(bb) * T_ * ld + std::size_t(hh) * hd_;
         T* P = b.probs.data() + (std::size_t(bb) * h_ + hh) * T_ * T_;
         for (int i = 0; i < T_; ++i) {
-          for (int j = 0; j <= i; ++j) s[j] = dot_(base + i * ld, 1, base + j * ld + d_, 1, hd_) * scale;
+          for (int j = 0; j <= i; ++j) s[j] = attention_dot_(base + i * ld, 1, base + j * ld + d_, 1, hd_) * scale;
           T m = s[0];
           for (int j = 1; j <= i; ++j) m = max_(m, s[j]);
           for (int j = 0; j <= i; ++j) s[j] = exp_(s[j] - m);
@@ -377,7 +389,8 @@ class Model {
             P[std::size_t(i) * T_ + j] = pij;
           }
           T* out = b.att.data() + (std::size_t(bb) * T_ + i) * d_ + std::size_t(hh) * hd_;
-          for (int c = 0; c < hd_; ++c) out[c] = dot_(P + std::size_t(i) * T_, 1, base + 2 * d_ + c, ld, i + 1);
+          for (int c = 0; c < hd_; ++c)
+            out[c] = attention_dot_(P + std::size_t(i) * T_, 1, base + 2 * d_ + c, ld, i + 1);
         }
       }
   }
@@ -420,7 +433,8 @@ class Model {
         T* dbase = dqkv.data() + std::size_t(bb) * T_ * ld + col;
         std::fill(ds.begin(), ds.end(), cst<T>(0));
         for (int i = 0; i < T_; ++i) {
-          for (int j = 0; j <= i; ++j) dp[j] = dot_(dO + std::size_t(i) * d_, 1, base + j * ld + 2 * d_, 1, hd_);
+          for (int j = 0; j <= i; ++j)
+            dp[j] = attention_dot_(dO + std::size_t(i) * d_, 1, base + j * ld + 2 * d_, 1, hd_);
           // delta_i = rowsum(dP o P), or rowsum(dO o O) as the fused backward computes it: equal
           // in exact arithmetic, with different roundings (the Monte Carlo runs take both).
           const T delta = second_form(T{}) ? dot_(dO + std::size_t(i) * d_, 1, O + std::size_t(i) * d_, 1, hd_)
@@ -430,11 +444,11 @@ class Model {
         for (int i = 0; i < T_; ++i)
           for (int c = 0; c < hd_; ++c) {
             // dQ_i = scale sum_j dS_ij K_j; dK_i = scale sum_{r >= i} dS_ri Q_r; dV_i = sum_{r >= i} P_ri dO_r.
-            dbase[i * ld + c] = dot_(&ds[std::size_t(i) * T_], 1, base + d_ + c, ld, i + 1) * scale;
+            dbase[i * ld + c] = attention_dot_(&ds[std::size_t(i) * T_], 1, base + d_ + c, ld, i + 1) * scale;
             dbase[i * ld + d_ + c] =
-                dot_(&ds[std::size_t(i) * T_ + i], T_, base + std::size_t(i) * ld + c, ld, T_ - i) * scale;
+                attention_dot_(&ds[std::size_t(i) * T_ + i], T_, base + std::size_t(i) * ld + c, ld, T_ - i) * scale;
             dbase[i * ld + 2 * d_ + c] =
-                dot_(P + std::size_t(i) * T_ + i, T_, dO + std::size_t(i) * d_ + c, d_, T_ - i);
+                attention_dot_(P + std::size_t(i) * T_ + i, T_, dO + std::size_t(i) * d_ + c, d_, T_ - i);
           }
       }
   }
@@ -467,6 +481,8 @@ Outputs<T> reference(const Config& c, Phase phase, std::span<const float> params
       throw std::invalid_argument("gpt2::reference: token ids must lie in [0, vocab)");
   Outputs<T> out;
   mc_product_error = options.product_error, mc_sum_error = options.sum_error;
+  mc_attention_product_error = options.attention_product_error;
+  mc_attention_sum_error = options.attention_sum_error;
   float_products = options.products;
   Model<T> model(c, params, options);
   out.loss = model.forward(tokens, targets);

@@ -208,4 +208,4 @@ struct TensorCores {
 };
 }  // namespace
 
-LAB_VARIANT_CLASS_STEP(TensorCores, 3, "fused on tensor cores: bf16 mma.sync for all five products, fp32 accumulation");
+LAB_VARIANT_CLASS_STEP(TensorCores, 4, "fused on tensor cores: bf16 mma.sync for all five products, fp32 accumulation");

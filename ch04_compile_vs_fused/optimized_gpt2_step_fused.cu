@@ -1,6 +1,6 @@
 // Fused: the GPT-2 training step fused by hand. The products stay on cuBLAS (fp32, no TF32: the same
-// FLOPs as vanilla, this file's Sgemm below); what changes is everything between them (the kernels
-// and the schedule: gpt2_fused.cuh, shared with the 3xTF32 step that follows this one):
+// FLOPs as vanilla, gpt2_fused.cuh's Sgemm); what changes is everything between them (the kernels
+// and the schedule: gpt2_fused.cuh, shared with the two tensor-core steps that follow this one):
 //   - the residual add, the bias before it and the next LayerNorm are one row kernel (a block a
 //     row, the row in registers: read once, written twice: the residual stream and its norm);
 //   - the QKV bias is added while Q, K, V are laid out by head, and the bias and GELU of the MLP are
@@ -29,28 +29,7 @@
 #include "gpt2_fused.cuh"
 
 namespace {
-
-// The products as the vanilla step runs them: cuBLAS SGEMM (fp32 FMA on the SIMT units).
-struct Sgemm {
-  static constexpr const char* kPrecision = "fp32";
-  Sgemm(const gpt2::Config&, gpt2::Phase) {}
-  void linear(cublasHandle_t blas, const float* X, const float* W, float* Y, int M, int N, int K, cudaStream_t) {
-    ops::linear(blas, X, W, Y, M, N, K);
-  }
-  void linear_backward(cublasHandle_t blas, const float* dY, const float* X, const float* W, float* dX, float* dW,
-                       float* db, int M, int N, int K, cudaStream_t stream) {
-    ops::linear_backward(blas, dY, X, W, dX, dW, db, M, N, K, stream);
-  }
-  void head(cublasHandle_t blas, const float* X, const float* W, float* Y, int M, int N, int K, cudaStream_t s) {
-    linear(blas, X, W, Y, M, N, K, s);
-  }
-  void head_backward(cublasHandle_t blas, const float* dY, const float* X, const float* W, float* dX, float* dW,
-                     float* db, int M, int N, int K, cudaStream_t stream) {
-    linear_backward(blas, dY, X, W, dX, dW, db, M, N, K, stream);
-  }
-};
-using Fused = FusedStep<Sgemm>;
-
+using Fused = FusedStep<Sgemm>;  // the products on cuBLAS SGEMM, as vanilla's; attention: FlashFp32
 }  // namespace
 
 LAB_VARIANT_CLASS_STEP(Fused, 2,

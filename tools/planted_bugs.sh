@@ -13,11 +13,13 @@
 # backward whose x-hat term is 1% short and an AdamW whose weight decay is 10% short, and in its
 # 3xTF32 step the operands' small parts dropped (plain TF32 products), a plan for its saved
 # tensors that puts every stage's at the same place in the gradients' buffer, and an optimizer that
-# updates a block while the block's first LayerNorm gradients are still being summed.
+# updates a block while the block's first LayerNorm gradients are still being summed; in the 3xTF32
+# attention backward a causal mask letting one future key through, and in the GPT-2 step with that
+# attention the operands' small parts dropped (plain TF32 attention).
 # Exit status 0 when every bug was caught.
 set -u
 if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
-  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
   [ $# -ge 1 ] && exit 0 || exit 2
 fi
 logdir=$1
@@ -106,6 +108,10 @@ plant gpt2_optimizer_early ch04_compile_vs_fused/gpt2_fused.cuh optimized_gpt2_s
       done(l);' 'done(l);
       layer_norm_backward(dln.data(), s.x, P + ob.ln1_w, s.mean1, s.rstd1, dx.data(),
                           G + ob.ln1_w, G + ob.ln1_b, true, stream);'
+plant causal_3xtf32 ch04_compile_vs_fused/flash_3xtf32.cuh optimized_attention_backward_fused_3xtf32 \
+  '(Causal && key > query)))' '(Causal && key > query + 1)))'
+plant gpt2_attention_tf32 ch04_compile_vs_fused/mma_ptx.cuh optimized_gpt2_step_fused_tc_attention \
+  'return {big, __float_as_uint(x - __uint_as_float(big)) & 0xffffe000u};' 'return {big, 0u};'
 
 if [ $planted -eq 0 ]; then
   echo "planted_bugs: no bug is named ${only[*]}" >&2

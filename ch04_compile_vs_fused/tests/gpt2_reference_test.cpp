@@ -275,6 +275,38 @@ TEST(Gpt2Reference, Tf32x3PassesItsCheckAndTf32FailsIt) {
   EXPECT_EQ(gpt2::ModelOptions::for_precision("fp32").product_error, 0);
 }
 
+// "+3xtf32-attention" (the step whose attention runs on the tensor cores) adds the attention's
+// rounding to either product model and nothing else, and the Monte Carlo runs carry it: the spread
+// of the QKV weight's gradient grows (12u a product against fp32's 1u), and the double reference
+// itself does not move.
+TEST(Gpt2Reference, AttentionRoundingWidensTheAttentionsSpread) {
+  const auto fp32 = gpt2::ModelOptions::for_precision("fp32");
+  const auto attention = gpt2::ModelOptions::for_precision("fp32+3xtf32-attention");
+  EXPECT_EQ(attention.product_error, 0);
+  EXPECT_EQ(attention.attention_product_error, 12);
+  EXPECT_EQ(attention.attention_sum_error, 1);
+  EXPECT_EQ(fp32.attention_product_error, 0);
+  const auto both = gpt2::ModelOptions::for_precision("3xtf32+3xtf32-attention");
+  EXPECT_EQ(both.product_error, 12);
+  EXPECT_EQ(both.attention_product_error, 12);
+  EXPECT_THROW(gpt2::ModelOptions::for_precision("fp32+bf16-attention"), std::invalid_argument);
+
+  const Config c{1, 32, 2, 9, 1, 17};
+  Case k(c, 20261123ull);
+  const auto run = [&](const gpt2::ModelOptions& o) {
+    return gpt2::expected(k.c, Phase::forward_backward, k.params, k.tokens, k.targets, k.opt(3), {}, o);
+  };
+  const gpt2::Expected plain = run(fp32), widened = run(attention);
+  EXPECT_EQ(plain.ref.grads, widened.ref.grads) << "the rounding model changed the double reference";
+  const gpt2::Offsets off = gpt2::offsets(c);
+  const std::size_t begin = off.blocks[0].qkv_w, end = begin + 3 * 32 * 32;
+  double plain_ss = 0, widened_ss = 0;  // over the QKV weight's gradient
+  for (std::size_t i = begin; i < end; ++i)
+    plain_ss += std::pow(plain.sigma.grads[i], 2), widened_ss += std::pow(widened.sigma.grads[i], 2);
+  // At this seed the spread's norm grows 1.45 times (the rest of the model's rounding stays).
+  EXPECT_GT(std::sqrt(widened_ss), 1.2 * std::sqrt(plain_ss)) << "the attention's 12u did not reach the runs";
+}
+
 // The check is not so wide that mistakes pass: a tanh GELU in an erf model, Adam's L2 penalty in
 // place of AdamW's decoupled decay, and any one tensor's gradient off by 0.1% are all rejected.
 TEST(Gpt2Reference, CheckRejectsPlantedMistakes) {
