@@ -65,6 +65,7 @@ struct Activation : ActivationShapes {
     Problem(const lab::Shape& s, lab::Rng& rng) : n(static_cast<std::size_t>(s[0])), x(n), y(n) {
       rng.uniform(x, -6.f, 6.f);  // both tails: where erfc and exp must not lose digits
     }
+    Problem(const lab::Shape& s, lab::Borrowed) : n(static_cast<std::size_t>(s[0])) {}
     void poison(cudaStream_t s) override { lab::poison(y, s); }
     lab::Verdict verify() override {
       const auto hx = x.download();
@@ -88,6 +89,7 @@ struct ActivationBackward : ActivationShapes {
       rng.uniform(x, -6.f, 6.f);
       rng.uniform(dy, -1.f, 1.f);
     }
+    Problem(const lab::Shape& s, lab::Borrowed) : n(static_cast<std::size_t>(s[0])) {}
     void poison(cudaStream_t s) override { lab::poison(dx, s); }
     lab::Verdict verify() override {
       const auto hx = x.download(), hg = dy.download();

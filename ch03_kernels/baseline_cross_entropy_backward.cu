@@ -26,13 +26,14 @@ __global__ void subtract_one_hot(const std::int32_t* __restrict__ labels, float*
     for (int j = 0; j < classes; ++j) row[j] = NAN;
 }
 
-__global__ void scale(float* __restrict__ grad, std::size_t n, float factor) {
+// grad *= dloss / N, the mean's backward.
+__global__ void scale(float* __restrict__ grad, std::size_t n, const float* __restrict__ dloss, int rows) {
   const std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
-  if (i < n) grad[i] *= factor;
+  if (i < n) grad[i] *= dloss[0] / float(rows);
 }
 }  // namespace
 
-LAB_VARIANT(CrossEntropyBackward, baseline, "three kernels: softmax, subtract the one-hot, scale by 1/N") {
+LAB_VARIANT(CrossEntropyBackward, baseline, "three kernels: softmax, subtract the one-hot, scale by dloss/N") {
   p.clear_bad_row(stream);
   const std::size_t n = p.logits.size();
   const auto blocks = static_cast<unsigned>((n + kThreads - 1) / kThreads);
@@ -41,6 +42,6 @@ LAB_VARIANT(CrossEntropyBackward, baseline, "three kernels: softmax, subtract th
   subtract_one_hot<<<(p.rows + kThreads - 1) / kThreads, kThreads, 0, stream>>>(p.labels.data(), p.dlogits.data(),
                                                                                  p.bad_row.data(), p.rows, p.classes);
   LAB_CHECK_LAUNCH();
-  scale<<<blocks, kThreads, 0, stream>>>(p.dlogits.data(), n, 1.f / p.rows);
+  scale<<<blocks, kThreads, 0, stream>>>(p.dlogits.data(), n, p.dloss.data(), p.rows);
   LAB_CHECK_LAUNCH();
 }

@@ -117,6 +117,7 @@ struct LayerNorm : LayerNormShapes {
       rng.uniform(gamma, 0.5f, 1.5f);
       rng.uniform(beta, -0.5f, 0.5f);
     }
+    Problem(const lab::Shape& s, lab::Borrowed) : rows(static_cast<int>(s[0])), dim(static_cast<int>(s[1])) {}
     void poison(cudaStream_t s) override {
       lab::poison(y, s);
       lab::poison(mean, s);
@@ -185,6 +186,7 @@ struct LayerNormBackward : LayerNormShapes {
       mean.upload(hm);
       rstd.upload(hr);
     }
+    Problem(const lab::Shape& s, lab::Borrowed) : rows(static_cast<int>(s[0])), dim(static_cast<int>(s[1])) {}
     void poison(cudaStream_t s) override {
       lab::poison(dx, s);
       lab::poison(dgamma, s);

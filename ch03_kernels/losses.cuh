@@ -124,6 +124,8 @@ struct CrossEntropyInputs : lab::Problem {
     rng.uniform(logits, -8.f, 8.f);  // e^16 between the largest and smallest: max subtraction matters
     rng.integers(labels, 0, classes);
   }
+  CrossEntropyInputs(const lab::Shape& s, lab::Borrowed)
+      : rows(static_cast<int>(s[0])), classes(static_cast<int>(s[1])), bad_row(1) {}
   // Every variant calls this first: no bad row yet.
   void clear_bad_row(cudaStream_t s) { LAB_CHECK(cudaMemsetAsync(bad_row.data(), 0xff, sizeof(long long), s)); }
   // "" when every label was in range; otherwise the error, naming the label and the row.
@@ -172,28 +174,37 @@ struct CrossEntropy : CrossEntropyShapes {
     const double n = double(s[0]), c = double(s[1]);
     return {.bytes = 4.0 * (n * c + n + 1), .flops = 0};  // logits and labels in, the loss out
   }
+  // The loss always; each row's log-sum-exp from the variants that declare it (.writes = {"lse"}):
+  // the statistic the backward reads, as a training step keeps it.
   struct Problem : CrossEntropyInputs {
-    lab::DeviceBuffer<float> loss;  // the mean
-    Problem(const lab::Shape& s, lab::Rng& rng) : CrossEntropyInputs(s, rng), loss(1) {}
-    void poison(cudaStream_t s) override { lab::poison(loss, s); }
+    lab::DeviceBuffer<float> loss, lse;  // the mean; each row's lse
+    Problem(const lab::Shape& s, lab::Rng& rng) : CrossEntropyInputs(s, rng), loss(1), lse(rows) {}
+    Problem(const lab::Shape& s, lab::Borrowed b) : CrossEntropyInputs(s, b) {}
+    void poison(cudaStream_t s) override {
+      lab::poison(loss, s);
+      lab::poison(lse, s);
+    }
     lab::Verdict verify() override {
       if (const std::string e = label_error(); !e.empty()) return label_failure("loss", e);
       const auto hx = logits.download();
       const auto hl = labels.download();
       std::vector<double> lse_slack;
-      const auto lse = reference_lse(hx, &lse_slack);
+      const auto lse_ref = reference_lse(hx, &lse_slack);
       // Each row's loss is lse - x[label] (its slack: lse's, and the subtraction's rounding); the
       // mean adds N of them in any order and divides.
       lab::Sum total;
       double row_slack = 0;
       for (int r = 0; r < rows; ++r) {
-        const double l = lse[r] - hx[std::size_t(r) * classes + hl[r]];
+        const double l = lse_ref[r] - hx[std::size_t(r) * classes + hl[r]];
         total.add(l);
         row_slack += lse_slack[r] + lab::fp32::kUnitRoundoff * std::fabs(l);
       }
       const std::vector<double> ref{total.value / rows},
           slack{(row_slack + lab::fp32::sum_error(rows + 1.0) * total.magnitude) / rows};
-      return lab::compare(loss.download(), ref, lab::Tolerance::fp32(), "loss", {}, slack);
+      lab::Verdict v = lab::compare(loss.download(), ref, lab::Tolerance::fp32(), "loss", {}, slack);
+      if (declared().writes_output("lse"))
+        v.also(lab::compare(lse.download(), lse_ref, lab::Tolerance::fp32(), "lse", {}, lse_slack));
+      return v;
     }
   };
 };
@@ -202,30 +213,38 @@ struct CrossEntropyBackward : CrossEntropyShapes {
   static constexpr const char* name = "cross_entropy_backward";
   static lab::Work work(const lab::Shape& s) {
     const double n = double(s[0]), c = double(s[1]);
-    return {.bytes = 4.0 * (2 * n * c + 2 * n), .flops = 0};  // logits, labels, lse in; dlogits out
+    // logits, labels, lse, dloss in; dlogits out
+    return {.bytes = 4.0 * (2 * n * c + 2 * n + 1), .flops = 0};
   }
+  // dlogits = dloss (softmax(logits) - onehot(label)) / N: dloss is the gradient that reaches the
+  // mean loss (1 when the loss is the objective; a loss scale, or a weight in a sum of losses).
   struct Problem : CrossEntropyInputs {
-    lab::DeviceBuffer<float> lse, dlogits;
-    Problem(const lab::Shape& s, lab::Rng& rng) : CrossEntropyInputs(s, rng), lse(rows), dlogits(logits.size()) {
+    lab::DeviceBuffer<float> lse, dloss, dlogits;
+    Problem(const lab::Shape& s, lab::Rng& rng)
+        : CrossEntropyInputs(s, rng), lse(rows), dloss(1), dlogits(logits.size()) {
       const auto r = reference_lse(logits.download());  // the forward's saved statistic
       lse.upload(std::vector<float>(r.begin(), r.end()));
+      rng.uniform(dloss, 0.5f, 2.f);
     }
+    Problem(const lab::Shape& s, lab::Borrowed b) : CrossEntropyInputs(s, b) {}
     void poison(cudaStream_t s) override { lab::poison(dlogits, s); }
     lab::Verdict verify() override {
       if (const std::string e = label_error(); !e.empty()) return label_failure("dlogits", e);
       const auto hx = logits.download();
       const auto hl = labels.download();
       const auto hlse = lse.download();
+      const double g = dloss.download()[0];
       // Slack: p = exp(x - lse) with a = x - lse rounded (u |a|) and __expf's 2 + 1.2 |a| ulp: at most
-      // (4 + 3.4 |a|) u of p; then the subtraction of the label's 1 and the division by N, u each.
+      // (4 + 3.4 |a|) u of p; then the subtraction of the label's 1, and dloss / N (two roundings
+      // whichever way it is formed) times that, u each.
       constexpr double u = lab::fp32::kUnitRoundoff;
       std::vector<double> ref(hx.size()), slack(hx.size());
       for (int r = 0; r < rows; ++r)
         for (int j = 0; j < classes; ++j) {
           const std::size_t i = std::size_t(r) * classes + j;
           const double a = double(hx[i]) - hlse[r], p = std::exp(a), y = j == hl[r] ? 1.0 : 0.0;
-          ref[i] = (p - y) / rows;
-          slack[i] = ((4 + 3.4 * std::fabs(a)) * u * p + 2 * u * std::fabs(p - y)) / rows;
+          ref[i] = g * (p - y) / rows;
+          slack[i] = std::fabs(g) * ((4 + 3.4 * std::fabs(a)) * u * p + 3 * u * std::fabs(p - y)) / rows;
         }
       return lab::compare(dlogits.download(), ref, lab::Tolerance::fp32(), "dlogits", {rows, classes}, slack);
     }

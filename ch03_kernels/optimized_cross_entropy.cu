@@ -2,8 +2,9 @@
 // 8192 classes, 512 threads beyond) stream the row with 16-byte loads and keep a running maximum
 // and a running sum of exp(x - max), rescaling the sum whenever the maximum grows (the online
 // softmax); the group merges its partial (max, sum) pairs with shuffles, and one thread gathers
-// the label's logit and writes the row's loss. The logits cross memory once, where the unfused
-// version reads them twice. A small kernel adds the row losses in a fixed order and divides by N.
+// the label's logit and writes the row's loss, and its log-sum-exp, which the backward reads. The
+// logits cross memory once, where the unfused version reads them twice. A small kernel adds the
+// row losses in a fixed order and divides by N.
 // Run: make ch03 && ./ch03_kernels/optimized_cross_entropy
 #include "losses.cuh"
 
@@ -11,7 +12,7 @@ namespace {
 template <int kLanes, int V>
 __global__ void __launch_bounds__(rows::block_threads<kLanes>())
     online_loss(const float* __restrict__ logits, const std::int32_t* __restrict__ labels,
-                float* __restrict__ row_loss, long long* bad_row, int rows, int classes) {
+                float* __restrict__ row_loss, float* __restrict__ lse, long long* bad_row, int rows, int classes) {
   using Chunk = rows::Chunk<V>;
   __shared__ loss::Online scratch[32];
   const int lane = threadIdx.x % kLanes;
@@ -33,7 +34,9 @@ __global__ void __launch_bounds__(rows::block_threads<kLanes>())
   acc = loss::group_merge<kLanes>(acc, scratch);
   if (lane == 0) {
     const int label = labels[row];
-    row_loss[row] = loss::label_ok(label, classes, row, bad_row) ? acc.lse() - x[label] : NAN;
+    const float row_lse = acc.lse();
+    lse[row] = row_lse;  // the backward's statistic: 4 bytes a row beside the row's 4 C
+    row_loss[row] = loss::label_ok(label, classes, row, bad_row) ? row_lse - x[label] : NAN;
   }
 }
 
@@ -43,13 +46,14 @@ struct OnePass {
   using Topic = CrossEntropy;
   lab::DeviceBuffer<float> row_loss;
   explicit OnePass(const CrossEntropy::Problem& p) : row_loss(p.rows) {}
+  static lab::Declared declared() { return {.writes = {"lse"}}; }
 
   void run(CrossEntropy::Problem& p, cudaStream_t stream) {
     p.clear_bad_row(stream);
     loss::with_row_lanes(p.classes, [&](auto lanes, auto vec) {
       constexpr int kLanes = decltype(lanes)::value, V = decltype(vec)::value;
       online_loss<kLanes, V><<<rows::blocks_for_rows<kLanes>(p.rows), rows::block_threads<kLanes>(), 0, stream>>>(
-          p.logits.data(), p.labels.data(), row_loss.data(), p.bad_row.data(), p.rows, p.classes);
+          p.logits.data(), p.labels.data(), row_loss.data(), p.lse.data(), p.bad_row.data(), p.rows, p.classes);
       LAB_CHECK_LAUNCH();
     });
     loss::sum_over(row_loss.data(), p.rows, p.rows, p.loss.data(), stream);

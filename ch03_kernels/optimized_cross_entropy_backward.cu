@@ -1,8 +1,8 @@
 // Optimized cross-entropy backward: one kernel, one read of the logits and one write of the
 // gradient. Each row's threads (a warp for short rows, 512 threads for long ones) load the row's
 // log-sum-exp and label once, then stream the row with 16-byte loads and stores, writing
-// (exp(x - lse) - [j == label]) / N directly: softmax, one-hot and scale fused, nothing written
-// twice.
+// (exp(x - lse) - [j == label]) dloss / N directly: softmax, one-hot and scale fused, nothing
+// written twice.
 // Run: make ch03 && ./ch03_kernels/optimized_cross_entropy_backward
 #include "losses.cuh"
 
@@ -10,7 +10,8 @@ namespace {
 template <int kLanes, int V>
 __global__ void __launch_bounds__(rows::block_threads<kLanes>())
     fused_grad(const float* __restrict__ logits, const std::int32_t* __restrict__ labels,
-               const float* __restrict__ lse, float* __restrict__ grad, long long* bad_row, int rows, int classes) {
+               const float* __restrict__ lse, const float* __restrict__ dloss, float* __restrict__ grad,
+               long long* bad_row, int rows, int classes) {
   using Chunk = rows::Chunk<V>;
   const int lane = threadIdx.x % kLanes;
   const std::size_t row = std::size_t(blockIdx.x) * rows::rows_per_block<kLanes>() + threadIdx.x / kLanes;
@@ -18,7 +19,7 @@ __global__ void __launch_bounds__(rows::block_threads<kLanes>())
   const int label = labels[row];
   const bool ok = label >= 0 && label < classes;
   if (!ok && lane == 0) loss::label_ok(label, classes, row, bad_row);
-  const float shift = lse[row], inv_n = 1.f / rows;
+  const float shift = lse[row], scale = dloss[0] / float(rows);
   const float* x = logits + row * classes;
   float* g = grad + row * classes;
 #pragma unroll 4
@@ -27,19 +28,20 @@ __global__ void __launch_bounds__(rows::block_threads<kLanes>())
     Chunk out;
 #pragma unroll
     for (int i = 0; i < V; ++i)
-      out.v[i] = ok ? (__expf(v.v[i] - shift) - (c + i == label ? 1.f : 0.f)) * inv_n : NAN;
+      out.v[i] = ok ? (__expf(v.v[i] - shift) - (c + i == label ? 1.f : 0.f)) * scale : NAN;
     out.store(g + c);
   }
 }
 
 }  // namespace
 
-LAB_VARIANT(CrossEntropyBackward, optimized, "one kernel: softmax, one-hot and 1/N fused, float4 loads and stores") {
+LAB_VARIANT(CrossEntropyBackward, optimized, "one kernel: softmax, one-hot and dloss/N fused, float4 loads and stores") {
   p.clear_bad_row(stream);
   loss::with_row_lanes(p.classes, [&](auto lanes, auto vec) {
     constexpr int kLanes = decltype(lanes)::value, V = decltype(vec)::value;
     fused_grad<kLanes, V><<<rows::blocks_for_rows<kLanes>(p.rows), rows::block_threads<kLanes>(), 0, stream>>>(
-        p.logits.data(), p.labels.data(), p.lse.data(), p.dlogits.data(), p.bad_row.data(), p.rows, p.classes);
+        p.logits.data(), p.labels.data(), p.lse.data(), p.dloss.data(), p.dlogits.data(), p.bad_row.data(), p.rows,
+        p.classes);
     LAB_CHECK_LAUNCH();
   });
 }

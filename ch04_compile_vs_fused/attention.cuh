@@ -203,10 +203,6 @@ const lab::jit::RowKernel& compiled_row_kernel(lab::jit::RowOp op, const Dims& a
 // Puts the cuBLAS handle on the stream, in fp32 arithmetic (no TF32, whatever the environment).
 void use_stream(cublasHandle_t blas, cudaStream_t stream);
 
-// delta[row] = sum_j dO[row][j] O[row][j]: the row sums the softmax backward subtracts
-// (rowsum(dP o P) = rowsum(dO o O)). One warp a row.
-void row_dot(const float* dout, const float* o, float* delta, std::size_t rows, int d, cudaStream_t stream);
-
 }  // namespace attn
 
 struct Attention : attn::Shapes {

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "attention.cuh"
+#include "flash_tiles.cuh"
 #include "lab/launch.hpp"
 
 namespace attn {
@@ -80,17 +81,6 @@ __global__ void softmax_backward_kernel(const float* __restrict__ p, const float
   float dot = 0;
   for (int w = 0; w < kThreads / 32; ++w) dot += warps[w];
   for (int j = threadIdx.x; j < cols; j += blockDim.x) ds[off + j] = p[off + j] * (dp[off + j] - dot);
-}
-
-__global__ void row_dot_kernel(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ out,
-                               std::size_t rows, int d) {
-  const std::size_t row = (std::size_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
-  if (row >= rows) return;
-  float acc = 0;
-  for (int c = lane; c < d; c += 32) acc += a[row * d + c] * b[row * d + c];
-  for (int o = 16; o > 0; o /= 2) acc += __shfl_xor_sync(~0u, acc, o);
-  if (lane == 0) out[row] = acc;
 }
 
 }  // namespace
@@ -170,11 +160,6 @@ void causal_mask(float* s, const Dims& a, float fill, cudaStream_t stream) {
   LAB_CHECK(cudaGetLastError());
 }
 
-void row_dot(const float* dout, const float* o, float* delta, std::size_t rows, int d, cudaStream_t stream) {
-  row_dot_kernel<<<blocks_for(rows * 32), kThreads, 0, stream>>>(dout, o, delta, rows, d);
-  LAB_CHECK(cudaGetLastError());
-}
-
 SavedProbs::SavedProbs(cublasHandle_t blas, const Inputs& in, cudaStream_t stream) : probs(in.dims.scores()) {
   lab::DeviceBuffer<float> scratch(in.dims.scores()), out(in.dims.elements());
   eager_forward(blas, in.dims, in.q.data(), in.k.data(), in.v.data(), probs.data(), scratch.data(), out.data(), nullptr,
@@ -204,7 +189,8 @@ SavedOutput::SavedOutput(const Inputs& in, cudaStream_t stream)
 }
 
 void SavedOutput::prologue(const Dims& a, const float* dout, float* dq, cudaStream_t stream) {
-  row_dot(dout, o.data(), delta.data(), a.rows(), a.d, stream);
+  flash::row_dot(dout, o.data(), delta.data(), a.rows(), a.d, stream);
+  LAB_CHECK(cudaGetLastError());
   LAB_CHECK(cudaMemsetAsync(dq, 0, a.elements() * sizeof(float), stream));
 }
 

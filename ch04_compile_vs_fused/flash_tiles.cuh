@@ -7,7 +7,10 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <type_traits>
+
+#include "lab/launch.hpp"
 
 namespace flash {
 
@@ -151,5 +154,24 @@ void dispatch(int d, bool causal, F&& f) {
 }
 
 inline constexpr float kLog2e = 1.4426950408889634f;
+
+// delta[row] = sum_c dO[row][c] O[row][c]: the row sums every fused backward subtracts
+// (rowsum(dP o P) = rowsum(dO o O)). One warp a row, grid-stride over the rows.
+template <int kThreads = 256>
+__global__ void __launch_bounds__(kThreads)
+    row_dot_kernel(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ out,
+                   std::size_t rows, int d) {
+  const int lane = threadIdx.x % 32;
+  const std::size_t warps = std::size_t(gridDim.x) * (kThreads / 32);
+  for (std::size_t row = (std::size_t(blockIdx.x) * kThreads + threadIdx.x) / 32; row < rows; row += warps) {
+    float acc = 0;
+    for (int c = lane; c < d; c += 32) acc += a[row * d + c] * b[row * d + c];
+    for (int o = 16; o > 0; o /= 2) acc += __shfl_xor_sync(~0u, acc, o);
+    if (lane == 0) out[row] = acc;
+  }
+}
+inline void row_dot(const float* dout, const float* o, float* delta, std::size_t rows, int d, cudaStream_t stream) {
+  row_dot_kernel<256><<<lab::grid_for(rows * 32, 256), 256, 0, stream>>>(dout, o, delta, rows, d);
+}
 
 }  // namespace flash

@@ -50,8 +50,19 @@ def cuda_torch(prog):
     return torch
 
 
-def model_class(torch):
+def model_class(torch, ops=None):
+    """The model's class. ops: operators to run in place of PyTorch's (tools/torch_gpt2_lab.py swaps
+    in the lab's): "layer_norm"(x, weight, bias), "attention"(q, k, v) (causal, batch x heads x seq x
+    head_dim, contiguous), "cross_entropy"(logits, targets) (the mean); the parameters and their
+    names stay the same."""
     nn, F = torch.nn, torch.nn.functional
+    ops = ops or {}
+
+    class LayerNorm(nn.LayerNorm):
+        def forward(self, x):
+            if "layer_norm" in ops:
+                return ops["layer_norm"](x.contiguous(), self.weight, self.bias)
+            return super().forward(x)
 
     class Attention(nn.Module):
         def __init__(self, d, heads):
@@ -65,6 +76,9 @@ def model_class(torch):
             hd = d // self.heads
             q, k, v = self.qkv(x).split(d, dim=2)
             q, k, v = (t.view(B, T, self.heads, hd).transpose(1, 2) for t in (q, k, v))
+            if "attention" in ops:
+                y = ops["attention"](q.contiguous(), k.contiguous(), v.contiguous())
+                return self.proj(y.transpose(1, 2).contiguous().view(B, T, d))
             scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
             mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
             probs = torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1)
@@ -82,9 +96,9 @@ def model_class(torch):
     class Block(nn.Module):
         def __init__(self, d, heads):
             super().__init__()
-            self.ln1 = nn.LayerNorm(d, eps=LN_EPS)
+            self.ln1 = LayerNorm(d, eps=LN_EPS)
             self.attn = Attention(d, heads)
-            self.ln2 = nn.LayerNorm(d, eps=LN_EPS)
+            self.ln2 = LayerNorm(d, eps=LN_EPS)
             self.mlp = MLP(d)
 
         def forward(self, x):
@@ -97,7 +111,7 @@ def model_class(torch):
             self.wte = nn.Embedding(vocab, d)
             self.wpe = nn.Embedding(POSITIONS, d)
             self.blocks = nn.ModuleList([Block(d, heads) for _ in range(layers)])
-            self.lnf = nn.LayerNorm(d, eps=LN_EPS)
+            self.lnf = LayerNorm(d, eps=LN_EPS)
             self.head = nn.Linear(d, vocab, bias=False)
 
         def forward(self, tokens, targets, reduction="mean"):
@@ -106,14 +120,16 @@ def model_class(torch):
             for b in self.blocks:
                 x = b(x)
             logits = self.head(self.lnf(x))
+            if "cross_entropy" in ops and reduction == "mean":
+                return ops["cross_entropy"](logits.view(-1, logits.shape[-1]), targets.reshape(-1))
             return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1), reduction=reduction)
 
     return GPT2
 
 
-def build(torch, layers, d, heads, vocab, dtype=None, device="cuda"):
+def build(torch, layers, d, heads, vocab, dtype=None, device="cuda", ops=None):
     """The model on the device, its weights left as PyTorch initialises them (timing needs no more)."""
-    GPT2 = model_class(torch)
+    GPT2 = model_class(torch, ops)
     m = GPT2(layers, d, heads, vocab).to(device)
     return m.to(dtype) if dtype is not None else m
 

@@ -46,7 +46,17 @@ class DeviceBuffer {
     DeviceBuffer(std::move(o)).swap(*this);
     return *this;
   }
-  ~DeviceBuffer() { device_free(p_, n_ * sizeof(T), tracked_); }
+  ~DeviceBuffer() {
+    if (owned_) device_free(p_, n_ * sizeof(T), tracked_);
+  }
+
+  // A view of n elements someone else owns (a PyTorch tensor, through the Python bridge): the
+  // same interface, nothing freed, nothing counted in device_memory_stats.
+  static DeviceBuffer borrow(T* p, std::size_t n) {
+    DeviceBuffer b;
+    b.p_ = p, b.n_ = n, b.tracked_ = false, b.owned_ = false;
+    return b;
+  }
 
   T* data() { return p_; }
   const T* data() const { return p_; }
@@ -74,12 +84,14 @@ class DeviceBuffer {
     std::swap(p_, o.p_);
     std::swap(n_, o.n_);
     std::swap(tracked_, o.tracked_);
+    std::swap(owned_, o.owned_);
   }
 
  private:
   T* p_ = nullptr;
   std::size_t n_ = 0;
   bool tracked_ = true;
+  bool owned_ = true;
 };
 
 // Page-locked host memory for n elements of T (fast, asynchronous host<->device copies).

@@ -79,6 +79,12 @@ struct Declared {
   bool writes_output(std::string_view name) const;
 };
 
+// The tag of a topic's second Problem constructor, Problem(shape, lab::Borrowed{}): the sizes from
+// the shape, no inputs drawn, no outputs allocated. The caller points the inputs and outputs at
+// memory it owns (DeviceBuffer::borrow) before each run; the Python bridge runs variants this way
+// on PyTorch tensors. Buffers a topic keeps for itself (a flag the kernels set) it still allocates.
+struct Borrowed {};
+
 // One shape's device state, made by the topic: inputs filled from an Rng, outputs allocated, and
 // the reference. It holds nothing of any variant's: a variant's scratch is its own (Instance).
 class Problem {

@@ -1,0 +1,197 @@
+// The chapter 3 operators of the bridge: a registered variant run on the caller's memory (see
+// bridge.hpp). The variants compiled in (sources.txt) have prepare steps that depend on the shape
+// alone (scratch sized from it, nothing read from the inputs): the state prepared for one call is
+// right for every later call of the same shape, which is what the cache below relies on.
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <tuple>
+
+#include "activations.cuh"
+#include "bridge.hpp"
+#include "lab/device.hpp"
+#include "layernorm.cuh"
+#include "losses.cuh"
+
+namespace bridge {
+namespace {
+
+// One variant's state for one shape on one device: the borrowed problem and the prepared instance.
+struct State {
+  std::mutex lock;  // one call at a time re-points the problem's buffers and launches
+  std::unique_ptr<lab::Problem> problem;
+  std::unique_ptr<lab::Instance> instance;
+};
+
+struct Cache {
+  std::mutex lock;
+  std::map<std::tuple<std::string, std::vector<std::int64_t>, int>, std::unique_ptr<State>> states;
+};
+Cache& cache() {
+  static Cache* c = new Cache;  // never destroyed: no CUDA frees after the driver has shut down
+  return *c;
+}
+
+lab::DeviceFacts facts(int device) {
+  cudaDeviceProp prop{};
+  LAB_CHECK(cudaGetDeviceProperties(&prop, device));
+  lab::DeviceFacts f;
+  f.ordinal = device;
+  f.name = prop.name;
+  f.cc_major = prop.major, f.cc_minor = prop.minor;
+  f.sms = prop.multiProcessorCount;
+  f.l2_bytes = std::size_t(prop.l2CacheSize);
+  f.global_mem_bytes = prop.totalGlobalMem;
+  f.smem_per_block_optin = prop.sharedMemPerBlockOptin;
+  return f;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+// Runs `program`, a variant of Topic, on `shape`: bind(problem) points the problem's buffers at the
+// caller's memory before every run (and before the prepare step, which may read sizes from them).
+template <class Topic, class Bind>
+void run(const std::string& program, const lab::Shape& shape, cudaStream_t stream, Bind&& bind) {
+  const lab::Variant* v = lab::Registry::global().find(program);
+  if (!v || v->topic->name != std::string(Topic::name))
+    throw std::invalid_argument("no variant '" + program + "' of " + Topic::name + " in the extension; it has: " +
+                                joined(variants_of(Topic::name)));
+  if (const std::string why = v->topic->validate(shape); !why.empty())
+    throw std::invalid_argument(std::string(Topic::name) + " " + shape.str() + ": " + why);
+  int device = 0;
+  LAB_CHECK(cudaGetDevice(&device));
+  State* state = nullptr;
+  {
+    Cache& c = cache();
+    std::lock_guard<std::mutex> g(c.lock);
+    auto& slot = c.states[{program, shape.dims, device}];
+    if (!slot) {
+      if (const std::string why = v->supports(shape, facts(device)); !why.empty())
+        throw std::invalid_argument(program + " does not run " + shape.str() + ": " + why);
+      slot = std::make_unique<State>();
+    }
+    state = slot.get();
+  }
+  std::lock_guard<std::mutex> g(state->lock);
+  if (!state->problem) {
+    auto problem = std::make_unique<typename Topic::Problem>(shape, lab::Borrowed{});
+    bind(*problem);
+    state->instance = v->prepare(*problem, stream);
+    state->problem = std::move(problem);
+  }
+  auto& p = static_cast<typename Topic::Problem&>(*state->problem);
+  bind(p);
+  state->instance->run(p, stream);
+}
+
+template <class T>
+lab::DeviceBuffer<T> view(const T* p, std::size_t n) {
+  return lab::DeviceBuffer<T>::borrow(const_cast<T*>(p), n);  // the variant only reads its inputs
+}
+
+}  // namespace
+
+std::vector<std::string> variants_of(const std::string& topic) {
+  std::vector<std::string> names;
+  for (const lab::Variant* v : lab::Registry::global().of_topic(topic)) names.push_back(v->program);
+  return names;
+}
+
+void clear_cache() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> g(c.lock);
+  c.states.clear();
+}
+
+std::string supports(const std::string& program, const std::vector<std::int64_t>& dims) {
+  const lab::Variant* v = lab::Registry::global().find(program);
+  if (!v) return "no variant '" + program + "' in the extension";
+  const lab::Shape shape(dims);
+  if (std::string why = v->topic->validate(shape); !why.empty()) return why;
+  int device = 0;
+  LAB_CHECK(cudaGetDevice(&device));
+  return v->supports(shape, facts(device));
+}
+
+std::size_t cached_states() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> g(c.lock);
+  return c.states.size();
+}
+
+void layernorm_forward(const std::string& variant, std::int64_t rows, std::int64_t dim, const float* x,
+                       const float* gamma, const float* beta, float* y, float* mean, float* rstd, cudaStream_t s) {
+  const std::size_t n = std::size_t(rows) * dim;
+  run<LayerNorm>(variant, lab::Shape{rows, dim}, s, [&](LayerNorm::Problem& p) {
+    p.x = view(x, n), p.gamma = view(gamma, dim), p.beta = view(beta, dim);
+    p.y = view(y, n), p.mean = view(mean, rows), p.rstd = view(rstd, rows);
+  });
+}
+
+void layernorm_backward(const std::string& variant, std::int64_t rows, std::int64_t dim, const float* x,
+                        const float* gamma, const float* dy, const float* mean, const float* rstd, float* dx,
+                        float* dgamma, float* dbeta, cudaStream_t s) {
+  const std::size_t n = std::size_t(rows) * dim;
+  run<LayerNormBackward>(variant, lab::Shape{rows, dim}, s, [&](LayerNormBackward::Problem& p) {
+    p.x = view(x, n), p.gamma = view(gamma, dim), p.dy = view(dy, n);
+    p.mean = view(mean, rows), p.rstd = view(rstd, rows);
+    p.dx = view(dx, n), p.dgamma = view(dgamma, dim), p.dbeta = view(dbeta, dim);
+  });
+}
+
+namespace {
+template <class Topic>
+void unary(const std::string& variant, std::int64_t n, const float* x, float* y, cudaStream_t s) {
+  run<Topic>(variant, lab::Shape{n}, s, [&](typename Topic::Problem& p) {
+    p.x = view(x, n), p.y = view(y, n);
+  });
+}
+template <class Topic>
+void binary(const std::string& variant, std::int64_t n, const float* x, const float* dy, float* dx, cudaStream_t s) {
+  run<Topic>(variant, lab::Shape{n}, s, [&](typename Topic::Problem& p) {
+    p.x = view(x, n), p.dy = view(dy, n), p.dx = view(dx, n);
+  });
+}
+}  // namespace
+
+void activation_forward(const std::string& topic, const std::string& variant, std::int64_t n, const float* x, float* y,
+                        cudaStream_t s) {
+  if (topic == Gelu::name) return unary<Gelu>(variant, n, x, y, s);
+  if (topic == Swish::name) return unary<Swish>(variant, n, x, y, s);
+  throw std::invalid_argument("no activation '" + topic + "' (gelu, swish)");
+}
+
+void activation_backward(const std::string& topic, const std::string& variant, std::int64_t n, const float* x,
+                         const float* dy, float* dx, cudaStream_t s) {
+  if (topic == Gelu::name) return binary<GeluBackward>(variant, n, x, dy, dx, s);
+  if (topic == Swish::name) return binary<SwishBackward>(variant, n, x, dy, dx, s);
+  throw std::invalid_argument("no activation '" + topic + "' (gelu, swish)");
+}
+
+void cross_entropy_forward(const std::string& variant, std::int64_t rows, std::int64_t classes, const float* logits,
+                           const std::int32_t* labels, float* loss, float* lse, cudaStream_t s) {
+  const lab::Variant* v = lab::Registry::global().find(variant);
+  if (v && !v->declared.writes_output("lse"))
+    throw std::invalid_argument(variant + " does not write each row's lse, which the backward needs");
+  run<CrossEntropy>(variant, lab::Shape{rows, classes}, s, [&](CrossEntropy::Problem& p) {
+    p.logits = view(logits, std::size_t(rows) * classes), p.labels = view(labels, rows);
+    p.loss = view(loss, 1), p.lse = view(lse, rows);
+  });
+}
+
+void cross_entropy_backward(const std::string& variant, std::int64_t rows, std::int64_t classes, const float* logits,
+                            const std::int32_t* labels, const float* lse, const float* dloss, float* dlogits,
+                            cudaStream_t s) {
+  const std::size_t n = std::size_t(rows) * classes;
+  run<CrossEntropyBackward>(variant, lab::Shape{rows, classes}, s, [&](CrossEntropyBackward::Problem& p) {
+    p.logits = view(logits, n), p.labels = view(labels, rows), p.lse = view(lse, rows);
+    p.dloss = view(dloss, 1), p.dlogits = view(dlogits, n);
+  });
+}
+
+}  // namespace bridge

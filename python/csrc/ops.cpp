@@ -1,0 +1,293 @@
+// PyTorch's side of the bridge: the operators' schemas (namespace cuda_perf_lab), their CUDA
+// implementations, and the input checks. Every check raises a Python exception that names the
+// argument and what is wrong (ValueError, or TypeError for a dtype) before anything is launched:
+// a bad call never reaches a kernel. The autograd formulas and the fake (meta) implementations are
+// registered from Python (cuda_perf_lab/ops.py).
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/extension.h>
+#include <torch/library.h>
+
+#include "bridge.hpp"
+
+namespace {
+
+using at::Tensor;
+
+void check_tensor(const Tensor& t, const char* name, at::ScalarType dtype, const Tensor* same_device = nullptr) {
+  TORCH_CHECK_VALUE(t.is_cuda(), name, " must be a CUDA tensor (it is on ", t.device(), ")");
+  TORCH_CHECK_TYPE(t.scalar_type() == dtype, name, " must be ", dtype, " (it is ", t.scalar_type(), ")");
+  TORCH_CHECK_VALUE(t.is_contiguous(), name, " must be contiguous (call .contiguous() first)");
+  if (same_device)
+    TORCH_CHECK_VALUE(t.device() == same_device->device(), name, " is on ", t.device(), ", the input on ",
+                      same_device->device());
+}
+
+// Shapes are printed from plain vectors: a message printing an IntArrayRef crashed the process
+// (PyTorch 2.11, this extension built as C++20) instead of raising.
+std::string dims_text(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+void check_shape(const Tensor& t, const char* name, const std::vector<int64_t>& want) {
+  const std::vector<int64_t> have = t.sizes().vec();
+  if (have != want)
+    TORCH_CHECK_VALUE(false, std::string(name) + " must have shape " + dims_text(want) + " (it has " +
+                                 dims_text(have) + ")");
+}
+
+// Runs f, turning the lab's "not this variant or shape" into a ValueError.
+template <class F>
+void call(F&& f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    TORCH_CHECK_VALUE(false, e.what());
+  }
+}
+
+cudaStream_t stream_of(const Tensor& t) { return at::cuda::getCurrentCUDAStream(t.device().index()).stream(); }
+
+// ---- LayerNorm over the last dimension; eps is the lab's 1e-5 ----
+
+std::tuple<Tensor, Tensor, Tensor> layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                                     c10::string_view variant) {
+  check_tensor(x, "x", at::kFloat);
+  check_tensor(weight, "weight", at::kFloat, &x);
+  check_tensor(bias, "bias", at::kFloat, &x);
+  TORCH_CHECK_VALUE(x.dim() >= 1, "x must have at least one dimension");
+  const int64_t dim = x.size(-1), rows = dim ? x.numel() / dim : 0;
+  check_shape(weight, "weight", {dim});
+  check_shape(bias, "bias", {dim});
+  const c10::cuda::CUDAGuard guard(x.device());
+  Tensor y = at::empty_like(x), mean = at::empty({rows}, x.options()), rstd = at::empty({rows}, x.options());
+  if (x.numel() == 0) return {y, mean, rstd};
+  call([&] {
+    bridge::layernorm_forward(std::string(variant), rows, dim, x.data_ptr<float>(), weight.data_ptr<float>(),
+                              bias.data_ptr<float>(), y.data_ptr<float>(), mean.data_ptr<float>(),
+                              rstd.data_ptr<float>(), stream_of(x));
+  });
+  return {y, mean, rstd};
+}
+
+std::tuple<Tensor, Tensor, Tensor> layernorm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& weight,
+                                                      const Tensor& mean, const Tensor& rstd,
+                                                      c10::string_view variant) {
+  check_tensor(x, "x", at::kFloat);
+  check_tensor(grad_y, "grad_y", at::kFloat, &x);
+  check_tensor(weight, "weight", at::kFloat, &x);
+  check_tensor(mean, "mean", at::kFloat, &x);
+  check_tensor(rstd, "rstd", at::kFloat, &x);
+  TORCH_CHECK_VALUE(x.dim() >= 1, "x must have at least one dimension");
+  const int64_t dim = x.size(-1), rows = dim ? x.numel() / dim : 0;
+  check_shape(grad_y, "grad_y", x.sizes().vec());
+  check_shape(weight, "weight", {dim});
+  check_shape(mean, "mean", {rows});
+  check_shape(rstd, "rstd", {rows});
+  const c10::cuda::CUDAGuard guard(x.device());
+  Tensor dx = at::empty_like(x), dweight = at::empty({dim}, x.options()), dbias = at::empty({dim}, x.options());
+  if (x.numel() == 0) return {dx, dweight.zero_(), dbias.zero_()};
+  call([&] {
+    bridge::layernorm_backward(std::string(variant), rows, dim, x.data_ptr<float>(), weight.data_ptr<float>(),
+                               grad_y.data_ptr<float>(), mean.data_ptr<float>(), rstd.data_ptr<float>(),
+                               dx.data_ptr<float>(), dweight.data_ptr<float>(), dbias.data_ptr<float>(), stream_of(x));
+  });
+  return {dx, dweight, dbias};
+}
+
+// ---- GELU (erf form) and Swish ----
+
+Tensor activation_forward(const char* topic, const Tensor& x, c10::string_view variant) {
+  check_tensor(x, "x", at::kFloat);
+  const c10::cuda::CUDAGuard guard(x.device());
+  Tensor y = at::empty_like(x);
+  if (x.numel() == 0) return y;
+  call([&] {
+    bridge::activation_forward(topic, std::string(variant), x.numel(), x.data_ptr<float>(), y.data_ptr<float>(),
+                               stream_of(x));
+  });
+  return y;
+}
+
+Tensor activation_backward(const char* topic, const Tensor& grad_y, const Tensor& x, c10::string_view variant) {
+  check_tensor(x, "x", at::kFloat);
+  check_tensor(grad_y, "grad_y", at::kFloat, &x);
+  check_shape(grad_y, "grad_y", x.sizes().vec());
+  const c10::cuda::CUDAGuard guard(x.device());
+  Tensor dx = at::empty_like(x);
+  if (x.numel() == 0) return dx;
+  call([&] {
+    bridge::activation_backward(topic, std::string(variant), x.numel(), x.data_ptr<float>(), grad_y.data_ptr<float>(),
+                                dx.data_ptr<float>(), stream_of(x));
+  });
+  return dx;
+}
+
+Tensor gelu_forward(const Tensor& x, c10::string_view v) { return activation_forward("gelu", x, v); }
+Tensor gelu_backward(const Tensor& g, const Tensor& x, c10::string_view v) {
+  return activation_backward("gelu", g, x, v);
+}
+Tensor swish_forward(const Tensor& x, c10::string_view v) { return activation_forward("swish", x, v); }
+Tensor swish_backward(const Tensor& g, const Tensor& x, c10::string_view v) {
+  return activation_backward("swish", g, x, v);
+}
+
+// ---- Cross-entropy: the mean over the rows, labels int32 or int64 ----
+
+Tensor int32_labels(const Tensor& labels, const Tensor& logits, int64_t rows) {
+  TORCH_CHECK_VALUE(labels.is_cuda(), "labels must be a CUDA tensor (it is on ", labels.device(), ")");
+  TORCH_CHECK_VALUE(labels.device() == logits.device(), "labels are on ", labels.device(), ", the logits on ",
+                    logits.device());
+  TORCH_CHECK_TYPE(labels.scalar_type() == at::kInt || labels.scalar_type() == at::kLong,
+                   "labels must be int32 or int64 (they are ", labels.scalar_type(), ")");
+  check_shape(labels, "labels", {rows});
+  // int64 labels become int32 (values past 2^31 stay out of range: their rows give NaN, as any bad label).
+  return labels.scalar_type() == at::kInt ? labels.contiguous() : labels.clamp(-1, INT32_MAX).to(at::kInt);
+}
+
+std::tuple<Tensor, Tensor> cross_entropy_forward(const Tensor& logits, const Tensor& labels, c10::string_view variant) {
+  check_tensor(logits, "logits", at::kFloat);
+  TORCH_CHECK_VALUE(logits.dim() == 2, "logits must be rows x classes (they have ", logits.dim(), " dimensions)");
+  const int64_t rows = logits.size(0), classes = logits.size(1);
+  TORCH_CHECK_VALUE(rows > 0 && classes > 0, "logits must not be empty (" + dims_text(logits.sizes().vec()) + ")");
+  const c10::cuda::CUDAGuard guard(logits.device());
+  const Tensor l32 = int32_labels(labels, logits, rows);
+  Tensor loss = at::empty({}, logits.options()), lse = at::empty({rows}, logits.options());
+  call([&] {
+    bridge::cross_entropy_forward(std::string(variant), rows, classes, logits.data_ptr<float>(),
+                                  l32.data_ptr<int32_t>(), loss.data_ptr<float>(), lse.data_ptr<float>(),
+                                  stream_of(logits));
+  });
+  return {loss, lse};
+}
+
+Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& labels, const Tensor& lse,
+                              c10::string_view variant) {
+  check_tensor(logits, "logits", at::kFloat);
+  TORCH_CHECK_VALUE(logits.dim() == 2, "logits must be rows x classes (they have ", logits.dim(), " dimensions)");
+  const int64_t rows = logits.size(0), classes = logits.size(1);
+  TORCH_CHECK_VALUE(rows > 0 && classes > 0, "logits must not be empty (" + dims_text(logits.sizes().vec()) + ")");
+  check_tensor(grad_loss, "grad_loss", at::kFloat, &logits);
+  TORCH_CHECK_VALUE(grad_loss.numel() == 1,
+                    "grad_loss must hold one value (it has shape " + dims_text(grad_loss.sizes().vec()) + ")");
+  check_tensor(lse, "lse", at::kFloat, &logits);
+  check_shape(lse, "lse", {rows});
+  const c10::cuda::CUDAGuard guard(logits.device());
+  const Tensor l32 = int32_labels(labels, logits, rows);
+  Tensor dlogits = at::empty_like(logits);
+  call([&] {
+    bridge::cross_entropy_backward(std::string(variant), rows, classes, logits.data_ptr<float>(),
+                                   l32.data_ptr<int32_t>(), lse.data_ptr<float>(), grad_loss.data_ptr<float>(),
+                                   dlogits.data_ptr<float>(), stream_of(logits));
+  });
+  return dlogits;
+}
+
+// ---- Fused attention: [batch][heads][seq][d], scale 1/sqrt(d) ----
+
+at::ScalarType attention_dtype(c10::string_view precision) {
+  if (precision == "fp32" || precision == "3xtf32") return at::kFloat;
+  TORCH_CHECK_VALUE(precision == "bf16", "precision must be 'fp32', '3xtf32' or 'bf16' (it is '", precision, "')");
+  return at::kBFloat16;
+}
+
+void check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, c10::string_view precision) {
+  const at::ScalarType dtype = attention_dtype(precision);
+  check_tensor(q, "q", dtype);
+  check_tensor(k, "k", dtype, &q);
+  check_tensor(v, "v", dtype, &q);
+  TORCH_CHECK_VALUE(q.dim() == 4, "q must be batch x heads x seq x head_dim (it has ", q.dim(), " dimensions)");
+  check_shape(k, "k", q.sizes().vec());
+  check_shape(v, "v", q.sizes().vec());
+  const std::string why = bridge::attention_validate(q.size(0), q.size(1), q.size(2), q.size(3));
+  TORCH_CHECK_VALUE(why.empty(), "attention " + dims_text(q.sizes().vec()) + ": " + why);
+}
+
+std::tuple<Tensor, Tensor> attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
+                                             c10::string_view precision) {
+  check_qkv(q, k, v, precision);
+  const c10::cuda::CUDAGuard guard(q.device());
+  const auto f32 = q.options().dtype(at::kFloat);
+  Tensor o = at::empty(q.sizes(), f32), lse = at::empty({q.size(0), q.size(1), q.size(2)}, f32);
+  call([&] {
+    bridge::attention_forward(std::string(precision), int(q.size(0)), int(q.size(1)), int(q.size(2)), int(q.size(3)),
+                              causal, q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr<float>(),
+                              lse.data_ptr<float>(), stream_of(q));
+  });
+  return {o, lse};
+}
+
+std::tuple<Tensor, Tensor, Tensor> attention_backward(const Tensor& grad_o, const Tensor& q, const Tensor& k,
+                                                      const Tensor& v, const Tensor& o, const Tensor& lse, bool causal,
+                                                      c10::string_view precision) {
+  check_qkv(q, k, v, precision);
+  check_tensor(grad_o, "grad_o", at::kFloat, &q);
+  check_tensor(o, "o", at::kFloat, &q);
+  check_tensor(lse, "lse", at::kFloat, &q);
+  check_shape(grad_o, "grad_o", q.sizes().vec());
+  check_shape(o, "o", q.sizes().vec());
+  check_shape(lse, "lse", {q.size(0), q.size(1), q.size(2)});
+  const c10::cuda::CUDAGuard guard(q.device());
+  const auto f32 = q.options().dtype(at::kFloat);
+  Tensor dq = at::empty(q.sizes(), f32), dk = at::empty(q.sizes(), f32), dv = at::empty(q.sizes(), f32);
+  Tensor delta = at::empty({q.size(0), q.size(1), q.size(2)}, f32);
+  // The bf16 kernel reads dO in bf16 (the tensor cores' input); delta is summed from the fp32 dO.
+  const Tensor dout = q.scalar_type() == at::kBFloat16 ? grad_o.to(at::kBFloat16) : grad_o;
+  call([&] {
+    bridge::attention_backward(std::string(precision), int(q.size(0)), int(q.size(1)), int(q.size(2)),
+                               int(q.size(3)), causal, q.data_ptr(), k.data_ptr(), v.data_ptr(), dout.data_ptr(),
+                               grad_o.data_ptr<float>(), o.data_ptr<float>(), lse.data_ptr<float>(),
+                               delta.data_ptr<float>(), dq.data_ptr<float>(), dk.data_ptr<float>(),
+                               dv.data_ptr<float>(), stream_of(q));
+  });
+  return {dq, dk, dv};
+}
+
+}  // namespace
+
+TORCH_LIBRARY(cuda_perf_lab, m) {
+  m.def("layernorm_forward(Tensor x, Tensor weight, Tensor bias, str variant) -> (Tensor, Tensor, Tensor)");
+  m.def("layernorm_backward(Tensor grad_y, Tensor x, Tensor weight, Tensor mean, Tensor rstd, str variant)"
+        " -> (Tensor, Tensor, Tensor)");
+  m.def("gelu_forward(Tensor x, str variant) -> Tensor");
+  m.def("gelu_backward(Tensor grad_y, Tensor x, str variant) -> Tensor");
+  m.def("swish_forward(Tensor x, str variant) -> Tensor");
+  m.def("swish_backward(Tensor grad_y, Tensor x, str variant) -> Tensor");
+  m.def("cross_entropy_forward(Tensor logits, Tensor labels, str variant) -> (Tensor, Tensor)");
+  m.def("cross_entropy_backward(Tensor grad_loss, Tensor logits, Tensor labels, Tensor lse, str variant) -> Tensor");
+  m.def("attention_forward(Tensor q, Tensor k, Tensor v, bool causal, str precision) -> (Tensor, Tensor)");
+  m.def("attention_backward(Tensor grad_o, Tensor q, Tensor k, Tensor v, Tensor o, Tensor lse, bool causal,"
+        " str precision) -> (Tensor, Tensor, Tensor)");
+}
+
+// The same functions for CPU tensors, so that a CPU tensor gets the checks' message ("must be a
+// CUDA tensor") rather than the dispatcher's.
+#define LAB_IMPLS(m)                                      \
+  m.impl("layernorm_forward", &layernorm_forward);        \
+  m.impl("layernorm_backward", &layernorm_backward);      \
+  m.impl("gelu_forward", &gelu_forward);                  \
+  m.impl("gelu_backward", &gelu_backward);                \
+  m.impl("swish_forward", &swish_forward);                \
+  m.impl("swish_backward", &swish_backward);              \
+  m.impl("cross_entropy_forward", &cross_entropy_forward); \
+  m.impl("cross_entropy_backward", &cross_entropy_backward); \
+  m.impl("attention_forward", &attention_forward);        \
+  m.impl("attention_backward", &attention_backward)
+
+TORCH_LIBRARY_IMPL(cuda_perf_lab, CUDA, m) { LAB_IMPLS(m); }
+TORCH_LIBRARY_IMPL(cuda_perf_lab, CPU, m) { LAB_IMPLS(m); }
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "cuda-perf-lab's kernels as PyTorch operators (torch.ops.cuda_perf_lab)";
+  m.def("variants", &bridge::variants_of, "The variants of a chapter 3 topic compiled into the extension");
+  m.def("clear_cache", &bridge::clear_cache, "Frees every variant state prepared for a shape");
+  m.def("cached_states", &bridge::cached_states, "How many variant states are prepared");
+  m.def("supports", &bridge::supports, "'' when a variant runs a shape on the current device, else why not");
+}

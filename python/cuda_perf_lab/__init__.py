@@ -1,0 +1,36 @@
+"""cuda-perf-lab's kernels as PyTorch operators.
+
+The operators live in torch.ops.cuda_perf_lab (registered by the compiled extension, with autograd
+and fake implementations registered here, so that torch.compile traces them without a graph
+break); the functions below are their autograd-aware front ends:
+
+    layer_norm(x, weight, bias)            LayerNorm over the last dimension (eps 1e-5)
+    gelu(x), swish(x)                      the erf-form GELU, and SiLU
+    cross_entropy(logits, labels)          the mean cross-entropy of rows x classes logits
+    attention(q, k, v, causal)             fused (flash) attention, batch x heads x seq x head_dim
+
+Each takes `variant=` (the chapter 3 operators: the lab program whose kernels run, e.g.
+"baseline_layernorm"; `variants("layernorm")` lists them) or `precision=` (attention: "fp32",
+"3xtf32" or "bf16"). Inputs are CUDA tensors, contiguous, float32 (bf16 q, k, v for the bf16
+attention); a wrong one raises ValueError or TypeError naming it.
+
+Build and install from the repository's root: python3 -m pip install --no-build-isolation ./python
+"""
+from . import _C  # noqa: F401  (registers torch.ops.cuda_perf_lab.*)
+from .ops import attention, cross_entropy, gelu, layer_norm, swish  # noqa: F401
+
+LN_EPS = 1e-5
+
+
+def variants(topic):
+    """The lab programs compiled into the extension for a chapter 3 topic ("layernorm",
+    "layernorm_backward", "gelu", "swish", "cross_entropy", ... and their "_backward")."""
+    return list(_C.variants(topic))
+
+
+def clear_cache():
+    """Frees the variants' per-shape state (their scratch buffers)."""
+    _C.clear_cache()
+
+
+__all__ = ["attention", "cross_entropy", "gelu", "layer_norm", "swish", "variants", "clear_cache", "LN_EPS"]

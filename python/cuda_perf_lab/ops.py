@@ -1,0 +1,175 @@
+"""The operators' autograd formulas and fake (meta) implementations, and their front ends.
+
+The forward operators save what their backward operators read, as PyTorch's own do: LayerNorm
+its rows' mean and 1/std, cross-entropy its rows' log-sum-exp, attention O and its log-sum-exp
+(the backward recomputes P tile by tile from them). The backward operators are not themselves
+differentiable (no double backward).
+"""
+import torch
+
+ops = torch.ops.cuda_perf_lab
+LIB = "cuda_perf_lab::"
+
+# ---- fake implementations: shapes and dtypes only, for torch.compile and FakeTensor ----
+
+
+@torch.library.register_fake(LIB + "layernorm_forward")
+def _(x, weight, bias, variant):
+    rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
+    return torch.empty_like(x), x.new_empty(rows), x.new_empty(rows)
+
+
+@torch.library.register_fake(LIB + "layernorm_backward")
+def _(grad_y, x, weight, mean, rstd, variant):
+    return torch.empty_like(x), weight.new_empty(weight.shape), weight.new_empty(weight.shape)
+
+
+for _name in ("gelu", "swish"):
+    torch.library.register_fake(LIB + _name + "_forward")(lambda x, variant: torch.empty_like(x))
+    torch.library.register_fake(LIB + _name + "_backward")(lambda grad_y, x, variant: torch.empty_like(x))
+
+
+@torch.library.register_fake(LIB + "cross_entropy_forward")
+def _(logits, labels, variant):
+    return logits.new_empty(()), logits.new_empty(logits.shape[0])
+
+
+@torch.library.register_fake(LIB + "cross_entropy_backward")
+def _(grad_loss, logits, labels, lse, variant):
+    return torch.empty_like(logits)
+
+
+@torch.library.register_fake(LIB + "attention_forward")
+def _(q, k, v, causal, precision):
+    return q.new_empty(q.shape, dtype=torch.float32), q.new_empty(q.shape[:3], dtype=torch.float32)
+
+
+@torch.library.register_fake(LIB + "attention_backward")
+def _(grad_o, q, k, v, o, lse, causal, precision):
+    return tuple(q.new_empty(q.shape, dtype=torch.float32) for _ in range(3))
+
+
+# ---- autograd ----
+
+
+def _backward_of(variant, topic, shape):
+    """The backward variant that goes with a forward variant: its program name + "_backward" when
+    the extension has it (optimized_layernorm -> optimized_layernorm_backward), else the topic's
+    optimized backward (optimized_gelu_tanh: the lab has no tanh-form backward; the erf form's
+    derivative is within the approximation's own 5e-4 of it). Where that variant declares the
+    shape N/A (the optimized LayerNorm backward holds rows of at most 16384 floats in registers,
+    the forward 32768), the topic's baseline backward, which runs every shape."""
+    from . import _C
+
+    name = variant + "_backward"
+    if name not in _C.variants(topic + "_backward"):
+        name = "optimized_" + topic + "_backward"
+    return name if _C.supports(name, list(shape)) == "" else "baseline_" + topic + "_backward"
+
+
+def _ln_setup(ctx, inputs, output):
+    x, weight, _bias, variant = inputs
+    _y, mean, rstd = output
+    ctx.save_for_backward(x, weight, mean, rstd)
+    ctx.variant = variant
+
+
+def _ln_backward(ctx, grad_y, _grad_mean, _grad_rstd):
+    x, weight, mean, rstd = ctx.saved_tensors
+    d = x.shape[-1]
+    backward = _backward_of(ctx.variant, "layernorm", (x.numel() // d if d else 0, d))
+    dx, dw, db = ops.layernorm_backward(grad_y.contiguous(), x, weight, mean, rstd, backward)
+    return dx, dw, db, None
+
+
+torch.library.register_autograd(LIB + "layernorm_forward", _ln_backward, setup_context=_ln_setup)
+
+
+def _act_autograd(name):
+    def setup(ctx, inputs, output):
+        x, variant = inputs
+        ctx.save_for_backward(x)
+        ctx.variant = variant
+
+    def backward(ctx, grad_y):
+        (x,) = ctx.saved_tensors
+        backward = _backward_of(ctx.variant, name, (x.numel(),))
+        return getattr(ops, name + "_backward")(grad_y.contiguous(), x, backward), None
+
+    torch.library.register_autograd(LIB + name + "_forward", backward, setup_context=setup)
+
+
+_act_autograd("gelu")
+_act_autograd("swish")
+
+
+def _ce_setup(ctx, inputs, output):
+    logits, labels, variant = inputs
+    ctx.save_for_backward(logits, labels, output[1])
+    ctx.variant = variant
+
+
+def _ce_backward(ctx, grad_loss, _grad_lse):
+    logits, labels, lse = ctx.saved_tensors
+    backward = _backward_of(ctx.variant, "cross_entropy", tuple(logits.shape))
+    return ops.cross_entropy_backward(grad_loss.contiguous(), logits, labels, lse, backward), None, None
+
+
+torch.library.register_autograd(LIB + "cross_entropy_forward", _ce_backward, setup_context=_ce_setup)
+
+
+def _attn_setup(ctx, inputs, output):
+    q, k, v, causal, precision = inputs
+    o, lse = output
+    ctx.save_for_backward(q, k, v, o, lse)
+    ctx.causal, ctx.precision = causal, precision
+
+
+def _attn_backward(ctx, grad_o, _grad_lse):
+    q, k, v, o, lse = ctx.saved_tensors
+    dq, dk, dv = ops.attention_backward(grad_o.contiguous(), q, k, v, o, lse, ctx.causal, ctx.precision)
+    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), None, None
+
+
+torch.library.register_autograd(LIB + "attention_forward", _attn_backward, setup_context=_attn_setup)
+
+# ---- front ends ----
+
+
+def layer_norm(x, weight, bias, eps=1e-5, variant="optimized_layernorm"):
+    """LayerNorm over the last dimension of x with scale `weight` and shift `bias` (each of that
+    dimension's size), as torch.nn.functional.layer_norm(x, (D,), weight, bias, 1e-5). The lab's
+    kernels use eps = 1e-5; another eps raises ValueError. The backward runs `variant`'s
+    counterpart ("optimized_layernorm" -> "optimized_layernorm_backward")."""
+    if eps != 1e-5:
+        raise ValueError("layer_norm: the lab's kernels use eps = 1e-5 (got %r)" % (eps,))
+    return ops.layernorm_forward(x, weight, bias, variant)[0]
+
+
+def gelu(x, variant="optimized_gelu"):
+    """GELU in its erf form, as torch.nn.functional.gelu(x) (variant "optimized_gelu_tanh" is the
+    tanh approximation, within 5e-4 of it)."""
+    return ops.gelu_forward(x, variant)
+
+
+def swish(x, variant="optimized_swish"):
+    """Swish (SiLU), x * sigmoid(x), as torch.nn.functional.silu(x)."""
+    return ops.swish_forward(x, variant)
+
+
+def cross_entropy(logits, labels, variant="optimized_cross_entropy"):
+    """The mean cross-entropy of rows x classes float32 logits and int64 (or int32) labels, as
+    torch.nn.functional.cross_entropy(logits, labels). A label outside [0, classes) gives NaN (the
+    lab's kernels do not fault, and a check for it would cost a synchronization)."""
+    return ops.cross_entropy_forward(logits, labels, variant)[0]
+
+
+def attention(q, k, v, causal=False, precision=None):
+    """Fused attention softmax(q k^T / sqrt(d)) v over batch x heads x seq x d tensors, as
+    torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal), d in 16, 32, 64
+    and 128. precision: "fp32" (the SIMT kernels; the default for float32 inputs), "3xtf32" (float32
+    on the tensor cores, fp32's accuracy), "bf16" (bf16 q, k, v; the default for them). The
+    output is float32 in every case: the kernels accumulate and write in fp32."""
+    if precision is None:
+        precision = "bf16" if q.dtype == torch.bfloat16 else "fp32"
+    return ops.attention_forward(q, k, v, causal, precision)[0]

@@ -1,0 +1,32 @@
+"""The bridge's tests need PyTorch built for CUDA, a GPU it sees, and the package built (in place
+by `python3 setup.py build_ext --inplace` in python/, or installed by pip): without any of them
+every test is skipped, with the reason."""
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # python/, for in-place builds
+
+
+def _missing():
+    try:
+        import torch
+    except ImportError:
+        return "PyTorch is not installed"
+    if not torch.cuda.is_available():
+        return "PyTorch sees no CUDA device"
+    try:
+        import cuda_perf_lab  # noqa: F401
+    except ImportError as e:
+        return "cuda_perf_lab is not built (python3 -m pip install --no-build-isolation ./python): %s" % e
+    return None
+
+
+MISSING = _missing()
+
+
+def pytest_collection_modifyitems(config, items):
+    if MISSING:
+        for item in items:
+            item.add_marker(pytest.mark.skip(reason=MISSING))

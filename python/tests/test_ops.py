@@ -1,0 +1,311 @@
+"""The bridge's operators against PyTorch's own, on the GPU.
+
+Accuracy. Each output (and each gradient) is compared with PyTorch's float64 result on the same
+inputs. The lab's float32 result passes when its L2 distance from float64 is at most 4 times the
+larger of PyTorch float32's own distance (or bf16's, for the bf16 attention) and a floor of
+2^-21 of the tensor's norm. A distance over many elements is a steady statistic, so the bound
+neither flakes on a seed nor hides a wrong kernel (a wrong element of a large tensor moves it by
+orders of magnitude); the floor, 16 ulps relative to the tensor's norm, covers shapes where
+PyTorch's float32 happens to be exact (one element, a single class) while the lab's
+transcendental functions (erfcf, __expf, __logf: a few ulps each) are not. Gradients are checked
+the same way against float64 autograd: the operators run in float32 (or bf16) only, so
+torch.autograd.gradcheck, which needs float64, does not apply.
+
+Shapes: random inputs at the shapes the chapters check (awkward ones included: one element, one
+class, rows not a multiple of 4 or 32, seq off the 64-row tile) plus, for each op, a model-sized one.
+"""
+import math
+
+import pytest
+
+from conftest import MISSING
+
+if MISSING:
+    pytest.skip(MISSING, allow_module_level=True)
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import cuda_perf_lab as lab  # noqa: E402
+
+ops = torch.ops.cuda_perf_lab
+DEV = "cuda"
+FLOOR = 2.0 ** -21
+
+
+def assert_close(name, got, ref64, torch_low, cancel=0.0):
+    """got (the lab's) against ref64 (float64), allowed 4 x PyTorch's own lower-precision error.
+    cancel: the error the inputs' rounding may leave where the result is a difference of larger
+    terms (attention's dQ and dK at one key: exactly zero, whatever the terms), for shapes where
+    PyTorch's order of operations happens to cancel them exactly."""
+    ref = ref64.double()
+    err = (got.double() - ref).norm().item()
+    allowed = 4 * max((torch_low.double() - ref).norm().item(), FLOOR * ref.norm().item(), cancel)
+    assert math.isfinite(err), "%s: not finite" % name
+    assert err <= allowed, "%s: L2 error %.3g above %.3g (4 x PyTorch's own, or the floor)" % (name, err, allowed)
+
+
+def rand(*shape, lo=-1.0, hi=1.0, dtype=torch.float32, seed=0):
+    g = torch.Generator(device=DEV).manual_seed(seed)
+    return (torch.rand(*shape, generator=g, device=DEV, dtype=torch.float64) * (hi - lo) + lo).to(dtype)
+
+
+# ---- LayerNorm ----
+
+LN_SHAPES = [(1, 1), (3, 5), (7, 33), (300, 128), (64, 768), (33, 1000), (2, 4097), (2, 32768), (4, 8, 768)]
+
+
+@pytest.mark.parametrize("shape", LN_SHAPES)
+@pytest.mark.parametrize("variant", ["optimized_layernorm", "baseline_layernorm"])
+def test_layernorm_forward_and_gradients(shape, variant):
+    """(2, 4097) and (2, 32768): the optimized backward declares them N/A (its register tiles), and
+    autograd runs the baseline backward there."""
+    d = shape[-1]
+    x = rand(*shape, lo=-2, hi=4, seed=1)
+    w, b = rand(d, lo=0.5, hi=1.5, seed=2), rand(d, lo=-0.5, hi=0.5, seed=3)
+    dy = rand(*shape, seed=4)
+    leaves = [t.clone().requires_grad_() for t in (x, w, b)]
+    y = lab.layer_norm(*leaves, variant=variant)
+    y.backward(dy)
+    ref = [t.double().requires_grad_() for t in (x, w, b)]
+    y64 = F.layer_norm(ref[0], (d,), ref[1], ref[2], 1e-5)
+    y64.backward(dy.double())
+    low = [t.clone().requires_grad_() for t in (x, w, b)]
+    y32 = F.layer_norm(low[0], (d,), low[1], low[2], 1e-5)
+    y32.backward(dy)
+    assert_close("y", y, y64, y32)
+    for name, a, r, t in zip(("dx", "dweight", "dbias"), leaves, ref, low):
+        assert_close(name, a.grad, r.grad, t.grad)
+
+
+def test_layernorm_saves_mean_and_rstd():
+    x = rand(300, 128, lo=-2, hi=4, seed=5)
+    w, b = torch.ones(128, device=DEV), torch.zeros(128, device=DEV)
+    _, mean, rstd = ops.layernorm_forward(x, w, b, "optimized_layernorm")
+    x64 = x.double()
+    mean64 = x64.mean(-1)
+    rstd64 = (x64.var(-1, unbiased=False) + 1e-5).rsqrt()
+    assert_close("mean", mean, mean64, x.mean(-1))
+    assert_close("rstd", rstd, rstd64, (x.var(-1, unbiased=False) + 1e-5).rsqrt())
+
+
+# ---- GELU and Swish ----
+
+FLAT = [(1,), (3,), (4097,), (1000003,), (8, 128, 3072)]
+
+
+@pytest.mark.parametrize("shape", FLAT)
+@pytest.mark.parametrize("name", ["gelu", "swish"])
+@pytest.mark.parametrize("role", ["optimized", "baseline"])
+def test_activation_forward_and_gradient(shape, name, role):
+    x = rand(*shape, lo=-6, hi=6, seed=6)
+    dy = rand(*shape, seed=7)
+    fn = getattr(lab, name)
+    torch_fn = F.gelu if name == "gelu" else F.silu
+    a = x.clone().requires_grad_()
+    y = fn(a, variant="%s_%s" % (role, name))
+    y.backward(dy)
+    r = x.double().requires_grad_()
+    y64 = torch_fn(r)
+    y64.backward(dy.double())
+    t = x.clone().requires_grad_()
+    y32 = torch_fn(t)
+    y32.backward(dy)
+    assert_close(name, y, y64, y32)
+    assert_close("d" + name, a.grad, r.grad, t.grad)
+
+
+def test_gelu_tanh_is_the_tanh_approximation():
+    x = rand(100000, lo=-6, hi=6, seed=8)
+    y = lab.gelu(x, variant="optimized_gelu_tanh")
+    # Its own bound (the program's): every element within 5e-4 of the erf form; and it is the tanh
+    # form: closer to PyTorch's approximate="tanh" than to the erf form by orders of magnitude.
+    exact = F.gelu(x.double())
+    assert (y.double() - exact).abs().max().item() <= 5e-4
+    assert (y.double() - F.gelu(x.double(), approximate="tanh")).abs().max().item() <= 1e-5
+
+
+# ---- Cross-entropy ----
+
+CE_SHAPES = [(1, 1), (13, 1), (1, 2), (3, 5), (7, 33), (1000, 10), (64, 768), (5, 2049), (2, 50257), (512, 50304)]
+
+
+@pytest.mark.parametrize("shape", CE_SHAPES)
+@pytest.mark.parametrize("variant", ["optimized_cross_entropy"])
+@pytest.mark.parametrize("label_dtype", [torch.int64, torch.int32])
+def test_cross_entropy_and_gradient(shape, variant, label_dtype):
+    rows, classes = shape
+    x = rand(rows, classes, lo=-8, hi=8, seed=9)
+    g = torch.Generator(device=DEV).manual_seed(10)
+    labels = torch.randint(0, classes, (rows,), generator=g, device=DEV).to(label_dtype)
+    a = x.clone().requires_grad_()
+    loss = lab.cross_entropy(a, labels, variant=variant)
+    (loss * 1.5).backward()  # a gradient other than 1 reaches the loss: the backward's dloss
+    r = x.double().requires_grad_()
+    l64 = F.cross_entropy(r, labels.long())
+    (l64 * 1.5).backward()
+    t = x.clone().requires_grad_()
+    l32 = F.cross_entropy(t, labels.long())
+    (l32 * 1.5).backward()
+    assert loss.shape == () and loss.dtype == torch.float32
+    assert_close("loss", loss, l64, l32)
+    assert_close("dlogits", a.grad, r.grad, t.grad)
+
+
+def test_cross_entropy_bad_label_is_nan_not_a_fault():
+    x = rand(4, 10, seed=11)
+    loss = lab.cross_entropy(x, torch.tensor([0, 1, 10, 2], device=DEV))
+    torch.cuda.synchronize()
+    assert math.isnan(loss.item())
+    assert lab.cross_entropy(x, torch.tensor([0, 1, 9, 2], device=DEV)).isfinite().item()
+
+
+def test_cross_entropy_baseline_has_no_lse_for_the_backward():
+    with pytest.raises(ValueError, match="lse"):
+        lab.cross_entropy(rand(4, 10), torch.zeros(4, dtype=torch.long, device=DEV), variant="baseline_cross_entropy")
+
+
+# ---- Attention ----
+
+ATTN_SHAPES = [(1, 1, 1, 16, False), (1, 1, 1, 64, True), (2, 1, 77, 16, True), (1, 2, 130, 32, False),
+               (2, 1, 65, 64, True), (1, 1, 200, 64, False), (1, 2, 129, 128, True), (1, 1, 300, 128, False),
+               (2, 4, 256, 64, True)]
+
+
+def sdpa(q, k, v, causal):
+    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+
+@pytest.mark.parametrize("shape", ATTN_SHAPES)
+@pytest.mark.parametrize("precision", ["fp32", "3xtf32", "bf16"])
+def test_attention_forward_and_gradients(shape, precision):
+    b, h, s, d, causal = shape
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    q, k, v = (rand(b, h, s, d, seed=12 + i, dtype=dtype) for i in range(3))
+    do = rand(b, h, s, d, seed=15)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    o = lab.attention(*leaves, causal=causal, precision=precision)
+    assert o.dtype == torch.float32
+    o.backward(do)
+    ref = [t.double().requires_grad_() for t in (q, k, v)]
+    o64 = sdpa(*ref, causal)
+    o64.backward(do.double())
+    # PyTorch at the same input precision (float32 with TF32 off, or bf16) is the yardstick.
+    low = [t.clone().requires_grad_() for t in (q, k, v)]
+    allow_tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        o_low = sdpa(*low, causal)
+        o_low.backward(do.to(dtype))
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = allow_tf32
+    assert_close("o", o, o64, o_low)
+    # dQ = scale dS K and dK = scale dS^T Q with dS = P o (dP - delta): dP_ij = dO_i . V_j and
+    # delta_i = sum_j P_ij dP_ij are each sums of d products of inputs rounded to the kernel's
+    # precision (2^-8 relative for two bf16 operands, 16u for fp32 and 3xTF32), so their difference
+    # errs by that much of E_ij = |dO_i| . |V_j| plus its P-weighted row mean, whatever it cancels to.
+    eps = 2.0 ** -8 if precision == "bf16" else 16 * 2.0 ** -24
+    with torch.no_grad():
+        qa, ka, va, doa = (t.double().abs() for t in (q, k, v, do))
+        scores = (q.double() @ k.double().transpose(-2, -1)) / math.sqrt(d)
+        if causal:
+            scores = scores.masked_fill(torch.ones(s, s, dtype=torch.bool, device=DEV).triu(1), float("-inf"))
+        p = torch.softmax(scores, dim=-1)
+        e = doa @ va.transpose(-2, -1)
+        w = p * (e + (p * e).sum(-1, keepdim=True)) / math.sqrt(d)
+        cancel = {"dq": eps * (w @ ka).norm().item(), "dk": eps * (w.transpose(-2, -1) @ qa).norm().item(), "dv": 0.0}
+    for name, a, r, t in zip(("dq", "dk", "dv"), leaves, ref, low):
+        assert a.grad.dtype == dtype
+        assert_close(name, a.grad, r.grad, t.grad, cancel[name])
+
+
+def test_attention_lse():
+    q, k, v = (rand(2, 3, 100, 64, seed=20 + i) for i in range(3))
+    _, lse = ops.attention_forward(q, k, v, True, "fp32")
+    s = (q.double() @ k.double().transpose(-2, -1)) / 8.0
+    s = s.masked_fill(torch.ones(100, 100, dtype=torch.bool, device=DEV).triu(1), float("-inf"))
+    s32 = ((q @ k.transpose(-2, -1)) / 8.0).masked_fill(torch.ones(100, 100, dtype=torch.bool, device=DEV).triu(1),
+                                                         float("-inf"))
+    assert_close("lse", lse, torch.logsumexp(s, -1), torch.logsumexp(s32, -1))
+
+
+# ---- the checks: a clear exception, never a fault ----
+
+
+def test_bad_inputs_raise_clear_errors():
+    x = rand(8, 768)
+    w, b = torch.ones(768, device=DEV), torch.zeros(768, device=DEV)
+    cases = [
+        (ValueError, "CUDA tensor", lambda: lab.layer_norm(x.cpu(), w.cpu(), b.cpu())),
+        (TypeError, "Float", lambda: lab.layer_norm(x.double(), w, b)),
+        (ValueError, "contiguous", lambda: lab.layer_norm(rand(768, 8).t(), w, b)),
+        (ValueError, "weight must have shape", lambda: lab.layer_norm(x, w[:100], b)),
+        (ValueError, "eps", lambda: lab.layer_norm(x, w, b, eps=1e-6)),
+        (ValueError, "longer than the largest register tile",
+         lambda: lab.layer_norm(rand(1, 40000), torch.ones(40000, device=DEV), torch.zeros(40000, device=DEV))),
+        (ValueError, "no variant 'optimized_nothing'", lambda: lab.layer_norm(x, w, b, variant="optimized_nothing")),
+        (ValueError, "no variant 'optimized_gelu'", lambda: lab.layer_norm(x, w, b, variant="optimized_gelu")),
+        (TypeError, "labels must be int32 or int64",
+         lambda: lab.cross_entropy(x, torch.zeros(8, device=DEV))),
+        (ValueError, "labels must have shape", lambda: lab.cross_entropy(x, torch.zeros(7, dtype=torch.long,
+                                                                                       device=DEV))),
+        (ValueError, "d must be 16, 32, 64 or 128",
+         lambda: lab.attention(*(rand(1, 1, 64, 80) for _ in range(3)))),
+        (ValueError, "k must have shape",
+         lambda: lab.attention(rand(1, 1, 64, 64), rand(1, 1, 32, 64), rand(1, 1, 64, 64))),
+        (TypeError, "BFloat16", lambda: lab.attention(*(rand(1, 1, 64, 64) for _ in range(3)), precision="bf16")),
+        (ValueError, "precision must be", lambda: lab.attention(*(rand(1, 1, 64, 64) for _ in range(3)),
+                                                                precision="fp8")),
+        (ValueError, "must be a CUDA tensor", lambda: lab.gelu(torch.ones(3))),
+    ]
+    for exc, text, call in cases:
+        with pytest.raises(exc, match=text):
+            call()
+    torch.cuda.synchronize()  # nothing faulted: the device still runs
+    assert torch.isfinite(lab.layer_norm(x, w, b)).all()
+
+
+def test_empty_inputs():
+    assert lab.gelu(torch.empty(0, device=DEV)).shape == (0,)
+    assert lab.layer_norm(torch.empty(0, 16, device=DEV), torch.ones(16, device=DEV),
+                          torch.zeros(16, device=DEV)).shape == (0, 16)
+
+
+# ---- torch.library's own checks, and torch.compile without a graph break ----
+
+def _opcheck_cases():
+    x = rand(6, 40, lo=-2, hi=4)
+    w, b = rand(40, lo=0.5, hi=1.5, seed=2), rand(40, seed=3)
+    labels = torch.randint(0, 40, (6,), device=DEV)
+    q, k, v = (rand(1, 2, 70, 32, seed=30 + i) for i in range(3))
+    return [
+        (ops.layernorm_forward, (x.requires_grad_(), w.requires_grad_(), b.requires_grad_(), "optimized_layernorm")),
+        (ops.gelu_forward, (rand(1000, lo=-6, hi=6).requires_grad_(), "optimized_gelu")),
+        (ops.swish_forward, (rand(1000, lo=-6, hi=6).requires_grad_(), "optimized_swish")),
+        (ops.cross_entropy_forward, (rand(6, 40, seed=5).requires_grad_(), labels, "optimized_cross_entropy")),
+        (ops.attention_forward, (q.requires_grad_(), k.requires_grad_(), v.requires_grad_(), True, "fp32")),
+    ]
+
+
+@pytest.mark.parametrize("case", range(5))
+def test_opcheck(case):
+    op, args = _opcheck_cases()[case]
+    torch.library.opcheck(op, args)
+
+
+def test_compiles_without_graph_break():
+    x = rand(16, 64, lo=-2, hi=4).requires_grad_()
+    w, b = torch.ones(64, device=DEV, requires_grad=True), torch.zeros(64, device=DEV, requires_grad=True)
+    labels = torch.randint(0, 64, (16,), device=DEV)
+
+    def f(x, w, b):
+        h = lab.gelu(lab.layer_norm(x, w, b))
+        q = h.view(1, 1, 16, 64)
+        return lab.cross_entropy(lab.attention(q, q, q, causal=True).view(16, 64), labels)
+
+    compiled = torch.compile(f, fullgraph=True)  # fullgraph: a graph break is an error
+    loss = compiled(x, w, b)
+    loss.backward()
+    ref = f(x.detach().clone().requires_grad_(), w, b)
+    assert torch.equal(loss, ref)  # the same kernels on the same inputs, none of them with atomics
+    assert x.grad is not None and torch.isfinite(x.grad).all()

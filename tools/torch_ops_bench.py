@@ -1,0 +1,274 @@
+#!/usr/bin/env python3
+"""The lab's operators through PyTorch (python/, cuda_perf_lab) against PyTorch eager,
+torch.compile, and the lab's own C++ programs, at the chapters' large shapes, in one session.
+
+For each operator and shape it times, the lab's way (CUDA events around one call, the L2 flushed
+before it, the median of --reps calls after warm-up):
+  - lab (torch): the operator called from Python (torch.ops.cuda_perf_lab.*), its outputs
+    allocated by PyTorch's allocator;
+  - C++: the program that runs the same kernels (build/chNN/optimized_*), run with --shape and
+    --no-check; its median from its Google Benchmark JSON (cold L2, as here);
+  - eager: PyTorch's own operator (F.layer_norm, F.gelu, F.cross_entropy, SDPA ...; a backward as
+    torch.autograd.grad on the graph the forward built);
+  - compile: torch.compile (default mode) of the same function (for a backward, of its formula
+    written out: what inductor generates for it); attention has none (SDPA is PyTorch's kernel).
+A call's CPU work (Python, the dispatcher, the checks) is kept out of its GPU time by a spin of
+the GPU before the start event, long enough for the call to be queued behind it; the host time of
+a call is reported apart (host_us: enqueueing one call, measured on the CPU).
+
+  python3 tools/torch_ops_bench.py [--ops layernorm,cross_entropy,...] [--build build] [--reps 20]
+      [--json out.json] [--markdown out.md] [--quick]
+
+Columns: ms for each; lab/C++ (1.00: the binding adds nothing; the target is within 5%), and
+eager/lab and compile/lab (above 1: the lab is faster). Exit status 0; 2 for a bad argument, no
+PyTorch or GPU, or the package not built.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "python"))
+
+# op -> (chapter folder, C++ program, shapes (the chapter's sweep, large ones))
+OPS = {
+    "layernorm": ("ch03_kernels", "optimized_layernorm", ["16384x768", "8192x4096", "4096x16384"]),
+    "layernorm_backward": ("ch03_kernels", "optimized_layernorm_backward", ["16384x768", "8192x4096", "4096x16384"]),
+    "gelu": ("ch03_kernels", "optimized_gelu", ["16777216", "268435456"]),
+    "gelu_backward": ("ch03_kernels", "optimized_gelu_backward", ["16777216", "268435456"]),
+    "swish": ("ch03_kernels", "optimized_swish", ["16777216", "268435456"]),
+    "swish_backward": ("ch03_kernels", "optimized_swish_backward", ["16777216", "268435456"]),
+    "cross_entropy": ("ch03_kernels", "optimized_cross_entropy", ["8192x32768", "4096x50304"]),
+    "cross_entropy_backward": ("ch03_kernels", "optimized_cross_entropy_backward", ["8192x32768", "4096x50304"]),
+    "attention": ("ch04_compile_vs_fused", "optimized_attention_fused", ["8x16x4096x64x0", "8x16x4096x128x0"]),
+    "attention_3xtf32": ("ch04_compile_vs_fused", "optimized_attention_fused_3xtf32",
+                         ["8x16x4096x64x0", "8x16x4096x128x0"]),
+    "attention_bf16": ("ch04_compile_vs_fused", "optimized_attention_fused_tc", ["8x16x4096x64x0", "8x16x4096x128x0"]),
+    "attention_backward": ("ch04_compile_vs_fused", "optimized_attention_backward_fused", ["8x16x4096x64x0"]),
+    "attention_backward_3xtf32": ("ch04_compile_vs_fused", "optimized_attention_backward_fused_3xtf32",
+                                  ["8x16x4096x64x0"]),
+    "attention_backward_bf16": ("ch04_compile_vs_fused", "optimized_attention_backward_fused_tc",
+                                ["8x16x4096x64x0", "8x16x4096x128x0"]),
+}
+
+
+def cases(torch, lab, op, shape):
+    """{implementation: callable} for one op and shape (inputs made here, as the programs make them)."""
+    F = torch.nn.functional
+    ops = torch.ops.cuda_perf_lab
+    dims = [int(v) for v in shape.split("x")]
+
+    def rand(*s, lo=-1.0, hi=1.0, dtype=torch.float32, grad=False):
+        return torch.empty(*s, device="cuda").uniform_(lo, hi).to(dtype).requires_grad_(grad)
+
+    if op == "layernorm":
+        n, d = dims
+        x, w, b = rand(n, d, lo=-2, hi=4), rand(d, lo=0.5, hi=1.5), rand(d, lo=-0.5, hi=0.5)
+        f = lambda x, w, b: F.layer_norm(x, (d,), w, b, 1e-5)  # noqa: E731
+        return {"lab": lambda: ops.layernorm_forward(x, w, b, "optimized_layernorm"), "eager": lambda: f(x, w, b),
+                "compile": (torch.compile(f), (x, w, b))}
+    if op == "layernorm_backward":
+        n, d = dims
+        x, w, b = rand(n, d, lo=-2, hi=4, grad=True), rand(d, lo=0.5, hi=1.5, grad=True), rand(d, grad=True)
+        dy = rand(n, d)
+        y = F.layer_norm(x, (d,), w, b, 1e-5)
+        _, mean, rstd = ops.layernorm_forward(x.detach(), w.detach(), b.detach(), "optimized_layernorm")
+        xd, wd = x.detach(), w.detach()
+
+        def formula(dy, x, w, mean, rstd):  # the backward written out, for torch.compile
+            xhat = (x - mean[:, None]) * rstd[:, None]
+            g = dy * w
+            dx = rstd[:, None] * (g - g.mean(-1, keepdim=True) - xhat * (g * xhat).mean(-1, keepdim=True))
+            return dx, (dy * xhat).sum(0), dy.sum(0)
+
+        return {"lab": lambda: ops.layernorm_backward(dy, xd, wd, mean, rstd, "optimized_layernorm_backward"),
+                "eager": lambda: torch.autograd.grad(y, (x, w, b), dy, retain_graph=True),
+                "compile": (torch.compile(formula), (dy, xd, wd, mean, rstd))}
+    if op in ("gelu", "swish", "gelu_backward", "swish_backward"):
+        name = op.split("_")[0]
+        fn = F.gelu if name == "gelu" else F.silu
+        x = rand(dims[0], lo=-6, hi=6)
+        if not op.endswith("backward"):
+            return {"lab": lambda: getattr(ops, name + "_forward")(x, "optimized_" + name), "eager": lambda: fn(x),
+                    "compile": (torch.compile(fn), (x,))}
+        xg, dy = x.clone().requires_grad_(), rand(dims[0])
+        y = fn(xg)
+
+        def formula(dy, x):
+            if name == "gelu":
+                cdf = 0.5 * torch.erfc(-x * 0.7071067811865476)
+                return dy * (cdf + x * torch.exp(-0.5 * x * x) * 0.3989422804014327)
+            s = torch.sigmoid(x)
+            return dy * (s * (1 + x * (1 - s)))
+
+        return {"lab": lambda: getattr(ops, name + "_backward")(dy, x, "optimized_" + op),
+                "eager": lambda: torch.autograd.grad(y, xg, dy, retain_graph=True),
+                "compile": (torch.compile(formula), (dy, x))}
+    if op in ("cross_entropy", "cross_entropy_backward"):
+        n, c = dims
+        logits, labels = rand(n, c, lo=-8, hi=8), torch.randint(0, c, (n,), device="cuda")
+        if op == "cross_entropy":
+            return {"lab": lambda: ops.cross_entropy_forward(logits, labels, "optimized_cross_entropy"),
+                    "eager": lambda: F.cross_entropy(logits, labels),
+                    "compile": (torch.compile(F.cross_entropy), (logits, labels))}
+        lg = logits.clone().requires_grad_()
+        loss = F.cross_entropy(lg, labels)
+        _, lse = ops.cross_entropy_forward(logits, labels, "optimized_cross_entropy")
+        one = torch.ones((), device="cuda")
+
+        def formula(g, logits, labels, lse):
+            p = torch.exp(logits - lse[:, None])
+            p[torch.arange(logits.shape[0], device=logits.device), labels] -= 1
+            return p * (g / logits.shape[0])
+
+        return {"lab": lambda: ops.cross_entropy_backward(one, logits, labels, lse, "optimized_cross_entropy_backward"),
+                "eager": lambda: torch.autograd.grad(loss, lg, retain_graph=True),
+                "compile": (torch.compile(formula), (one, logits, labels, lse))}
+    # attention
+    b, h, s, d, causal = dims
+    causal = bool(causal)
+    precision = "bf16" if op.endswith("bf16") else "3xtf32" if op.endswith("3xtf32") else "fp32"
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    q, k, v = (rand(b, h, s, d, dtype=dtype) for _ in range(3))
+    sdpa = F.scaled_dot_product_attention
+    if not op.startswith("attention_backward"):
+        return {"lab": lambda: ops.attention_forward(q, k, v, causal, precision),
+                "eager": lambda: sdpa(q, k, v, is_causal=causal)}
+    o, lse = ops.attention_forward(q, k, v, causal, precision)
+    do = rand(b, h, s, d)
+    qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
+    og = sdpa(qg, kg, vg, is_causal=causal)
+    do_low = do.to(dtype)
+    return {"lab": lambda: ops.attention_backward(do, q, k, v, o, lse, causal, precision),
+            "eager": lambda: torch.autograd.grad(og, (qg, kg, vg), do_low, retain_graph=True)}
+
+
+def time_ms(torch, fn, flush, reps):
+    """Median GPU ms of one call, L2 cold, the call's CPU work hidden behind a GPU spin."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    gpu, host = [], []
+    for _ in range(reps):
+        flush.sum()
+        torch.cuda._sleep(400_000)  # about 0.2 ms at H100 clocks: the call is queued before it ends
+        start.record()
+        t0 = time.perf_counter()
+        fn()
+        host.append((time.perf_counter() - t0) * 1e6)
+        stop.record()
+        stop.synchronize()
+        gpu.append(start.elapsed_time(stop))
+    return statistics.median(gpu), statistics.median(host)
+
+
+def cpp_median_ms(build, folder, program, shape):
+    """The C++ program's median (cold L2) at the shape, from its Google Benchmark JSON; None if absent."""
+    path = os.path.join(build, folder, program)
+    if not os.path.exists(path):
+        return None
+    out = subprocess.run([path, "--shape", shape, "--no-check", "--benchmark_format=json"], capture_output=True,
+                         text=True)
+    if out.returncode != 0:
+        print("  %s --shape %s failed (%d): %s" % (program, shape, out.returncode, out.stderr.strip()[-300:]),
+              file=sys.stderr)
+        return None
+    scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
+    for b in json.loads(out.stdout)["benchmarks"]:
+        if b.get("aggregate_name") == "median":
+            return b["real_time"] * scale[b["time_unit"]]
+    return None
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--ops", default=",".join(OPS), help="comma-separated, from: " + ", ".join(OPS))
+    p.add_argument("--build", default=os.path.join(ROOT, "build"), help="the CMake build folder (C++ programs)")
+    p.add_argument("--reps", type=int, default=20, help="timed calls a measurement (median)")
+    p.add_argument("--quick", action="store_true", help="the first shape of each op only")
+    p.add_argument("--json", help="write the rows as JSON here")
+    p.add_argument("--markdown", help="write the table as Markdown here")
+    a = p.parse_args()
+    ops_wanted = [o for o in a.ops.split(",") if o]
+    bad = [o for o in ops_wanted if o not in OPS]
+    if bad or a.reps < 1:
+        print("torch_ops_bench.py: error: %s" % ("unknown op(s): " + ", ".join(bad) if bad else "--reps below 1"),
+              file=sys.stderr)
+        return 2
+    try:
+        import torch
+    except ImportError:
+        print("torch_ops_bench.py: error: PyTorch is not installed", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("torch_ops_bench.py: error: no CUDA device visible to PyTorch", file=sys.stderr)
+        return 2
+    try:
+        import cuda_perf_lab as lab
+    except ImportError as e:
+        print("torch_ops_bench.py: error: cuda_perf_lab is not built (python3 -m pip install --no-build-isolation "
+              "./python): %s" % e, file=sys.stderr)
+        return 2
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    flush = torch.empty(max(2 * l2, 64 << 20) // 4, device="cuda")
+    rows = []
+    head = "%-26s %-16s %9s %9s %9s %9s %7s %8s %8s %8s" % (
+        "op", "shape", "lab ms", "C++ ms", "eager ms", "comp ms", "host_us", "lab/C++", "eager/lab", "comp/lab")
+    print(torch.cuda.get_device_name(0), "| torch", torch.__version__)
+    print(head, flush=True)
+    for op in ops_wanted:
+        folder, program, shapes = OPS[op]
+        for shape in shapes[:1] if a.quick else shapes:
+            impls = cases(torch, lab, op, shape)
+            row = {"op": op, "shape": shape, "program": program}
+            for name, fn in impls.items():
+                if isinstance(fn, tuple):
+                    f, args = fn
+                    fn = (lambda f=f, args=args: f(*args))
+                row[name + "_ms"], host = time_ms(torch, fn, flush, a.reps)
+                if name == "lab":
+                    row["host_us"] = host
+            del impls
+            torch.cuda.empty_cache()
+            row["cpp_ms"] = cpp_median_ms(a.build, folder, program, shape)
+
+            def ratio(x, y):
+                return x / y if x and y else None
+
+            row["lab_over_cpp"] = ratio(row["lab_ms"], row["cpp_ms"])
+            row["eager_over_lab"] = ratio(row.get("eager_ms"), row["lab_ms"])
+            row["compile_over_lab"] = ratio(row.get("compile_ms"), row["lab_ms"])
+            rows.append(row)
+            fmt = lambda v, f="%9.4g": (f % v) if v else "%9s" % "-"  # noqa: E731
+            print("%-26s %-16s %s %s %s %s %7.0f %8s %8s %8s" % (
+                op, shape, fmt(row["lab_ms"]), fmt(row["cpp_ms"]), fmt(row.get("eager_ms")),
+                fmt(row.get("compile_ms")), row["host_us"], fmt(row["lab_over_cpp"], "%8.3f"),
+                fmt(row["eager_over_lab"], "%8.2f"), fmt(row["compile_over_lab"], "%8.2f")), flush=True)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "reps": a.reps,
+                       "rows": rows}, f, indent=1)
+    if a.markdown:
+        def cell(v, f):
+            return f % v if v else "-"
+        with open(a.markdown, "w") as f:
+            f.write("| op | shape | lab through PyTorch | C++ program | lab / C++ | eager | torch.compile "
+                    "| eager / lab | compile / lab |\n|---|---|---|---|---|---|---|---|---|\n")
+            for r in rows:
+                f.write("| %s | %s | %s ms | %s ms | %s | %s ms | %s | %s | %s |\n" % (
+                    r["op"], r["shape"], cell(r["lab_ms"], "%.4g"), cell(r["cpp_ms"], "%.4g"),
+                    cell(r["lab_over_cpp"], "%.3f"), cell(r.get("eager_ms"), "%.4g"),
+                    cell(r.get("compile_ms"), "%.4g ms"), cell(r["eager_over_lab"], "%.2fx"),
+                    cell(r["compile_over_lab"], "%.2fx")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

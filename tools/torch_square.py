@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Seed 004's example, reproduced: a square kernel written in CUDA, built into PyTorch with
+torch.utils.cpp_extension.load_inline, checked, and set against x * x, x ** 2 and torch.square with
+the PyTorch profiler's table, as the GPU-mode lecture does.
+
+  python3 tools/torch_square.py [--elements 268435456] [--build-dir DIR]
+
+What the lab's own square lesson (ch02_profiling: baseline_square, optimized_square) adds to it:
+  - a check before any timing: the lecture prints the result; here every element is compared with
+    x * x (exact in fp32: one rounding either way), and ch02's programs compare with a double
+    reference;
+  - a cold L2: the lecture times a hot loop over a tensor the L2 may hold (at 1M elements, 4 MB,
+    it does); the timing here flushes the L2 before each call, as every lab program does;
+  - a yardstick: the time as a share of the device's copy bandwidth (bytes read and written over
+    the time, against a device-to-device copy of the same bytes measured here), which says how
+    much faster the kernel could be, where three equal profiler rows say only that they are equal;
+  - medians and spread, not one call; and the profiler's CUDA totals, which include the launch
+    but not the gaps between calls.
+
+Exit status 0; 1 when the kernel's result is wrong; 2 without PyTorch, a GPU, or a compiler.
+"""
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+
+CUDA_SOURCE = r"""
+#include <torch/extension.h>
+
+__global__ void square_kernel(const float* __restrict__ x, float* __restrict__ y, long n) {
+  const long i = blockIdx.x * long(blockDim.x) + threadIdx.x;
+  if (i < n) y[i] = x[i] * x[i];
+}
+
+torch::Tensor square(torch::Tensor x) {
+  TORCH_CHECK(x.is_cuda() && x.scalar_type() == torch::kFloat && x.is_contiguous(),
+              "square: a contiguous float32 CUDA tensor");
+  auto y = torch::empty_like(x);
+  const long n = x.numel();
+  const int threads = 256;
+  const long blocks = (n + threads - 1) / threads;
+  if (n) square_kernel<<<blocks, threads, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<float>(),
+                                                                               y.data_ptr<float>(), n);
+  return y;
+}
+"""
+CPP_SOURCE = "torch::Tensor square(torch::Tensor x);"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--elements", type=int, default=1 << 28, help="elements of x (default 2^28, 1 GiB)")
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--build-dir", help="where load_inline builds (default: a temporary folder)")
+    a = p.parse_args()
+    if a.elements < 1 or a.reps < 1:
+        print("torch_square.py: error: --elements and --reps at least 1", file=sys.stderr)
+        return 2
+    try:
+        import torch
+        from torch.utils.cpp_extension import load_inline
+    except ImportError:
+        print("torch_square.py: error: PyTorch is not installed", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("torch_square.py: error: no CUDA device visible to PyTorch", file=sys.stderr)
+        return 2
+    build = a.build_dir or tempfile.mkdtemp(prefix="lab_square_")
+    os.makedirs(build, exist_ok=True)
+    print("building the square kernel with load_inline in %s ..." % build, flush=True)
+    ext = load_inline(name="lab_square_inline", cpp_sources=CPP_SOURCE, cuda_sources=CUDA_SOURCE,
+                      functions=["square"], extra_cuda_cflags=["-O2"], build_directory=build, verbose=False)
+    x = torch.empty(a.elements, device="cuda").uniform_(-10, 10)
+    y = ext.square(x)
+    wrong = (y != x * x).sum().item()
+    print("check: %s (%d of %d elements differ from x * x)" % ("PASS" if not wrong else "FAIL", wrong, x.numel()))
+    if wrong:
+        return 1
+
+    fns = {"load_inline square": ext.square, "x * x": lambda t: t * t, "x ** 2": lambda t: t ** 2,
+           "torch.square": torch.square}
+    # The lecture's view: the profiler's table, one call each after warm-up.
+    from torch.profiler import ProfilerActivity, profile
+    for name, fn in fns.items():
+        for _ in range(5):
+            fn(x)
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            fn(x)
+            torch.cuda.synchronize()
+        print("\n== %s ==" % name)
+        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=6))
+
+    # The lab's view: cold L2, medians, against the copy bandwidth measured here.
+    flush = torch.empty(2 * torch.cuda.get_device_properties(0).L2_cache_size // 4 + (16 << 20), device="cuda")
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def median_ms(fn):
+        fn()
+        out = []
+        for _ in range(a.reps):
+            flush.sum()
+            torch.cuda._sleep(400_000)
+            start.record()
+            fn()
+            stop.record()
+            stop.synchronize()
+            out.append(start.elapsed_time(stop))
+        return statistics.median(out), min(out), max(out)
+
+    dst = torch.empty_like(x)
+    copy_ms = median_ms(lambda: dst.copy_(x))[0]
+    nbytes = 2 * 4 * x.numel()
+    print("cold L2, %d elements, median of %d calls; copy of the same bytes: %.3f ms (%.0f GB/s)"
+          % (x.numel(), a.reps, copy_ms, nbytes / copy_ms / 1e6))
+    print("%-20s %10s %10s %10s %10s %9s" % ("", "median ms", "min", "max", "GB/s", "% copy"))
+    for name, fn in fns.items():
+        med, lo, hi = median_ms(lambda fn=fn: fn(x))
+        print("%-20s %10.3f %10.3f %10.3f %10.0f %8.1f%%" % (name, med, lo, hi, nbytes / med / 1e6,
+                                                            100 * copy_ms / med))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
