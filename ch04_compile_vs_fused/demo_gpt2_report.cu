@@ -26,6 +26,9 @@
 // tools/torch_gpt2.py --check DIR (the same weights and data in PyTorch).
 // Run: make ch04 && ./ch04_compile_vs_fused/demo_gpt2_report --csv gpt2.csv --markdown gpt2.md
 // ctest-args: --sizes tiny --contexts 16,77 --reps 2
+// ctest-timeout: 600
+// (105 s alone on an H100, most of it the check of every implementation against the double
+// reference on the CPU; more beside the other tests of ctest -j.)
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>

@@ -34,6 +34,7 @@
 
 #include "block_reduce.cuh"
 #include "flash_fp32.cuh"
+#include "flat_adamw.cuh"
 #include "gpt2.cuh"
 #include "gpt2_eager.cuh"
 #include "lab/launch.hpp"
@@ -280,39 +281,6 @@ __global__ void mean_kernel(const float* __restrict__ losses, float* __restrict_
   if (threadIdx.x == 0) loss[0] = s / float(rows);
 }
 
-// AdamW over the parameters [begin, end) of the flat buffers (each starts 256-byte aligned): 16-byte
-// accesses to the quads inside the range, then its at most 3 + 3 loose ends one a thread of block 0.
-// coef = {lr / (1 - b1^t), 1 / sqrt(1 - b2^t)}, written before each launch; one_b1, one_b2 = 1 - b1,
-// 1 - b2 rounded once from double (in fp32, 1 - 0.999f is 1.3e-5 off 0.001).
-__global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ m,
-                             float* __restrict__ v, std::size_t begin, std::size_t end,
-                             const float* __restrict__ coef, float decay, float b1, float b2, float one_b1,
-                             float one_b2, float eps) {
-  const float step_size = coef[0], inv_sqrt_bc2 = coef[1];
-  auto one = [&](float& pp, float& mm, float& vv, float gg) {
-    mm = b1 * mm + one_b1 * gg;
-    vv = b2 * vv + one_b2 * gg * gg;
-    pp = pp * decay - step_size * (mm / (sqrtf(vv) * inv_sqrt_bc2 + eps));
-  };
-  const std::size_t up = (begin + 3) / 4 * 4, down = end / 4 * 4;
-  const std::size_t a = up < end ? up : end, b = down > a ? down : a;  // the quads lie in [a, b)
-  auto* p4 = reinterpret_cast<float4*>(p) + a / 4;
-  auto* m4 = reinterpret_cast<float4*>(m) + a / 4;
-  auto* v4 = reinterpret_cast<float4*>(v) + a / 4;
-  const auto* g4 = reinterpret_cast<const float4*>(g) + a / 4;
-  for (std::size_t i : lab::grid_stride((b - a) / 4)) {
-    float4 pi = p4[i], mi = m4[i], vi = v4[i];
-    const float4 gi = g4[i];
-    one(pi.x, mi.x, vi.x, gi.x), one(pi.y, mi.y, vi.y, gi.y), one(pi.z, mi.z, vi.z, gi.z), one(pi.w, mi.w, vi.w, gi.w);
-    p4[i] = pi, m4[i] = mi, v4[i] = vi;
-  }
-  if (blockIdx.x == 0) {
-    const std::size_t t = threadIdx.x, head = a - begin;
-    const std::size_t i = t < head ? begin + t : b + (t - head);
-    if (t < head + (end - b)) one(p[i], m[i], v[i], g[i]);
-  }
-}
-
 unsigned blocks_for(std::size_t work) { return lab::grid_for(work, kThreads); }
 
 // Tensors carved one after another from memory at `at` (null: only counting), each 256-byte aligned.
@@ -464,8 +432,8 @@ struct FusedStep {
   void run(Gpt2Step::Problem& p, cudaStream_t stream) {
     if (phase == gpt2::Phase::step) {
       // The step's bias corrections, from pageable memory: staged before the call returns.
-      const double bc1 = 1 - std::pow(p.hp.beta1, p.step), bc2 = 1 - std::pow(p.hp.beta2, p.step);
-      const std::array<float, 2> host{float(p.hp.lr / bc1), float(1 / std::sqrt(bc2))};
+      const auto at = flat_adamw::Coef::at_step(p.hp.lr, p.hp.beta1, p.hp.beta2, p.step);
+      const std::array<float, 2> host{at.step_size, at.inv_sqrt_bc2};
       LAB_CHECK(cudaMemcpyAsync(coef.data(), host.data(), sizeof(host), cudaMemcpyHostToDevice, stream));
     }
     graph.launch(stream);
@@ -550,11 +518,8 @@ struct FusedStep {
     wait(stream, side);
   }
   void adamw(Gpt2Step::Problem& p, std::size_t begin, std::size_t end, cudaStream_t stream) {
-    adamw_kernel<<<blocks_for((end - begin) / 4 + 1), kThreads, 0, stream>>>(
-        p.params.data(), p.grads.data(), p.m.data(), p.v.data(), begin, end, coef.data(),
-        float(1 - p.hp.lr * p.hp.weight_decay), float(p.hp.beta1), float(p.hp.beta2), float(1 - p.hp.beta1),
-        float(1 - p.hp.beta2), float(p.hp.eps));
-    LAB_CHECK(cudaGetLastError());
+    flat_adamw::step(p.params.data(), p.grads.data(), p.m.data(), p.v.data(), begin, end, {.device = coef.data()},
+                     flat_adamw::Hyper::of(p.hp.lr, p.hp.beta1, p.hp.beta2, p.hp.eps, p.hp.weight_decay), stream);
   }
 
   void forward(Gpt2Step::Problem& p, cudaStream_t stream) {

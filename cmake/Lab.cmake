@@ -106,8 +106,15 @@ function(lab_chapter short)
     file(STRINGS "${src}" ctest_args_line REGEX "^// ctest-args: " LIMIT_COUNT 1)
     string(REPLACE "// ctest-args: " "" ctest_args "${ctest_args_line}")
     separate_arguments(ctest_args UNIX_COMMAND "${ctest_args}")
+    # Its time limit: a line "// ctest-timeout: seconds" (default 120).
+    set(ctest_timeout 120)
+    file(STRINGS "${src}" ctest_timeout_line REGEX "^// ctest-timeout: [0-9]+$" LIMIT_COUNT 1)
+    if(ctest_timeout_line)
+      string(REPLACE "// ctest-timeout: " "" ctest_timeout "${ctest_timeout_line}")
+    endif()
     add_test(NAME ${short}.${program}.run COMMAND ${program} ${ctest_args})
-    set_tests_properties(${short}.${program}.run PROPERTIES LABELS "gpu;${short}" SKIP_RETURN_CODE 3 TIMEOUT 120)
+    set_tests_properties(${short}.${program}.run PROPERTIES LABELS "gpu;${short}" SKIP_RETURN_CODE 3
+                         TIMEOUT ${ctest_timeout})
   endforeach()
 
   # The chapter's test binary: every variant on every check shape, plus the chapter's own tests.

@@ -12,6 +12,9 @@ before it, the median of --reps calls after warm-up):
     torch.autograd.grad on the graph the forward built);
   - compile: torch.compile (default mode) of the same function (for a backward, of its formula
     written out: what inductor generates for it); attention has none (SDPA is PyTorch's kernel).
+  - adamw (one step over n parameters in one flat tensor): eager is torch.optim.AdamW(fused=True),
+    PyTorch's fastest, compile torch.compile of its foreach step; its C++ counterpart is the fused
+    GPT-2 step's optimizer, which has no program of its own.
 A call's CPU work (Python, the dispatcher, the checks) is kept out of its GPU time by a spin of
 the GPU before the start event, long enough for the call to be queued behind it; the host time of
 a call is reported apart (host_us: enqueueing one call, measured on the CPU).
@@ -26,14 +29,15 @@ PyTorch or GPU, or the package not built.
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, HERE)
+from torch_timing import l2_flush_buffer, put_bridge_on_path, time_call  # noqa: E402
+
+put_bridge_on_path(sys)
 
 # op -> (chapter folder, C++ program, shapes (the chapter's sweep, large ones))
 OPS = {
@@ -54,6 +58,8 @@ OPS = {
                                   ["8x16x4096x64x0"]),
     "attention_backward_bf16": ("ch04_compile_vs_fused", "optimized_attention_backward_fused_tc",
                                 ["8x16x4096x64x0", "8x16x4096x128x0"]),
+    # No program of its own: the fused GPT-2 step runs it (parameters: GPT-2 small's 124M, and 16M).
+    "adamw": (None, None, ["16777216", "124439808"]),
 }
 
 
@@ -129,6 +135,19 @@ def cases(torch, lab, op, shape):
         return {"lab": lambda: ops.cross_entropy_backward(one, logits, labels, lse, "optimized_cross_entropy_backward"),
                 "eager": lambda: torch.autograd.grad(loss, lg, retain_graph=True),
                 "compile": (torch.compile(formula), (one, logits, labels, lse))}
+    if op == "adamw":
+        n = dims[0]
+        p, g = rand(n), rand(n, lo=-1e-2, hi=1e-2)
+        m, v = torch.zeros_like(p), torch.zeros_like(p)
+        steps = iter(range(1, 1 << 30))
+
+        def torch_step(**kw):
+            q = p.clone().requires_grad_()
+            q.grad = g.clone()
+            return torch.optim.AdamW([q], lr=1e-3, **kw).step
+
+        return {"lab": lambda: ops.adamw_(p, g, m, v, next(steps), 1e-3, 0.9, 0.999, 1e-8, 0.01),
+                "eager": torch_step(fused=True), "compile": (torch.compile(torch_step(foreach=True)), ())}
     # attention
     b, h, s, d, causal = dims
     causal = bool(causal)
@@ -148,29 +167,9 @@ def cases(torch, lab, op, shape):
             "eager": lambda: torch.autograd.grad(og, (qg, kg, vg), do_low, retain_graph=True)}
 
 
-def time_ms(torch, fn, flush, reps):
-    """Median GPU ms of one call, L2 cold, the call's CPU work hidden behind a GPU spin."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    gpu, host = [], []
-    for _ in range(reps):
-        flush.sum()
-        torch.cuda._sleep(400_000)  # about 0.2 ms at H100 clocks: the call is queued before it ends
-        start.record()
-        t0 = time.perf_counter()
-        fn()
-        host.append((time.perf_counter() - t0) * 1e6)
-        stop.record()
-        stop.synchronize()
-        gpu.append(start.elapsed_time(stop))
-    return statistics.median(gpu), statistics.median(host)
-
-
 def cpp_median_ms(build, folder, program, shape):
     """The C++ program's median (cold L2) at the shape, from its Google Benchmark JSON; None if absent."""
-    path = os.path.join(build, folder, program)
+    path = os.path.join(build, folder, program) if program else ""
     if not os.path.exists(path):
         return None
     out = subprocess.run([path, "--shape", shape, "--no-check", "--benchmark_format=json"], capture_output=True,
@@ -216,8 +215,7 @@ def main():
         print("torch_ops_bench.py: error: cuda_perf_lab is not built (python3 -m pip install --no-build-isolation "
               "./python): %s" % e, file=sys.stderr)
         return 2
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    flush = torch.empty(max(2 * l2, 64 << 20) // 4, device="cuda")
+    flush = l2_flush_buffer(torch)
     rows = []
     head = "%-26s %-16s %9s %9s %9s %9s %7s %8s %8s %8s" % (
         "op", "shape", "lab ms", "C++ ms", "eager ms", "comp ms", "host_us", "lab/C++", "eager/lab", "comp/lab")
@@ -232,9 +230,10 @@ def main():
                 if isinstance(fn, tuple):
                     f, args = fn
                     fn = (lambda f=f, args=args: f(*args))
-                row[name + "_ms"], host = time_ms(torch, fn, flush, a.reps)
+                t = time_call(torch, fn, flush, a.reps)
+                row[name + "_ms"] = t.median_ms
                 if name == "lab":
-                    row["host_us"] = host
+                    row["host_us"] = t.host_us
             del impls
             torch.cuda.empty_cache()
             row["cpp_ms"] = cpp_median_ms(a.build, folder, program, shape)

@@ -3,9 +3,9 @@
 name (LayerNorm backward at 1.3x PyTorch eager's torch.autograd.grad, the cross-entropy against
 F.cross_entropy, the fused attention against scaled_dot_product_attention in fp32 and bf16). It
 reads the program's --describe (topic, timed shapes, minimal bytes), builds the PyTorch
-equivalent on the GPU in fp32, and times it the lab's way: CUDA events around each call, the L2
-flushed (by reading a buffer twice its size) before every call, the median of --reps calls after
-3 warm-up calls. Backward topics time torch.autograd.grad alone, the graph built beforehand, as
+equivalent on the GPU in fp32, and times it the lab's way (tools/torch_timing.py): CUDA events
+around each call, the L2 flushed before every call and the call's CPU work queued behind a spin of
+the GPU, the median of --reps calls after 3 warm-up calls. Backward topics time torch.autograd.grad alone, the graph built beforehand, as
 the forward would have left it.
 
   python3 tools/torch_reference.py build/ch03_kernels/optimized_layernorm_backward [more programs] \\
@@ -28,11 +28,11 @@ torch/GPU, or a file it cannot read.
 """
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 
 import torch_gpt2  # the GPT-2 model in PyTorch (tools/), and cuda_torch
+from torch_timing import l2_flush_buffer, time_call  # cold-L2 timing, as the lab's programs time
 
 
 def describe(program):
@@ -205,19 +205,7 @@ def time_gpt2(torch, shapes, compile_too, flush, reps):
 
 
 def time_ms(torch, fn, flush, reps):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    out = []
-    for _ in range(reps):
-        flush.sum()
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        out.append(start.elapsed_time(stop))
-    return statistics.median(out)
+    return time_call(torch, fn, flush, reps).median_ms
 
 
 def lab_medians(run):
@@ -338,8 +326,7 @@ def main():
                   % (d["topic"], ", ".join(sorted(make))), file=sys.stderr)
             return 2
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32, as the lab's programs
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    flush = torch.empty(max(2 * l2, 64 << 20) // 4, device="cuda")
+    flush = l2_flush_buffer(torch)
     results = []
 
     def save():

@@ -3,7 +3,7 @@
 torch.utils.cpp_extension.load_inline, checked, and set against x * x, x ** 2 and torch.square with
 the PyTorch profiler's table, as the GPU-mode lecture does.
 
-  python3 tools/torch_square.py [--elements 268435456] [--build-dir DIR]
+  python3 tools/torch_square.py [--elements 268435456] [--build-dir DIR] [--markdown out.md]
 
 What the lab's own square lesson (ch02_profiling: baseline_square, optimized_square) adds to it:
   - a check before any timing: the lecture prints the result; here every element is compared with
@@ -21,12 +21,15 @@ Exit status 0; 1 when the kernel's result is wrong; 2 without PyTorch, a GPU, or
 """
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_timing import l2_flush_buffer, time_call  # noqa: E402
+
 CUDA_SOURCE = r"""
 #include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
 
 __global__ void square_kernel(const float* __restrict__ x, float* __restrict__ y, long n) {
   const long i = blockIdx.x * long(blockDim.x) + threadIdx.x;
@@ -54,6 +57,7 @@ def main():
     p.add_argument("--elements", type=int, default=1 << 28, help="elements of x (default 2^28, 1 GiB)")
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--build-dir", help="where load_inline builds (default: a temporary folder)")
+    p.add_argument("--markdown", help="write the cold-L2 table here (for the README)")
     a = p.parse_args()
     if a.elements < 1 or a.reps < 1:
         print("torch_square.py: error: --elements and --reps at least 1", file=sys.stderr)
@@ -94,21 +98,11 @@ def main():
         print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=6))
 
     # The lab's view: cold L2, medians, against the copy bandwidth measured here.
-    flush = torch.empty(2 * torch.cuda.get_device_properties(0).L2_cache_size // 4 + (16 << 20), device="cuda")
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    flush = l2_flush_buffer(torch)
 
     def median_ms(fn):
-        fn()
-        out = []
-        for _ in range(a.reps):
-            flush.sum()
-            torch.cuda._sleep(400_000)
-            start.record()
-            fn()
-            stop.record()
-            stop.synchronize()
-            out.append(start.elapsed_time(stop))
-        return statistics.median(out), min(out), max(out)
+        t = time_call(torch, fn, flush, a.reps, warmup=1)
+        return t.median_ms, t.min_ms, t.max_ms
 
     dst = torch.empty_like(x)
     copy_ms = median_ms(lambda: dst.copy_(x))[0]
@@ -116,10 +110,19 @@ def main():
     print("cold L2, %d elements, median of %d calls; copy of the same bytes: %.3f ms (%.0f GB/s)"
           % (x.numel(), a.reps, copy_ms, nbytes / copy_ms / 1e6))
     print("%-20s %10s %10s %10s %10s %9s" % ("", "median ms", "min", "max", "GB/s", "% copy"))
+    md = ["Measured by `tools/torch_square.py` on %s, torch %s: %d float32 elements, cold L2, median of %d "
+          "calls; the copy rate is a device-to-device copy of the same bytes, %.3f ms (%.0f GB/s)."
+          % (torch.cuda.get_device_name(0), torch.__version__, x.numel(), a.reps, copy_ms, nbytes / copy_ms / 1e6),
+          "", "| square | median ms | min | max | GB/s | share of the copy rate |", "|---|---|---|---|---|---|"]
     for name, fn in fns.items():
         med, lo, hi = median_ms(lambda fn=fn: fn(x))
         print("%-20s %10.3f %10.3f %10.3f %10.0f %8.1f%%" % (name, med, lo, hi, nbytes / med / 1e6,
                                                             100 * copy_ms / med))
+        md.append("| `%s` | %.3f | %.3f | %.3f | %.0f | %.1f%% |" % (name, med, lo, hi, nbytes / med / 1e6,
+                                                                   100 * copy_ms / med))
+    if a.markdown:
+        with open(a.markdown, "w") as f:
+            f.write("\n".join(md) + "\n")
     return 0
 
 

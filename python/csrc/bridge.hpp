@@ -7,7 +7,8 @@
 // shape and device (its scratch kept for the next call of that shape), then its run on the caller's
 // stream. The time a call takes on the GPU is the time the program measures. The attention
 // operators call the fused kernels' launchers (flash_fp32.cuh, flash_3xtf32.cuh, flash_bf16.cuh),
-// the ones the chapter's fused variants and the GPT-2 step run.
+// the ones the chapter's fused variants and the GPT-2 step run, and AdamW the fused GPT-2 step's
+// flat AdamW (flat_adamw.cuh).
 //
 // Every function throws std::invalid_argument for a variant or shape the lab does not run (the
 // message names it and why) and lab::Error for a CUDA error.
@@ -61,5 +62,12 @@ void attention_backward(const std::string& precision, int batch, int heads, int 
                         const void* q, const void* k, const void* v, const void* dout, const float* dout_fp32,
                         const float* o, const float* lse, float* delta, float* dq, float* dk, float* dv,
                         cudaStream_t s);
+
+// AdamW (torch.optim.AdamW's arithmetic; flat_adamw.cuh) over n parameters, in place: p, m, v updated
+// from g at step `step` (>= 1), in one launch. The four arrays share their address modulo 16 bytes.
+// "" when the hyperparameters are ones AdamW takes, otherwise why not.
+std::string adamw_validate(std::int64_t step, double lr, double beta1, double beta2, double eps, double weight_decay);
+void adamw_step(float* p, const float* g, float* m, float* v, std::int64_t n, std::int64_t step, double lr,
+                double beta1, double beta2, double eps, double weight_decay, cudaStream_t s);
 
 }  // namespace bridge

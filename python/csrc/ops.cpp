@@ -250,6 +250,27 @@ std::tuple<Tensor, Tensor, Tensor> attention_backward(const Tensor& grad_o, cons
   return {dq, dk, dv};
 }
 
+// ---- AdamW over flat float32 tensors, in place ----
+
+void adamw_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq, int64_t step,
+            double lr, double beta1, double beta2, double eps, double weight_decay) {
+  check_tensor(param, "param", at::kFloat);
+  check_tensor(grad, "grad", at::kFloat, &param);
+  check_tensor(exp_avg, "exp_avg", at::kFloat, &param);
+  check_tensor(exp_avg_sq, "exp_avg_sq", at::kFloat, &param);
+  check_shape(grad, "grad", param.sizes().vec());
+  check_shape(exp_avg, "exp_avg", param.sizes().vec());
+  check_shape(exp_avg_sq, "exp_avg_sq", param.sizes().vec());
+  const std::string why = bridge::adamw_validate(step, lr, beta1, beta2, eps, weight_decay);
+  TORCH_CHECK_VALUE(why.empty(), "adamw_: " + why);
+  const c10::cuda::CUDAGuard guard(param.device());
+  call([&] {
+    bridge::adamw_step(param.data_ptr<float>(), grad.data_ptr<float>(), exp_avg.data_ptr<float>(),
+                       exp_avg_sq.data_ptr<float>(), param.numel(), step, lr, beta1, beta2, eps, weight_decay,
+                       stream_of(param));
+  });
+}
+
 }  // namespace
 
 TORCH_LIBRARY(cuda_perf_lab, m) {
@@ -265,6 +286,8 @@ TORCH_LIBRARY(cuda_perf_lab, m) {
   m.def("attention_forward(Tensor q, Tensor k, Tensor v, bool causal, str precision) -> (Tensor, Tensor)");
   m.def("attention_backward(Tensor grad_o, Tensor q, Tensor k, Tensor v, Tensor o, Tensor lse, bool causal,"
         " str precision) -> (Tensor, Tensor, Tensor)");
+  m.def("adamw_(Tensor(a!) param, Tensor grad, Tensor(b!) exp_avg, Tensor(c!) exp_avg_sq, int step, float lr,"
+        " float beta1, float beta2, float eps, float weight_decay) -> ()");
 }
 
 // The same functions for CPU tensors, so that a CPU tensor gets the checks' message ("must be a
@@ -279,7 +302,8 @@ TORCH_LIBRARY(cuda_perf_lab, m) {
   m.impl("cross_entropy_forward", &cross_entropy_forward); \
   m.impl("cross_entropy_backward", &cross_entropy_backward); \
   m.impl("attention_forward", &attention_forward);        \
-  m.impl("attention_backward", &attention_backward)
+  m.impl("attention_backward", &attention_backward);      \
+  m.impl("adamw_", &adamw_)
 
 TORCH_LIBRARY_IMPL(cuda_perf_lab, CUDA, m) { LAB_IMPLS(m); }
 TORCH_LIBRARY_IMPL(cuda_perf_lab, CPU, m) { LAB_IMPLS(m); }

@@ -8,6 +8,7 @@ break); the functions below are their autograd-aware front ends:
     gelu(x), swish(x)                      the erf-form GELU, and SiLU
     cross_entropy(logits, labels)          the mean cross-entropy of rows x classes logits
     attention(q, k, v, causal)             fused (flash) attention, batch x heads x seq x head_dim
+    FlatAdamW(params, lr=1e-3, ...)        torch.optim.AdamW over one flat buffer: one launch a step
 
 Each takes `variant=` (the chapter 3 operators: the lab program whose kernels run, e.g.
 "baseline_layernorm"; `variants("layernorm")` lists them) or `precision=` (attention: "fp32",
@@ -18,6 +19,7 @@ Build and install from the repository's root: python3 -m pip install --no-build-
 """
 from . import _C  # noqa: F401  (registers torch.ops.cuda_perf_lab.*)
 from .ops import attention, cross_entropy, gelu, layer_norm, swish  # noqa: F401
+from .optim import FlatAdamW  # noqa: F401
 
 LN_EPS = 1e-5
 
@@ -33,4 +35,4 @@ def clear_cache():
     _C.clear_cache()
 
 
-__all__ = ["attention", "cross_entropy", "gelu", "layer_norm", "swish", "variants", "clear_cache", "LN_EPS"]
+__all__ = ["FlatAdamW", "attention", "cross_entropy", "gelu", "layer_norm", "swish", "variants", "clear_cache", "LN_EPS"]

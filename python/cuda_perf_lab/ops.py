@@ -49,6 +49,11 @@ def _(grad_o, q, k, v, o, lse, causal, precision):
     return tuple(q.new_empty(q.shape, dtype=torch.float32) for _ in range(3))
 
 
+@torch.library.register_fake(LIB + "adamw_")
+def _(param, grad, exp_avg, exp_avg_sq, step, lr, beta1, beta2, eps, weight_decay):
+    return None  # in place: no outputs
+
+
 # ---- autograd ----
 
 

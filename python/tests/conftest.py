@@ -1,12 +1,17 @@
 """The bridge's tests need PyTorch built for CUDA, a GPU it sees, and the package built (in place
 by `python3 setup.py build_ext --inplace` in python/, or installed by pip): without any of them
 every test is skipped, with the reason."""
+import glob
 import os
 import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # python/, for in-place builds
+# python/ goes first on the path only where the package was built in place there; otherwise its
+# sources (without the compiled _C) would hide the package pip installed.
+_PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if glob.glob(os.path.join(_PYTHON_DIR, "cuda_perf_lab", "_C*.so")):
+    sys.path.insert(0, _PYTHON_DIR)
 
 
 def _missing():

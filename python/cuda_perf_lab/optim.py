@@ -1,0 +1,127 @@
+"""FlatAdamW: torch.optim.AdamW over one flat buffer, stepped by the lab's flat AdamW kernel.
+
+The fused GPT-2 step of chapter 4 keeps every parameter in one flat fp32 array, and its gradients
+and AdamW's two moments in three more, so that one launch updates the whole model moving the 28
+bytes a parameter AdamW must move (read p, g, m, v; write p, m, v). FlatAdamW gives a PyTorch
+model the same layout: on construction it moves the parameters into one flat tensor (each
+parameter becomes a view of it: .data is rebound, the Parameter objects stay the ones the model
+holds) and makes each .grad a view of a flat gradient tensor, which backward accumulates into in
+place. step() is then one call of torch.ops.cuda_perf_lab.adamw_.
+
+Its arithmetic is torch.optim.AdamW's (defaults included); differences in use:
+  - one parameter group; every parameter float32 and on one CUDA device;
+  - every parameter must have a gradient at each step (AdamW skips one without; a single launch
+    cannot, and a zero gradient would still move it): a missing one raises ValueError;
+  - zero_grad() zeroes the flat gradient in place (set_to_none is not honoured: None would end the
+    gradients' views). A gradient PyTorch replaced by a new tensor (after model.zero_grad(), say)
+    is copied into the flat gradient at the next step and made a view again.
+lr, betas, eps and weight_decay are read from param_groups[0] at each step, so schedulers work.
+state_dict() is AdamW's format (per parameter: step, exp_avg, exp_avg_sq).
+"""
+import torch
+
+from . import _C  # noqa: F401  (registers torch.ops.cuda_perf_lab.adamw_)
+
+
+class FlatAdamW(torch.optim.Optimizer):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
+        if not 0.0 <= lr:
+            raise ValueError("Invalid learning rate: %r" % (lr,))
+        if not 0.0 <= eps:
+            raise ValueError("Invalid epsilon value: %r" % (eps,))
+        if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
+            raise ValueError("Invalid beta parameters: %r" % (betas,))
+        if not 0.0 <= weight_decay:
+            raise ValueError("Invalid weight_decay value: %r" % (weight_decay,))
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
+        if len(self.param_groups) != 1:
+            raise ValueError("FlatAdamW takes one parameter group (got %d)" % len(self.param_groups))
+        params = self.param_groups[0]["params"]
+        if not params:
+            raise ValueError("FlatAdamW got no parameters")
+        device = params[0].device
+        for i, p in enumerate(params):
+            if p.dtype != torch.float32 or not p.is_cuda or p.device != device:
+                raise ValueError("FlatAdamW: parameter %d is %s on %s; all must be float32 on one CUDA device (%s)"
+                                 % (i, p.dtype, p.device, device))
+        n = sum(p.numel() for p in params)
+        self.flat = torch.empty(n, device=device)
+        self.flat_grad = torch.zeros(n, device=device)
+        self.exp_avg = torch.zeros(n, device=device)
+        self.exp_avg_sq = torch.zeros(n, device=device)
+        self._views, at = [], 0
+        with torch.no_grad():
+            for p in params:
+                k = p.numel()
+                view = self.flat[at:at + k].view_as(p)
+                view.copy_(p)
+                if p.grad is not None:
+                    self.flat_grad[at:at + k].view_as(p).copy_(p.grad)
+                p.data = view
+                p.grad = self.flat_grad[at:at + k].view_as(p)
+                self._views.append((at, k))
+                at += k
+        self._step = 0
+
+    def _grad_view(self, i, p):
+        at, k = self._views[i]
+        return self.flat_grad[at:at + k].view_as(p)
+
+    @torch.no_grad()
+    def zero_grad(self, set_to_none=True):
+        self.flat_grad.zero_()
+        for i, p in enumerate(self.param_groups[0]["params"]):
+            if p.grad is None or p.grad.data_ptr() != self._grad_view(i, p).data_ptr():
+                p.grad = self._grad_view(i, p)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        group = self.param_groups[0]
+        for i, p in enumerate(group["params"]):
+            if p.grad is None:
+                raise ValueError("FlatAdamW: parameter %d has no gradient; the flat step updates every parameter "
+                                 "(torch.optim.AdamW would skip it)" % i)
+            view = self._grad_view(i, p)
+            if p.grad.data_ptr() != view.data_ptr():
+                view.copy_(p.grad)
+                p.grad = view
+        self._step += 1
+        beta1, beta2 = group["betas"]
+        torch.ops.cuda_perf_lab.adamw_(self.flat, self.flat_grad, self.exp_avg, self.exp_avg_sq, self._step,
+                                       float(group["lr"]), float(beta1), float(beta2), float(group["eps"]),
+                                       float(group["weight_decay"]))
+        return loss
+
+    def state_dict(self):
+        self._sync_state()
+        return super().state_dict()
+
+    def load_state_dict(self, state_dict):
+        super().load_state_dict(state_dict)
+        params = self.param_groups[0]["params"]
+        steps = set()
+        with torch.no_grad():
+            for i, p in enumerate(params):
+                at, k = self._views[i]
+                st = self.state.get(p)
+                if not st:
+                    raise ValueError("FlatAdamW.load_state_dict: no state for parameter %d" % i)
+                self.exp_avg[at:at + k].view_as(p).copy_(st["exp_avg"])
+                self.exp_avg_sq[at:at + k].view_as(p).copy_(st["exp_avg_sq"])
+                steps.add(int(st["step"]))
+        if len(steps) != 1:
+            raise ValueError("FlatAdamW.load_state_dict: the parameters' steps differ (%s)" % sorted(steps))
+        self._step = steps.pop()
+        self._sync_state()
+
+    def _sync_state(self):
+        """self.state as torch.optim.AdamW keeps it: views of the flat moments, and the step."""
+        for i, p in enumerate(self.param_groups[0]["params"]):
+            at, k = self._views[i]
+            self.state[p] = {"step": torch.tensor(float(self._step)),
+                             "exp_avg": self.exp_avg[at:at + k].view_as(p),
+                             "exp_avg_sq": self.exp_avg_sq[at:at + k].view_as(p)}

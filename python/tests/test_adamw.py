@@ -1,0 +1,217 @@
+"""The AdamW operator (torch.ops.cuda_perf_lab.adamw_) and FlatAdamW against torch.optim.AdamW.
+
+Accuracy, as test_ops.py states it: after several steps, each of p, m and v (and the change of p,
+which is what the update's arithmetic decides: p itself is mostly its starting value) is at an
+L2 distance from a float64 AdamW that is at most 4 times float32 torch.optim.AdamW's own distance,
+or 2^-21 of the reference's norm. The gradients span 10^-10 to 10 in magnitude, so that eps
+(1e-8) decides some denominators: a kernel that placed eps wrongly, dropped a bias correction or
+the decoupled decay moves those elements by a good part of lr, orders of magnitude past the bound.
+"""
+import copy
+
+import pytest
+
+from conftest import MISSING
+
+if MISSING:
+    pytest.skip(MISSING, allow_module_level=True)
+
+import torch  # noqa: E402
+
+import cuda_perf_lab as lab  # noqa: E402
+from test_ops import DEV, assert_close, rand  # noqa: E402
+
+ops = torch.ops.cuda_perf_lab
+HP = dict(lr=1e-2, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1)
+STEPS = 5
+
+
+def grads(n, step, dtype=torch.float64):
+    """Gradients of sign +-1 and magnitude 10^u, u uniform in [-10, 1], a few exactly zero."""
+    g = torch.Generator(device=DEV).manual_seed(100 + step)
+    mag = 10.0 ** (torch.rand(n, generator=g, device=DEV, dtype=torch.float64) * 11 - 10)
+    sign = torch.randint(0, 2, (n,), generator=g, device=DEV).double() * 2 - 1
+    out = mag * sign
+    out[::97] = 0
+    return out.to(dtype)
+
+
+def torch_adamw(p0, dtype, steps=STEPS):
+    """torch.optim.AdamW (single-tensor) in `dtype` from p0: (p, exp_avg, exp_avg_sq)."""
+    p = p0.to(dtype).clone().requires_grad_()
+    opt = torch.optim.AdamW([p], foreach=False, **HP)
+    for s in range(1, steps + 1):
+        p.grad = grads(p.numel(), s, dtype)
+        opt.step()
+    st = opt.state[p]
+    return p.detach(), st["exp_avg"], st["exp_avg_sq"]
+
+
+def lab_adamw_(p, m, v, steps=STEPS):
+    for s in range(1, steps + 1):
+        ops.adamw_(p, grads(p.numel(), s, torch.float32), m, v, s, HP["lr"], *HP["betas"], HP["eps"],
+                   HP["weight_decay"])
+
+
+def check_against_torch(p0, p, m, v):
+    ref, low = torch_adamw(p0, torch.float64), torch_adamw(p0, torch.float32)
+    assert_close("p", p, ref[0], low[0])
+    assert_close("p - p0", p.double() - p0.double(), ref[0] - p0.double(), low[0].double() - p0.double())
+    assert_close("exp_avg", m, ref[1], low[1])
+    assert_close("exp_avg_sq", v, ref[2], low[2])
+
+
+@pytest.mark.parametrize("n", [1, 3, 4, 5, 17, 1000, (1 << 20) + 3])
+def test_adamw_matches_torch(n):
+    """Sizes around the kernel's 16-byte quads: loose ends only (1, 3), quads only (4), both."""
+    p0 = rand(n, seed=7)
+    p, m, v = p0.clone(), torch.zeros_like(p0), torch.zeros_like(p0)
+    lab_adamw_(p, m, v)
+    check_against_torch(p0, p, m, v)
+
+
+@pytest.mark.parametrize("offset", [1, 2, 3])
+def test_adamw_on_views_at_one_offset(offset):
+    """Four views at one offset into tensors of one size share their address modulo 16: the kernel
+    starts at the boundary below them, the first elements being loose ends."""
+    n = 1001
+    p0 = rand(n, seed=8)
+    bases = [torch.empty(n + offset, device=DEV) for _ in range(4)]
+    p, m, v, g = (b[offset:] for b in bases)
+    p.copy_(p0), m.zero_(), v.zero_()
+    for b in bases:
+        b[:offset] = 12345.0  # outside the views: must stay
+    for s in range(1, STEPS + 1):
+        g.copy_(grads(n, s, torch.float32))
+        ops.adamw_(p, g, m, v, s, HP["lr"], *HP["betas"], HP["eps"], HP["weight_decay"])
+    check_against_torch(p0, p, m, v)
+    for b in bases:
+        assert (b[:offset] == 12345.0).all()
+
+
+def test_adamw_bad_inputs_raise_clear_errors():
+    p = rand(64)
+    m, v, g = torch.zeros_like(p), torch.zeros_like(p), rand(64, seed=2)
+    hp = (1e-3, 0.9, 0.999, 1e-8, 0.01)
+    cases = [
+        (ValueError, "step must be at least 1", lambda: ops.adamw_(p, g, m, v, 0, *hp)),
+        (ValueError, "beta1 must be in", lambda: ops.adamw_(p, g, m, v, 1, 1e-3, 1.0, 0.999, 1e-8, 0.01)),
+        (ValueError, "beta2 must be in", lambda: ops.adamw_(p, g, m, v, 1, 1e-3, 0.9, -0.1, 1e-8, 0.01)),
+        (ValueError, "lr must be", lambda: ops.adamw_(p, g, m, v, 1, -1.0, 0.9, 0.999, 1e-8, 0.01)),
+        (ValueError, "eps must be", lambda: ops.adamw_(p, g, m, v, 1, 1e-3, 0.9, 0.999, -1.0, 0.01)),
+        (ValueError, "weight_decay must be", lambda: ops.adamw_(p, g, m, v, 1, 1e-3, 0.9, 0.999, 1e-8, -1.0)),
+        (ValueError, "grad must have shape", lambda: ops.adamw_(p, g[:63], m, v, 1, *hp)),
+        (TypeError, "exp_avg must be Float", lambda: ops.adamw_(p, g, m.double(), v, 1, *hp)),
+        (ValueError, "must be a CUDA tensor", lambda: ops.adamw_(p.cpu(), g.cpu(), m.cpu(), v.cpu(), 1, *hp)),
+        (ValueError, "contiguous", lambda: ops.adamw_(p, g, m, rand(128)[::2], 1, *hp)),
+        (ValueError, "same address modulo 16",
+         lambda: ops.adamw_(rand(65)[1:], g, m, v, 1, *hp)),
+    ]
+    for exc, text, call in cases:
+        before = p.clone()
+        with pytest.raises(exc, match=text):
+            call()
+        assert torch.equal(p, before)  # nothing ran
+    torch.cuda.synchronize()
+
+
+def test_adamw_opcheck():
+    p = rand(37)
+    torch.library.opcheck(ops.adamw_, (p, rand(37, seed=2), torch.zeros_like(p), torch.zeros_like(p), 3,
+                                       1e-3, 0.9, 0.999, 1e-8, 0.01))
+
+
+def test_adamw_compiles_without_graph_break():
+    p0, g = rand(300), rand(300, seed=2)
+
+    def f(p, g, m, v):
+        ops.adamw_(p, g, m, v, 2, 1e-2, 0.9, 0.999, 1e-8, 0.1)
+        return p.sum()
+
+    a = [p0.clone(), g, torch.full_like(p0, 0.5), torch.full_like(p0, 0.25)]
+    b = [t.clone() for t in a]
+    torch.compile(f, fullgraph=True)(*a)
+    f(*b)
+    for x, y in zip(a, b):
+        assert torch.equal(x, y)  # the same kernel on the same inputs, elementwise
+
+
+# ---- FlatAdamW ----
+
+
+def tiny_model(dtype=torch.float32):
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(7, 5), torch.nn.LayerNorm(5), torch.nn.GELU(),
+                               torch.nn.Linear(5, 3)).to(DEV, dtype)
+
+
+def test_flat_adamw_is_adamw():
+    """Four steps with fixed gradients, given each way a user gives them (written into .grad in
+    place, a new .grad tensor, after model.zero_grad() set them to None), lr changed between steps
+    as a scheduler does: every parameter as float64 torch.optim.AdamW has it, within the bound."""
+    models = {"lab": tiny_model(), "low": tiny_model(), "ref": tiny_model(torch.float64)}
+    opts = {"lab": lab.FlatAdamW(models["lab"].parameters(), **HP),
+            "low": torch.optim.AdamW(models["low"].parameters(), foreach=False, **HP),
+            "ref": torch.optim.AdamW(models["ref"].parameters(), foreach=False, **HP)}
+    for s in range(1, 5):
+        for key, model in models.items():
+            if s == 4:
+                opts[key].param_groups[0]["lr"] = HP["lr"] / 3
+            if s == 3:
+                model.zero_grad(set_to_none=True)
+            for i, p in enumerate(model.parameters()):
+                g = grads(p.numel(), 10 * s + i, p.dtype).view_as(p)
+                if s == 1 and key == "lab":
+                    p.grad.copy_(g)
+                else:
+                    p.grad = g.clone()
+            opts[key].step()
+    for i, (a, lo, r) in enumerate(zip(*(m.parameters() for m in models.values()))):
+        assert_close("parameter %d" % i, a.detach(), r.detach(), lo.detach())
+
+
+def test_flat_adamw_keeps_gradients_in_place():
+    model = tiny_model()
+    opt = lab.FlatAdamW(model.parameters())
+    x = rand(4, 7, seed=3)
+    for _ in range(2):
+        opt.zero_grad()
+        model(x).square().sum().backward()
+        for p in model.parameters():  # backward accumulated into the flat gradient's views
+            assert p.grad.untyped_storage().data_ptr() == opt.flat_grad.untyped_storage().data_ptr()
+            assert p.untyped_storage().data_ptr() == opt.flat.untyped_storage().data_ptr()
+        before = opt.flat.clone()
+        opt.step()
+        assert not torch.equal(before, opt.flat)
+
+
+def test_flat_adamw_state_dict_round_trip():
+    a_model = tiny_model()
+    a = lab.FlatAdamW(a_model.parameters(), **HP)
+    for s in range(1, 4):
+        for i, p in enumerate(a_model.parameters()):
+            p.grad.copy_(grads(p.numel(), 10 * s + i, torch.float32).view_as(p))
+        a.step()
+    b_model = copy.deepcopy(a_model)
+    b = lab.FlatAdamW(b_model.parameters(), **HP)
+    b.load_state_dict(a.state_dict())
+    assert a.state_dict()["state"][0]["step"].item() == 3
+    for model, opt in ((a_model, a), (b_model, b)):
+        for i, p in enumerate(model.parameters()):
+            p.grad.copy_(grads(p.numel(), 40 + i, torch.float32).view_as(p))
+        opt.step()
+    for pa, pb in zip(a_model.parameters(), b_model.parameters()):
+        assert torch.equal(pa, pb)
+
+
+def test_flat_adamw_rejects_what_one_launch_cannot_do():
+    model = tiny_model()
+    opt = lab.FlatAdamW(model.parameters())
+    next(model.parameters()).grad = None
+    with pytest.raises(ValueError, match="has no gradient"):
+        opt.step()
+    with pytest.raises(ValueError, match="float32 on one CUDA device"):
+        lab.FlatAdamW(tiny_model(torch.float64).parameters())
+    with pytest.raises(ValueError, match="one parameter group"):
+        params = list(tiny_model().parameters())
+        lab.FlatAdamW([{"params": params[:2]}, {"params": params[2:]}])

@@ -1,0 +1,55 @@
+"""Timing PyTorch calls the way the lab's programs time their kernels, written once for the tools
+that set PyTorch beside the lab (torch_reference.py, torch_ops_bench.py, torch_square.py):
+
+  - the L2 flushed before each call (a read of a buffer twice the L2's size, at least 64 MiB), so
+    that no call finds its inputs left in the L2 by the one before;
+  - then a spin of the GPU (about 0.2 ms at H100 clocks) before the start event, long enough for
+    the call's CPU work (Python, the dispatcher, argument checks) to be queued behind it: the events
+    measure the GPU's work, not the gaps between launches (a call's host time is measured apart);
+  - the median of `reps` calls after `warmup` calls (the first call of an op may compile or tune).
+
+Also here: where the tools find cuda_perf_lab (the bridge package in python/).
+"""
+import glob
+import os
+import statistics
+import time
+from collections import namedtuple
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+Timing = namedtuple("Timing", "median_ms min_ms max_ms host_us")
+
+
+def l2_flush_buffer(torch):
+    l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+    return torch.empty(max(2 * l2, 64 << 20) // 4, device="cuda")
+
+
+def time_call(torch, fn, flush, reps, warmup=3):
+    """fn's GPU time, cold L2: Timing(median, min, max ms of `reps` calls; median host us a call)."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    gpu, host = [], []
+    for _ in range(reps):
+        flush.sum()
+        torch.cuda._sleep(400_000)  # the spin: the call is queued before it ends
+        start.record()
+        t0 = time.perf_counter()
+        fn()
+        host.append((time.perf_counter() - t0) * 1e6)
+        stop.record()
+        stop.synchronize()
+        gpu.append(start.elapsed_time(stop))
+    return Timing(statistics.median(gpu), min(gpu), max(gpu), statistics.median(host))
+
+
+def put_bridge_on_path(sys):
+    """Makes `import cuda_perf_lab` find the package: built in place in python/ (setup.py
+    build_ext --inplace) it goes first; otherwise the installed one (pip) is found, and python/'s
+    sources, which lack the compiled part, stay off the path."""
+    folder = os.path.join(ROOT, "python")
+    if glob.glob(os.path.join(folder, "cuda_perf_lab", "_C*.so")):
+        sys.path.insert(0, folder)
