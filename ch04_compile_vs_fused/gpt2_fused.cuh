@@ -19,10 +19,11 @@
 //
 // The attention is a second such class, FlashFp32 below unless the file gives another
 // (optimized_gpt2_step_fused_tc_attention.cu: the same algorithm on the tensor cores). It has
-//   static constexpr const char* kPrecision: its products' arithmetic ("fp32", "3xtf32");
-//   static void forward(q, k, v, o, lse, bh, seq, d, causal, scale, stream) and
-//   static void backward(q, k, v, dout, lse, delta, dq, dk, dv, bh, seq, d, causal, scale, stream):
-//        flash_fp32.cuh's forward and backward (dq added to: zeroed before).
+//   static constexpr const char* kPrecision: its products' arithmetic ("fp32", "3xtf32", "bf16");
+//   a constructor from (const gpt2::Config&, gpt2::Phase): its scratch, if it needs any;
+//   void forward(q, k, v, o, lse, bh, seq, d, causal, scale, stream) and
+//   void backward(q, k, v, dout, lse, delta, dq, dk, dv, bh, seq, d, causal, scale, stream), over
+//        fp32 heads: flash_fp32.cuh's forward and backward (dq added to: zeroed before).
 #pragma once
 
 #include <algorithm>
@@ -352,6 +353,7 @@ struct Sgemm {
 // The chapter's fp32 flash attention on the SIMT units (flash_fp32.cuh).
 struct FlashFp32 {
   static constexpr const char* kPrecision = "fp32";
+  FlashFp32(const gpt2::Config&, gpt2::Phase) {}
   static constexpr auto forward = flash::forward;
   static constexpr auto backward = flash::backward;
 };
@@ -371,7 +373,8 @@ struct FusedStep {
   Buffer losses, coef;
   Buffer qkv, o, tmp;                                             // forward scratch
   Buffer dx, dln, dout, delta, dq, dk, dv, dqkv, dact, dh;        // backward scratch
-  Products products;  // the linear layers' matrix products: the variant file's
+  Products products;    // the linear layers' matrix products: the variant file's
+  Attention attention;  // the flash attention: FlashFp32, or the variant file's
   // The step runs on `lead`, at the device's highest priority; AdamW runs on `side`, at its lowest,
   // a stage at a time as soon as the backward has finished that stage's gradients (see step()).
   lab::Stream lead{priority(true)}, side{priority(false)};
@@ -403,7 +406,8 @@ struct FusedStep {
   FusedStep(Gpt2Step::Problem& p, cudaStream_t stream)
       : c(p.cfg), phase(p.phase), off(gpt2::offsets(c)), rows(int(c.tokens())), d(c.d), hd(c.head_dim()),
         dp(flash_width(hd)), blas_workspace(std::size_t(32) << 20), losses(rows), coef(2), qkv(3 * c.tokens() * d),
-        o(Saved::heads_size(c)), tmp(c.tokens() * d), products(c, phase) {
+        o(Saved::heads_size(c)), tmp(c.tokens() * d), products(c, phase),
+        attention(c, phase) {
     place_saved(p);
     if (phase != gpt2::Phase::forward) {
       const std::size_t n = c.tokens() * d;
@@ -540,8 +544,8 @@ struct FusedStep {
       qkv_heads_kernel<<<blocks_for(nh), kThreads, 0, stream>>>(qkv.data(), P + ob.qkv_b, s.q, s.k,
                                                                 s.v, nh, c.context, c.heads, hd, dp);
       LAB_CHECK(cudaGetLastError());
-      Attention::forward(s.q, s.k, s.v, o.data(), s.lse, c.batch * c.heads, c.context, dp, true,
-                         1.f / std::sqrt(float(hd)), stream);
+      attention.forward(s.q, s.k, s.v, o.data(), s.lse, c.batch * c.heads, c.context, dp, true,
+                        1.f / std::sqrt(float(hd)), stream);
       merge_heads_kernel<<<blocks_for(nh), kThreads, 0, stream>>>(o.data(), s.att, nh, c.context, c.heads, hd,
                                                                   dp);
       LAB_CHECK(cudaGetLastError());
@@ -614,8 +618,8 @@ struct FusedStep {
           dln.data(), s.att, dout.data(), delta.data(), head_rows, c.context, c.heads, hd, dp);
       LAB_CHECK(cudaGetLastError());
       LAB_CHECK(cudaMemsetAsync(dq.data(), 0, dq.bytes(), stream));
-      Attention::backward(s.q, s.k, s.v, dout.data(), s.lse, delta.data(), dq.data(), dk.data(), dv.data(),
-                          c.batch * c.heads, c.context, dp, true, 1.f / std::sqrt(float(hd)), stream);
+      attention.backward(s.q, s.k, s.v, dout.data(), s.lse, delta.data(), dq.data(), dk.data(), dv.data(),
+                         c.batch * c.heads, c.context, dp, true, 1.f / std::sqrt(float(hd)), stream);
       qkv_rows_kernel<<<blocks_for(nh), kThreads, 0, stream>>>(dq.data(), dk.data(), dv.data(), dqkv.data(), nh,
                                                                c.context, c.heads, hd, dp);
       LAB_CHECK(cudaGetLastError());

@@ -123,8 +123,9 @@ struct ModelOptions {
   double product_error = 0, sum_error = 0;
   // How the fp32 stand-in (T = float) multiplies in the linear layers, for the tests: in fp32; in
   // tf32 (each operand rounded to tf32); or in 3xTF32 as optimized_gpt2_step_fused_3xtf32 does (three
-  // sums of products of the split operands, small big, big small, big big, then added).
-  enum class Products { fp32, tf32, tf32x3 } products = Products::fp32;
+  // sums of products of the split operands, small big, big small, big big, then added); in bf16 or
+  // in e4m3's 4 significant bits (each operand rounded to nearest, even; the products summed in fp32).
+  enum class Products { fp32, tf32, tf32x3, bf16, e4m3 } products = Products::fp32;
   // The head's products in fp32 (cuBLAS SGEMM) whatever the three above say for the blocks'.
   bool head_in_fp32 = false;
   // The attention's products (Q K^T, P V and the backward's five) beyond fp32's own rounding, as
@@ -134,10 +135,16 @@ struct ModelOptions {
   // split into two tf32 parts (each rounded to nearest: 4u of the operand lost), three tf32 products
   // (the small x small one, at most 4u of the product, dropped): 12u a product, and the tensor
   // cores' accumulation, not correctly rounded (up to an ulp, 2u: one more u a sum), in the blocks'
-  // linear layers; the head's in fp32, as that step keeps them. Either may end in
-  // "+3xtf32-attention": the attention's products in 3xTF32 too, with the same 12u and 1u (its
-  // tensor-core sums are at most a tile, 8 steps, before fp32 adds them). Throws
-  // std::invalid_argument for another name.
+  // linear layers; the head's in fp32, as that step keeps them; "bf16", every linear layer's
+  // operands (head included) rounded to bf16, which keeps 8 significant bits: each operand off by up
+  // to 2^-8 of itself, 2^16 u, so a product by up to 2^17 u (the tensor cores multiply bf16 exactly),
+  // and 1u a sum for their fp32 accumulation. Any of them may end in "+3xtf32-attention": the
+  // attention's products in 3xTF32 too, with the same 12u and 1u (its tensor-core sums are at most a
+  // tile, 8 steps, before fp32 adds them); or in "+bf16-attention": every operand of the
+  // attention's products (Q, K, V, P, dO, dS) rounded to bf16, 2^17 u a product and 1u a sum. The
+  // Monte Carlo draws a product's error uniformly over that bound, where the sum of two operands'
+  // roundings is peaked at zero: its spread is up to sqrt(2) times the rounding's, a check that
+  // much looser than it could be, never tighter. Throws std::invalid_argument for another name.
   static ModelOptions for_precision(const std::string& precision);
 };
 

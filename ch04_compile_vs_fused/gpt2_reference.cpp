@@ -138,11 +138,24 @@ T attention_dot_(const T* a, std::size_t sa, const T* b, std::size_t sb, std::si
 float tf32(float x) {
   return std::bit_cast<float>((std::bit_cast<std::uint32_t>(x) + 0x1000u) & 0xffffe000u);
 }
+// x rounded to `bits` significant bits (8: bf16; 4: e4m3's), to nearest, ties to even, as
+// __float2bfloat16 rounds (the exponent's range is fp32's: no overflow or subnormals modelled).
+float round_significand(float x, int bits) {
+  const int drop = 24 - bits;
+  const std::uint32_t b = std::bit_cast<std::uint32_t>(x), half = (1u << (drop - 1)) - 1 + ((b >> drop) & 1u);
+  return std::bit_cast<float>((b + half) & ~((1u << drop) - 1));
+}
 // The fp32 stand-in's product sums as ModelOptions::products asks.
 template <>
 float product_dot_<float>(const float* a, std::size_t sa, const float* b, std::size_t sb, std::size_t n) {
   using P = ModelOptions::Products;
   if (float_products == P::fp32) return dot_(a, sa, b, sb, n);
+  if (float_products == P::bf16 || float_products == P::e4m3) {
+    const int bits = float_products == P::bf16 ? 8 : 4;
+    float s = 0;
+    for (std::size_t i = 0; i < n; ++i) s += round_significand(a[i * sa], bits) * round_significand(b[i * sb], bits);
+    return s;
+  }
   float s[3] = {0, 0, 0};
   for (std::size_t i = 0; i < n; ++i) {
     const float x = a[i * sa], y = b[i * sb], xb = tf32(x), yb = tf32(y);
@@ -611,7 +624,7 @@ lab::Verdict judge(const Expected& e, const Config& c, float loss, std::span<con
   static const double k_default = element_factor(kMonteCarloRuns, kElementFalseAlarm);  // once
   const double k = e.runs == kMonteCarloRuns ? k_default : element_factor(e.runs, kElementFalseAlarm);
   const auto tensors = layout(c);
-  auto per_element = lab::Tolerance::per_element(0, 0, "fp32 rounding, Monte Carlo");
+  auto per_element = lab::Tolerance::per_element(0, 0, "the declared arithmetic's rounding, Monte Carlo");
   // One tensor: every element within k sigma, and where the tensor's error has kL2MinDof degrees
   // of freedom, its L2 error within kL2Factor times the largest of the runs'.
   auto one = [&](std::string what, std::span<const float> got, std::span<const double> ref,

@@ -18,6 +18,7 @@ namespace {
 // The chapter's 3xTF32 flash attention, forward and backward.
 struct Flash3xTf32 {
   static constexpr const char* kPrecision = "3xtf32";
+  Flash3xTf32(const gpt2::Config&, gpt2::Phase) {}
   static constexpr auto forward = flash3x::forward;
   static constexpr auto backward = flash3x::backward;
 };

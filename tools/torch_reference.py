@@ -150,7 +150,7 @@ def builders(torch):
             if callable(v) and k not in ("rand", "unary", "attention_inputs", "naive", "sdpa")}
 
 
-def time_gpt2(torch, shapes, compile_too, flush, reps):
+def time_gpt2(torch, shapes, compile_too, flush, reps, bf16=False):
     """The GPT-2 training step (layers x d x heads x context x batch x vocab x phase): the lab's model
     in PyTorch (tools/torch_gpt2.py), eager and with torch.compile(model) as the users' benchmark
     compiles it (the optimizer stays eager: torch.optim.AdamW with lr 1e-3 and weight decay 0.01).
@@ -159,12 +159,16 @@ def time_gpt2(torch, shapes, compile_too, flush, reps):
     timed in increasing order (so torch.compile compiles the inference graph and the training graph
     once each), then freed; peak memory is counted from before the model was built, as the lab counts
     its parameters. shapes: (the shape's text, its seven numbers). Yields (the shape's text,
-    implementation, ms or None for OOM, peak MiB or None)."""
+    implementation, ms or None for OOM, peak MiB or None). bf16: mixed precision as the issue's
+    yardstick runs it: the forward under torch.autocast(bfloat16), the attention by
+    scaled_dot_product_attention, AdamW with fused=True (the implementations named "... bf16")."""
+    F = torch.nn.functional
+    sdpa = {"attention": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)}
 
     def build(layers, d, heads, context, batch, vocab, compiled):
-        model = torch_gpt2.build(torch, layers, d, heads, vocab)
+        model = torch_gpt2.build(torch, layers, d, heads, vocab, ops=sdpa if bf16 else None)
         return {"fwd": torch.compile(model) if compiled else model,
-                "opt": torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01),
+                "opt": torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01, fused=bf16 or None),
                 "tokens": torch.randint(0, vocab, (batch, context), device="cuda"),
                 "targets": torch.randint(0, vocab, (batch, context), device="cuda")}
 
@@ -172,24 +176,27 @@ def time_gpt2(torch, shapes, compile_too, flush, reps):
     for text, shape in shapes:
         configs.setdefault(tuple(shape[:6]), []).append((shape[6], text))
     for config, phases in configs.items():
-        for name in ["torch eager"] + (["torch.compile"] if compile_too else []):
+        names = ["torch eager"] + (["torch.compile"] if compile_too else [])
+        for name in [n + (" bf16" if bf16 else "") for n in names]:
             torch.cuda.empty_cache()
             base = torch.cuda.memory_allocated()
             state = step = None
             for phase, label in sorted(phases):
                 try:
                     if state is None:
-                        if name == "torch.compile":  # its first call compiles: minutes for the large models
+                        if name.startswith("torch.compile"):  # its first call compiles: minutes for large models
                             print("  (%s: torch.compile compiles at its first call of each phase)" % label,
                                   file=sys.stderr, flush=True)
-                        state = build(*config, name == "torch.compile")
+                        state = build(*config, name.startswith("torch.compile"))
 
                     def step(phase=phase, st=state):
                         if phase == 1:
-                            with torch.no_grad():
+                            with torch.no_grad(), torch.autocast("cuda", torch.bfloat16, enabled=bf16):
                                 return st["fwd"](st["tokens"], st["targets"])
                         st["opt"].zero_grad(set_to_none=True)
-                        st["fwd"](st["tokens"], st["targets"]).backward()
+                        with torch.autocast("cuda", torch.bfloat16, enabled=bf16):
+                            loss = st["fwd"](st["tokens"], st["targets"])
+                        loss.backward()
                         if phase == 3:
                             st["opt"].step()
 
@@ -277,6 +284,8 @@ def main():
     ap.add_argument("--shape", action="append", metavar="S",
                     help="time this shape (e.g. 12x768x12x1024x4x10000x3) instead of the program's sweep; repeatable")
     ap.add_argument("--compile", action="store_true", help="also time torch.compile for forward topics")
+    ap.add_argument("--bf16", action="store_true",
+                    help="gpt2_step: mixed precision (autocast bf16, SDPA attention, fused AdamW), as issue #16 measures")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--from", dest="saved", metavar="TORCH.json", help="a saved --json run instead of timing (no GPU)")
     ap.add_argument("--lab", metavar="COMPARE.json", help="a compare --json run to set against PyTorch's times")
@@ -362,7 +371,7 @@ def main():
         if d["topic"] == "gpt2_step":
             by_shape = {s["shape"]: s for s in sweep}
             shapes = [(s["shape"], [int(x) for x in s["shape"].split("x")]) for s in sweep]
-            for label, name, ms, peak in time_gpt2(torch, shapes, a.compile, flush, a.reps):
+            for label, name, ms, peak in time_gpt2(torch, shapes, a.compile, flush, a.reps, a.bf16):
                 report(d["topic"], by_shape[label], name, ms, peak)
             continue
         for s in sweep:

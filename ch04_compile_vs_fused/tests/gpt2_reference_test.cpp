@@ -271,8 +271,36 @@ TEST(Gpt2Reference, Tf32x3PassesItsCheckAndTf32FailsIt) {
     EXPECT_FALSE(judge(k, e, k.run<float>(Phase::step, 3, tf32)).pass)
         << "L" << c.layers << " d" << c.d << ": plain TF32 passed the 3xTF32 check";
   }
-  EXPECT_THROW(gpt2::ModelOptions::for_precision("bf16"), std::invalid_argument);
+  EXPECT_THROW(gpt2::ModelOptions::for_precision("fp16"), std::invalid_argument);
   EXPECT_EQ(gpt2::ModelOptions::for_precision("fp32").product_error, 0);
+}
+
+// The bf16 check, both ways, on every check shape: the fp32 stand-in with each linear layer's
+// operands rounded to bf16 (what the bf16 variants' products do) passes the check of the precision
+// they declare, and fails fp32's (the widening is needed); operands rounded to e4m3's 4 bits (16
+// times bf16's error) fail the bf16 check (it is not so wide that anything passes).
+TEST(Gpt2Reference, Bf16PassesItsCheckAndFourBitsFailIt) {
+  const auto rounding = gpt2::ModelOptions::for_precision("bf16+bf16-attention");
+  EXPECT_EQ(rounding.product_error, 131072);
+  EXPECT_EQ(rounding.attention_product_error, 131072);
+  EXPECT_FALSE(rounding.head_in_fp32);
+  gpt2::ModelOptions bf16 = rounding, four = rounding;
+  bf16.products = gpt2::ModelOptions::Products::bf16;
+  four.products = gpt2::ModelOptions::Products::e4m3;
+  const auto fp32 = gpt2::ModelOptions::for_precision("fp32");
+  for (const lab::Shape& s : Gpt2Step::checks()) {
+    const Config c = gpt2::config_of(s);
+    Case k(c, lab::testing::run_seed());
+    const auto e = gpt2::expected(k.c, Phase::step, k.params, k.tokens, k.targets, k.opt(3), {}, rounding);
+    const auto mine = k.run<float>(Phase::step, 3, bf16);
+    const lab::Verdict v = judge(k, e, mine);
+    EXPECT_TRUE(v.pass) << "L" << c.layers << " d" << c.d << " h" << c.heads << " T" << c.context << ": "
+                        << v.details();
+    const auto e32 = gpt2::expected(k.c, Phase::step, k.params, k.tokens, k.targets, k.opt(3), {}, fp32);
+    EXPECT_FALSE(judge(k, e32, mine).pass) << "L" << c.layers << " d" << c.d << ": bf16 passed the fp32 check";
+    EXPECT_FALSE(judge(k, e, k.run<float>(Phase::step, 3, four)).pass)
+        << "L" << c.layers << " d" << c.d << ": 4-bit operands passed the bf16 check";
+  }
 }
 
 // "+3xtf32-attention" (the step whose attention runs on the tensor cores) adds the attention's
@@ -289,7 +317,7 @@ TEST(Gpt2Reference, AttentionRoundingWidensTheAttentionsSpread) {
   const auto both = gpt2::ModelOptions::for_precision("3xtf32+3xtf32-attention");
   EXPECT_EQ(both.product_error, 12);
   EXPECT_EQ(both.attention_product_error, 12);
-  EXPECT_THROW(gpt2::ModelOptions::for_precision("fp32+bf16-attention"), std::invalid_argument);
+  EXPECT_THROW(gpt2::ModelOptions::for_precision("fp32+fp16-attention"), std::invalid_argument);
 
   const Config c{1, 32, 2, 9, 1, 17};
   Case k(c, 20261123ull);
