@@ -194,6 +194,36 @@ class TorchReference(unittest.TestCase):
         self.assertIn("--lab", r.stderr)
 
 
+class TorchTiming(unittest.TestCase):
+    """Where the tools look for cuda_perf_lab: python/ only when the package was built in place there
+    (its compiled _C beside the sources); otherwise the installed one must not be hidden by sources
+    that cannot import."""
+
+    def path_after(self, built):
+        import torch_timing
+
+        with tempfile.TemporaryDirectory() as root:
+            pkg = os.path.join(root, "python", "cuda_perf_lab")
+            os.makedirs(pkg)
+            if built:
+                open(os.path.join(pkg, "_C.cpython-312-x86_64-linux-gnu.so"), "w").close()
+            fake_sys = type("FakeSys", (), {"path": ["/somewhere"]})()
+            saved, torch_timing.ROOT = torch_timing.ROOT, root
+            try:
+                torch_timing.put_bridge_on_path(fake_sys)
+            finally:
+                torch_timing.ROOT = saved
+            return fake_sys.path, os.path.join(root, "python")
+
+    def test_an_in_place_build_goes_first(self):
+        path, folder = self.path_after(built=True)
+        self.assertEqual(path, [folder, "/somewhere"])
+
+    def test_sources_without_the_build_stay_off_the_path(self):
+        path, _ = self.path_after(built=False)
+        self.assertEqual(path, ["/somewhere"])
+
+
 TORCH_RUN = {"tool": "cuda-perf-lab torch_reference", "device": "Some GPU", "torch": "2.x", "results": [
     {"topic": "t", "shape": "8x8", "implementation": "torch eager", "ms": 3.0},
     {"topic": "t", "shape": "8x8", "implementation": "SDPA", "ms": 1.0},
