@@ -35,7 +35,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from torch_timing import put_bridge_on_path  # noqa: E402
+from torch_timing import import_bridge, put_bridge_on_path  # noqa: E402
 
 put_bridge_on_path(sys)
 import torch_gpt2  # noqa: E402
@@ -96,11 +96,8 @@ def main():
     torch = torch_gpt2.cuda_torch("torch_gpt2_lab.py")
     if torch is None:
         return 2
-    try:
-        import cuda_perf_lab as lab
-    except ImportError as e:
-        print("torch_gpt2_lab.py: error: cuda_perf_lab is not built (python3 -m pip install --no-build-isolation "
-              "./python): %s" % e, file=sys.stderr)
+    lab = import_bridge("torch_gpt2_lab.py")
+    if lab is None:
         return 2
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False

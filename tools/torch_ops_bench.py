@@ -35,7 +35,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from torch_timing import l2_flush_buffer, put_bridge_on_path, time_call  # noqa: E402
+import torch_gpt2  # noqa: E402  (cuda_torch)
+from torch_timing import import_bridge, l2_flush_buffer, put_bridge_on_path, time_call  # noqa: E402
 
 put_bridge_on_path(sys)
 
@@ -201,19 +202,9 @@ def main():
         print("torch_ops_bench.py: error: %s" % ("unknown op(s): " + ", ".join(bad) if bad else "--reps below 1"),
               file=sys.stderr)
         return 2
-    try:
-        import torch
-    except ImportError:
-        print("torch_ops_bench.py: error: PyTorch is not installed", file=sys.stderr)
-        return 2
-    if not torch.cuda.is_available():
-        print("torch_ops_bench.py: error: no CUDA device visible to PyTorch", file=sys.stderr)
-        return 2
-    try:
-        import cuda_perf_lab as lab
-    except ImportError as e:
-        print("torch_ops_bench.py: error: cuda_perf_lab is not built (python3 -m pip install --no-build-isolation "
-              "./python): %s" % e, file=sys.stderr)
+    torch = torch_gpt2.cuda_torch("torch_ops_bench.py")
+    lab = torch and import_bridge("torch_ops_bench.py")
+    if lab is None:
         return 2
     flush = l2_flush_buffer(torch)
     rows = []

@@ -25,6 +25,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_gpt2  # noqa: E402  (cuda_torch)
 from torch_timing import l2_flush_buffer, time_call  # noqa: E402
 
 CUDA_SOURCE = r"""
@@ -62,15 +63,10 @@ def main():
     if a.elements < 1 or a.reps < 1:
         print("torch_square.py: error: --elements and --reps at least 1", file=sys.stderr)
         return 2
-    try:
-        import torch
-        from torch.utils.cpp_extension import load_inline
-    except ImportError:
-        print("torch_square.py: error: PyTorch is not installed", file=sys.stderr)
+    torch = torch_gpt2.cuda_torch("torch_square.py")
+    if torch is None:
         return 2
-    if not torch.cuda.is_available():
-        print("torch_square.py: error: no CUDA device visible to PyTorch", file=sys.stderr)
-        return 2
+    from torch.utils.cpp_extension import load_inline
     build = a.build_dir or tempfile.mkdtemp(prefix="lab_square_")
     os.makedirs(build, exist_ok=True)
     print("building the square kernel with load_inline in %s ..." % build, flush=True)

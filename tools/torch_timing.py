@@ -13,6 +13,7 @@ Also here: where the tools find cuda_perf_lab (the bridge package in python/).
 import glob
 import os
 import statistics
+import sys
 import time
 from collections import namedtuple
 
@@ -44,6 +45,17 @@ def time_call(torch, fn, flush, reps, warmup=3):
         stop.synchronize()
         gpu.append(start.elapsed_time(stop))
     return Timing(statistics.median(gpu), min(gpu), max(gpu), statistics.median(host))
+
+
+def import_bridge(prog):
+    """cuda_perf_lab, imported; or None after printing prog's one-line error (for exit status 2)."""
+    try:
+        import cuda_perf_lab
+    except ImportError as e:
+        print("%s: error: cuda_perf_lab is not built (python3 -m pip install --no-build-isolation ./python): %s"
+              % (prog, e), file=sys.stderr)
+        return None
+    return cuda_perf_lab
 
 
 def put_bridge_on_path(sys):

@@ -223,6 +223,26 @@ class TorchTiming(unittest.TestCase):
         path, _ = self.path_after(built=False)
         self.assertEqual(path, ["/somewhere"])
 
+    def test_a_missing_package_is_one_line_and_none(self):
+        import contextlib
+        import io
+
+        import torch_timing
+
+        err = io.StringIO()
+        saved = sys.modules.get("cuda_perf_lab")
+        sys.modules["cuda_perf_lab"] = None  # import fails, as where the package is not built
+        try:
+            with contextlib.redirect_stderr(err):
+                self.assertIsNone(torch_timing.import_bridge("some_tool.py"))
+        finally:
+            if saved is None:
+                del sys.modules["cuda_perf_lab"]
+            else:
+                sys.modules["cuda_perf_lab"] = saved
+        self.assertEqual(len(err.getvalue().strip().splitlines()), 1)
+        self.assertIn("some_tool.py: error: cuda_perf_lab is not built", err.getvalue())
+
 
 TORCH_RUN = {"tool": "cuda-perf-lab torch_reference", "device": "Some GPU", "torch": "2.x", "results": [
     {"topic": "t", "shape": "8x8", "implementation": "torch eager", "ms": 3.0},
