@@ -313,6 +313,7 @@ int dump(const Settings& cfg, const Size& size, int context, const std::vector<I
     LAB_CHECK(cudaStreamSynchronize(stream));
     const std::string& n = impl.name;
     j["variants"][n] = {{"program", impl.variant->program},
+                        {"precision", impl.variant->declared.precision},
                         {"loss", p.loss.download()[0]},
                         {"grads", dump_vector(dir, n + ".grads.f32", p.grads.download())},
                         {"params", dump_vector(dir, n + ".params.f32", p.params.download())},

@@ -2,35 +2,49 @@
 // schedule (FusedStep), with the linear layers' matrix products left to a Products class that each
 // file supplies (Sgemm below, cuBLAS fp32, for optimized_gpt2_step_fused.cu and
 // optimized_gpt2_step_fused_tc_attention.cu; optimized_gpt2_step_fused_3xtf32.cu: fp32 accuracy on
-// the tensor cores), and the attention to an Attention class. What each kernel fuses, and why it
-// is faster than the vanilla step's chain of kernels, is said where it is defined.
+// the tensor cores; optimized_gpt2_step_fused_bf16.cu: bf16 operands), and the attention to an
+// Attention class. What each kernel fuses, and why it is faster than the vanilla step's chain of
+// kernels, is said where it is defined.
 //
 // A Products class has
 //   static constexpr const char* kPrecision: its arithmetic, as lab::Declared::precision names it;
+//   using Operand = float or __nv_bfloat16 (float when absent): the type its products read their
+//        operands in. The kernels that make the activations (the LayerNorms' outputs, the merged
+//        attention, GELU's output) write them in that type, and the step saves them in it. The
+//        weights, in fp32 in the parameters, are rounded into a copy when the type is not float:
+//        a block's at the start of its forward, into memory kept with its saved tensors (so, at
+//        scale, in the gradients' buffer: no memory of its own), read by its forward and backward;
 //   Products(const gpt2::Config&, gpt2::Phase): its scratch, made in the variant's prepare step;
-//   void linear(cublasHandle_t, const float* X, const float* W, float* Y, int M, int N, int K,
+//   void linear(cublasHandle_t, const Operand* X, const Operand* W, float* Y, int M, int N, int K,
 //               cudaStream_t): Y (M x N) = X (M x K) W^T, nn.Linear without its bias;
-//   void linear_backward(cublasHandle_t, const float* dY, const float* X, const float* W, float* dX,
-//                        float* dW, float* db, int M, int N, int K, cudaStream_t): dX = dY W,
-//        dW = dY^T X and db = the column sums of dY (none when db is null), all written;
-//   void head(...) and head_backward(...): the same for the head's products (the vocabulary's).
+//   void linear_backward(cublasHandle_t, const float* dY, const Operand* X, const Operand* W,
+//                        float* dX, float* dW, float* db, int M, int N, int K, cudaStream_t):
+//        dX = dY W, dW = dY^T X and db = the column sums of dY (none when db is null), all written;
+//   optionally head(...) and head_backward(...): the same for the head's products (the
+//        vocabulary's), where they differ from linear's.
 // Everything it launches goes on the stream it is given (cuBLAS: the handle's stream), so that the
 // step is captured as one CUDA graph.
 //
 // The attention is a second such class, FlashFp32 below unless the file gives another
 // (optimized_gpt2_step_fused_tc_attention.cu: the same algorithm on the tensor cores). It has
 //   static constexpr const char* kPrecision: its products' arithmetic ("fp32", "3xtf32", "bf16");
+//   using Operand (float when absent): the type of the Q, K, V and dO heads it reads, which the
+//        step lays out (and saves) in that type;
 //   a constructor from (const gpt2::Config&, gpt2::Phase): its scratch, if it needs any;
 //   void forward(q, k, v, o, lse, bh, seq, d, causal, scale, stream) and
-//   void backward(q, k, v, dout, lse, delta, dq, dk, dv, bh, seq, d, causal, scale, stream), over
-//        fp32 heads: flash_fp32.cuh's forward and backward (dq added to: zeroed before).
+//   void backward(q, k, v, dout, lse, delta, dq, dk, dv, bh, seq, d, causal, scale, stream):
+//        flash_fp32.cuh's forward and backward (o, lse, dq, dk, dv in fp32; dq added to: zeroed
+//        before).
 #pragma once
+
+#include <cuda_bf16.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <deque>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "block_reduce.cuh"
@@ -48,6 +62,34 @@ using Buffer = lab::DeviceBuffer<float>;
 constexpr int kThreads = 256;
 constexpr int kMaxItems = 16;  // a row of up to 16 x 256 = 4096 floats in registers
 
+// The type a Products or Attention class reads its activations in: its Operand, float when absent.
+template <class T>
+struct operand_of {
+  using type = float;
+};
+template <class T>
+  requires requires { typename T::Operand; }
+struct operand_of<T> {
+  using type = typename T::Operand;
+};
+
+// x in T (bf16: rounded to nearest, ties to even), and back.
+template <class T>
+__device__ __forceinline__ T to(float x) {
+  if constexpr (std::is_same_v<T, float>) return x;
+  else return __float2bfloat16(x);
+}
+__device__ __forceinline__ float as_float(float x) { return x; }
+__device__ __forceinline__ float as_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+// Four consecutive values, the first at a multiple of 4: one 16-byte store in fp32, 8 in bf16.
+__device__ __forceinline__ void store4(float* p, float4 x) { *reinterpret_cast<float4*>(p) = x; }
+__device__ __forceinline__ void store4(__nv_bfloat16* p, float4 x) {
+  const __nv_bfloat162 lo = __floats2bfloat162_rn(x.x, x.y), hi = __floats2bfloat162_rn(x.z, x.w);
+  uint2 u;
+  u.x = *reinterpret_cast<const unsigned*>(&lo), u.y = *reinterpret_cast<const unsigned*>(&hi);
+  *reinterpret_cast<uint2*>(p) = u;
+}
+
 // Calls f(std::integral_constant<int, Items>{}) with the fewest items a thread that cover d.
 template <class F>
 void with_items(int d, F&& f) {
@@ -60,12 +102,13 @@ void with_items(int d, F&& f) {
 
 // x_out = x + (y + bias) (the residual; y and bias null: x itself), then ln = LayerNorm(x_out) with
 // its mean and rstd kept: a block a row, thread t holding columns t, t + 256, ... in registers.
-// x_out may be x.
-template <int Items>
+// x_out may be x. ln is written in the type the products read (Out): in bf16, half the bytes, and
+// no pass of the products' own to round it.
+template <int Items, class Out>
 __global__ void __launch_bounds__(kThreads)
     residual_layer_norm_kernel(const float* x, const float* __restrict__ y, const float* __restrict__ bias,
                                float* x_out, const float* __restrict__ w, const float* __restrict__ b,
-                               float* __restrict__ ln, float* __restrict__ mean, float* __restrict__ rstd, int d) {
+                               Out* __restrict__ ln, float* __restrict__ mean, float* __restrict__ rstd, int d) {
   const std::size_t off = std::size_t(blockIdx.x) * d;
   float v[Items], s = 0;
 #pragma unroll
@@ -86,9 +129,26 @@ __global__ void __launch_bounds__(kThreads)
     const int j = threadIdx.x + k * kThreads;
     if (j >= d) continue;
     if (y) x_out[off + j] = v[k];
-    ln[off + j] = (v[k] - mu) * rs * w[j] + b[j];
+    ln[off + j] = to<Out>((v[k] - mu) * rs * w[j] + b[j]);
   }
   if (threadIdx.x == 0) mean[blockIdx.x] = mu, rstd[blockIdx.x] = rs;
+}
+
+// y = x in T (bf16: rounded to nearest, ties to even): a block's weights for its products.
+template <class T>
+__global__ void round_kernel(const float* __restrict__ x, T* __restrict__ y, std::size_t n) {
+  for (std::size_t i : lab::grid_stride(n)) y[i] = to<T>(x[i]);
+}
+
+// ln = LayerNorm(x) again from the mean and rstd the forward kept, for the backward: the forward's
+// expression on the same fp32 values, so the same output (a block a row).
+template <class Out>
+__global__ void __launch_bounds__(kThreads)
+    layer_norm_again_kernel(const float* __restrict__ x, const float* __restrict__ mean, const float* __restrict__ rstd,
+                            const float* __restrict__ w, const float* __restrict__ b, Out* __restrict__ ln, int d) {
+  const std::size_t off = std::size_t(blockIdx.x) * d;
+  const float mu = mean[blockIdx.x], rs = rstd[blockIdx.x];
+  for (int j = threadIdx.x; j < d; j += kThreads) ln[off + j] = to<Out>((x[off + j] - mu) * rs * w[j] + b[j]);
 }
 
 // The LayerNorm backward: dres += dx (or = dx when !accumulate), dx = rstd (g - mean(g) - xhat
@@ -153,30 +213,33 @@ struct HeadIndex {
   }
 };
 
-// Q, K, V by head from the QKV product's rows (B T x 3d), each plus its bias; zeros in the padding.
-__global__ void qkv_heads_kernel(const float* __restrict__ qkv, const float* __restrict__ bias, float* __restrict__ q,
-                                 float* __restrict__ k, float* __restrict__ v, std::size_t n, int context, int h,
-                                 int hd, int dp) {
+// Q, K, V by head from the QKV product's rows (B T x 3d), each plus its bias, in the type the
+// attention reads (T); zeros in the padding.
+template <class T>
+__global__ void qkv_heads_kernel(const float* __restrict__ qkv, const float* __restrict__ bias, T* __restrict__ q,
+                                 T* __restrict__ k, T* __restrict__ v, std::size_t n, int context, int h, int hd,
+                                 int dp) {
   const int d = h * hd;
   for (std::size_t i : lab::grid_stride(n)) {
     const HeadIndex at(i, context, h, hd, dp);
     if (!at.real) {
-      q[i] = 0.f, k[i] = 0.f, v[i] = 0.f;
+      q[i] = to<T>(0.f), k[i] = to<T>(0.f), v[i] = to<T>(0.f);
       continue;
     }
     const float* r = qkv + at.row * 3 * d + at.col;
-    q[i] = r[0] + bias[at.col];
-    k[i] = r[d] + bias[d + at.col];
-    v[i] = r[2 * d] + bias[2 * d + at.col];
+    q[i] = to<T>(r[0] + bias[at.col]);
+    k[i] = to<T>(r[d] + bias[d + at.col]);
+    v[i] = to<T>(r[2 * d] + bias[2 * d + at.col]);
   }
 }
 
-// O by head back into rows (B T x d), the padding dropped.
-__global__ void merge_heads_kernel(const float* __restrict__ o, float* __restrict__ att, std::size_t n, int context,
+// O by head back into rows (B T x d), in the type the products read (T); the padding dropped.
+template <class T>
+__global__ void merge_heads_kernel(const float* __restrict__ o, T* __restrict__ att, std::size_t n, int context,
                                    int h, int hd, int dp) {
   for (std::size_t i : lab::grid_stride(n)) {
     const HeadIndex at(i, context, h, hd, dp);
-    if (at.real) att[at.row * std::size_t(h) * hd + at.col] = o[i];
+    if (at.real) att[at.row * std::size_t(h) * hd + at.col] = to<T>(o[i]);
   }
 }
 
@@ -193,12 +256,13 @@ __global__ void qkv_rows_kernel(const float* __restrict__ dq, const float* __res
   }
 }
 
-// dO by head from the projection's input gradient (B T x d), zeros in the padding, and delta =
-// rowsum(dO o O) for the flash backward, O read from the merged attention output the forward
-// kept: a warp a head row.
-__global__ void dout_heads_kernel(const float* __restrict__ datt, const float* __restrict__ att,
-                                  float* __restrict__ dout, float* __restrict__ delta, std::size_t head_rows,
-                                  int context, int h, int hd, int dp) {
+// dO by head from the projection's input gradient (B T x d), in the type the attention reads (T),
+// zeros in the padding, and delta = rowsum(dO o O) for the flash backward, O read from the merged
+// attention output the forward kept (in the products' type, A), dO in fp32: a warp a head row.
+template <class A, class T>
+__global__ void dout_heads_kernel(const float* __restrict__ datt, const A* __restrict__ att, T* __restrict__ dout,
+                                  float* __restrict__ delta, std::size_t head_rows, int context, int h, int hd,
+                                  int dp) {
   const std::size_t hr = (std::size_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (hr >= head_rows) return;
@@ -206,12 +270,12 @@ __global__ void dout_heads_kernel(const float* __restrict__ datt, const float* _
   for (int c = lane; c < dp; c += 32) {
     const HeadIndex at(hr * dp + c, context, h, hd, dp);
     if (!at.real) {
-      dout[hr * dp + c] = 0.f;
+      dout[hr * dp + c] = to<T>(0.f);
       continue;
     }
     const std::size_t r = at.row * std::size_t(h) * hd + at.col;
-    dout[hr * dp + c] = datt[r];
-    s += datt[r] * att[r];
+    dout[hr * dp + c] = to<T>(datt[r]);
+    s += datt[r] * as_float(att[r]);
   }
   for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(~0u, s, o);
   if (lane == 0) delta[hr] = s;
@@ -224,18 +288,46 @@ constexpr int flash_width(int hd) {
   return 0;
 }
 
-// h += bias (kept for the backward), act = gelu(h): 16-byte accesses to h and act (cols = 4d, a
-// multiple of 4); the bias read a float at a time (its offset in the parameters is a multiple of 4
-// floats only when d is).
-__global__ void bias_gelu_kernel(float4* h, const float* __restrict__ bias, float4* __restrict__ act, std::size_t n4,
+__device__ __forceinline__ float gelu(float x) { return 0.5f * x * (1.f + erff(x * 0.70710678118654752f)); }
+
+// h += bias (kept for the backward), act = gelu(h) in the type the products read (T): 16-byte
+// accesses to h (cols = 4d, a multiple of 4); the bias read a float at a time (its offset in the
+// parameters is a multiple of 4 floats only when d is). act is not kept: the backward makes it
+// again from h (gelu_kernel), a pass it would otherwise spend reading it, and the step saves
+// 4 d values a token a block.
+template <class T>
+__global__ void bias_gelu_kernel(float4* h, const float* __restrict__ bias, T* __restrict__ act, std::size_t n4,
                                  int cols4) {
   for (std::size_t i : lab::grid_stride(n4)) {
     float4 t = h[i];
     const float* b = bias + i % cols4 * 4;
     t.x += b[0], t.y += b[1], t.z += b[2], t.w += b[3];
     h[i] = t;
-    auto g = [](float x) { return 0.5f * x * (1.f + erff(x * 0.70710678118654752f)); };
-    act[i] = make_float4(g(t.x), g(t.y), g(t.z), g(t.w));
+    store4(act + 4 * i, make_float4(gelu(t.x), gelu(t.y), gelu(t.z), gelu(t.w)));
+  }
+}
+
+// act = gelu(h) again, for the backward: the same values the forward's pass wrote.
+template <class T>
+__global__ void gelu_kernel(const float4* __restrict__ h, T* __restrict__ act, std::size_t n4) {
+  for (std::size_t i : lab::grid_stride(n4)) {
+    const float4 t = h[i];
+    store4(act + 4 * i, make_float4(gelu(t.x), gelu(t.y), gelu(t.z), gelu(t.w)));
+  }
+}
+
+// g *= gelu'(h), in place: the gradient of the MLP's output becomes its pre-activation's.
+__global__ void gelu_backward_kernel(float4* g, const float4* __restrict__ h, std::size_t n4) {
+  auto dgelu = [](float x) {  // as the vanilla step's (gpt2_eager.cu)
+    const float cdf = 0.5f * (1.f + erff(x * 0.70710678118654752f));
+    const float pdf = expf(-0.5f * x * x) * 0.39894228040143268f;
+    return cdf + x * pdf;
+  };
+  for (std::size_t i : lab::grid_stride(n4)) {
+    float4 d = g[i];
+    const float4 t = h[i];
+    d.x *= dgelu(t.x), d.y *= dgelu(t.y), d.z *= dgelu(t.z), d.w *= dgelu(t.w);
+    g[i] = d;
   }
 }
 
@@ -284,29 +376,41 @@ __global__ void mean_kernel(const float* __restrict__ losses, float* __restrict_
 
 unsigned blocks_for(std::size_t work) { return lab::grid_for(work, kThreads); }
 
-// Tensors carved one after another from memory at `at` (null: only counting), each 256-byte aligned.
+// Q, K, V or O by head, padded to the flash width: B h T dp values.
+std::size_t heads_size(const gpt2::Config& c) { return c.tokens() * c.heads * flash_width(c.head_dim()); }
+
+// Tensors carved one after another from memory at `at` (null: only counting), each 256-byte aligned;
+// `used` counts floats (the gradients' buffer, where most of them lie, is in floats).
 struct Carver {
   float* at;
   std::size_t used = 0;
-  float* take(std::size_t n) {
-    float* p = at ? at + used : nullptr;
-    used += (n + 63) / 64 * 64;
+  template <class T = float>
+  T* take(std::size_t n) {
+    T* p = at ? reinterpret_cast<T*>(at + used) : nullptr;
+    used += (n * sizeof(T) + 255) / 256 * 64;
     return p;
   }
 };
 
 // What one block keeps for its backward: no T x T tensor; the log-sum-exp of each head row instead.
-// Q, K, V by head, heads padded to the flash width. Carved from memory the step places (see
-// FusedStep::place_saved).
+// Q, K, V by head, heads padded to the flash width, in the attention's type (A); the merged
+// attention output, a product's operand, in the products' type (P); the residual stream (both
+// LayerNorms' inputs) with their means and rstds, and the MLP's pre-activation, in fp32. Not kept:
+// the LayerNorms' outputs and GELU's, which the backward makes again from these (the same values,
+// in one pass each that reads 4 bytes a value: cheaper than keeping them, in memory, and no slower
+// than reading them back). Carved from memory the step places (see FusedStep::place_saved).
+template <class P, class A>
 struct Saved {
-  float *x, *ln1, *mean1, *rstd1, *q, *k, *v, *lse, *att, *mid, *ln2, *mean2, *rstd2, *h, *act;
+  float *x, *mean1, *rstd1, *lse, *mid, *mean2, *rstd2, *h;
+  P *att, *w;  // w: the block's parameters in P, when P is not float (null when it is)
+  A *q, *k, *v;
   Saved(const gpt2::Config& c, Carver& m) {
     const std::size_t n = c.tokens() * c.d, t = c.tokens(), nh = heads_size(c);
-    x = m.take(n), ln1 = m.take(n), mean1 = m.take(t), rstd1 = m.take(t);
-    q = m.take(nh), k = m.take(nh), v = m.take(nh), lse = m.take(t * c.heads), att = m.take(n);
-    mid = m.take(n), ln2 = m.take(n), mean2 = m.take(t), rstd2 = m.take(t), h = m.take(4 * n), act = m.take(4 * n);
+    w = std::is_same_v<P, float> ? nullptr : m.take<P>(gpt2::stage_begin(c, 1) - gpt2::stage_begin(c, 0));
+    x = m.take(n), mean1 = m.take(t), rstd1 = m.take(t);
+    q = m.take<A>(nh), k = m.take<A>(nh), v = m.take<A>(nh), lse = m.take(t * c.heads), att = m.take<P>(n);
+    mid = m.take(n), mean2 = m.take(t), rstd2 = m.take(t), h = m.take(4 * n);
   }
-  static std::size_t heads_size(const gpt2::Config& c) { return c.tokens() * c.heads * flash_width(c.head_dim()); }
   static std::size_t floats(const gpt2::Config& c) {
     Carver m{nullptr};
     static_cast<void>(Saved(c, m));
@@ -314,14 +418,18 @@ struct Saved {
   }
 };
 
-// What the head keeps: the last block's output, its final LayerNorm, and the logits (which the loss
-// kernel overwrites with their gradient).
+// What the head keeps: the last block's output (the final LayerNorm's input, its output made again
+// as a block's are), the logits (which the loss kernel overwrites with their gradient), and its
+// stage's parameters in P when P is not float.
+template <class P>
 struct HeadSaved {
-  float *out = nullptr, *lnf = nullptr, *meanf = nullptr, *rstdf = nullptr, *logits = nullptr;
+  float *out = nullptr, *meanf = nullptr, *rstdf = nullptr, *logits = nullptr;
+  P* w = nullptr;
   HeadSaved() = default;
   HeadSaved(const gpt2::Config& c, Carver& m) {
     const std::size_t n = c.tokens() * c.d, t = c.tokens();
-    out = m.take(n), lnf = m.take(n), meanf = m.take(t), rstdf = m.take(t), logits = m.take(t * c.vocab);
+    if (!std::is_same_v<P, float>) w = m.take<P>(gpt2::param_count(c) - gpt2::stage_begin(c, c.layers));
+    out = m.take(n), meanf = m.take(t), rstdf = m.take(t), logits = m.take(t * c.vocab);
   }
   static std::size_t floats(const gpt2::Config& c) {
     Carver m{nullptr};
@@ -340,13 +448,6 @@ struct Sgemm {
   void linear_backward(cublasHandle_t blas, const float* dY, const float* X, const float* W, float* dX, float* dW,
                        float* db, int M, int N, int K, cudaStream_t stream) {
     ops::linear_backward(blas, dY, X, W, dX, dW, db, M, N, K, stream);
-  }
-  void head(cublasHandle_t blas, const float* X, const float* W, float* Y, int M, int N, int K, cudaStream_t s) {
-    linear(blas, X, W, Y, M, N, K, s);
-  }
-  void head_backward(cublasHandle_t blas, const float* dY, const float* X, const float* W, float* dX, float* dW,
-                     float* db, int M, int N, int K, cudaStream_t stream) {
-    linear_backward(blas, dY, X, W, dX, dW, db, M, N, K, stream);
   }
 };
 
@@ -367,12 +468,17 @@ struct FusedStep {
   int rows, d, hd, dp;  // dp: the heads' width in the flash kernels (hd, or hd padded with zeros)
   lab::CublasHandle blas;
   lab::DeviceBuffer<std::uint8_t> blas_workspace;  // cuBLAS's, set explicitly: a graph may not allocate
-  std::vector<Saved> blocks;  // every block's saved tensors (the forward alone: one block's, reused)
-  HeadSaved head;
+  using Op = typename operand_of<Products>::type;       // the products' activations: float or bf16
+  using HeadOp = typename operand_of<Attention>::type;  // the attention's Q, K, V, dO
+  using Block = Saved<Op, HeadOp>;
+  std::vector<Block> blocks;  // every block's saved tensors (the forward alone: one block's, reused)
+  HeadSaved<Op> head;
   Buffer spill;  // the saved tensors that the gradients' buffer cannot take (see place_saved)
   Buffer losses, coef;
-  Buffer qkv, o, tmp;                                             // forward scratch
-  Buffer dx, dln, dout, delta, dq, dk, dv, dqkv, dact, dh;        // backward scratch
+  Buffer qkv, o, tmp;           // forward scratch; the backward's dQKV lies in qkv
+  lab::DeviceBuffer<Op> ln, act;  // a LayerNorm's output and GELU's: made by the forward, and by the backward again
+  Buffer dx, dln, delta, wide;  // backward scratch; wide: dact (dh in place), later dq, dk, dv
+  lab::DeviceBuffer<HeadOp> dout;
   Products products;    // the linear layers' matrix products: the variant file's
   Attention attention;  // the flash attention: FlashFp32, or the variant file's
   // The step runs on `lead`, at the device's highest priority; AdamW runs on `side`, at its lowest,
@@ -406,14 +512,12 @@ struct FusedStep {
   FusedStep(Gpt2Step::Problem& p, cudaStream_t stream)
       : c(p.cfg), phase(p.phase), off(gpt2::offsets(c)), rows(int(c.tokens())), d(c.d), hd(c.head_dim()),
         dp(flash_width(hd)), blas_workspace(std::size_t(32) << 20), losses(rows), coef(2), qkv(3 * c.tokens() * d),
-        o(Saved::heads_size(c)), tmp(c.tokens() * d), products(c, phase),
-        attention(c, phase) {
+        o(heads_size(c)), tmp(c.tokens() * d), ln(c.tokens() * d), act(4 * c.tokens() * d), products(c, phase), attention(c, phase) {
     place_saved(p);
     if (phase != gpt2::Phase::forward) {
-      const std::size_t n = c.tokens() * d;
-      const std::size_t nh = Saved::heads_size(c);
-      dx = Buffer(n), dln = Buffer(n), dout = Buffer(nh), delta = Buffer(c.tokens() * c.heads);
-      dq = Buffer(nh), dk = Buffer(nh), dv = Buffer(nh), dqkv = Buffer(3 * n), dact = Buffer(4 * n), dh = Buffer(4 * n);
+      const std::size_t n = c.tokens() * d, nh = heads_size(c);
+      dx = Buffer(n), dln = Buffer(n), delta = Buffer(c.tokens() * c.heads), dout = lab::DeviceBuffer<HeadOp>(nh);
+      wide = Buffer(std::max(4 * n, 3 * nh));
     }
     ops::use_stream(blas, lead);
     LAB_CHECK(cublasSetWorkspace(blas, blas_workspace.data(), blas_workspace.size()));
@@ -453,14 +557,14 @@ struct FusedStep {
   // gradients over the saved tensors of the blocks after it, which they have finished with.
   void place_saved(Gpt2Step::Problem& p) {
     if (phase == gpt2::Phase::forward) {
-      spill = Buffer(Saved::floats(c) + HeadSaved::floats(c));
+      spill = Buffer(Block::floats(c) + HeadSaved<Op>::floats(c));
       Carver m{spill.data()};
       blocks.emplace_back(c, m);
-      head = HeadSaved(c, m);
+      head = HeadSaved<Op>(c, m);
       return;
     }
-    std::vector<std::size_t> floats(c.layers + 1, Saved::floats(c));
-    floats.back() = HeadSaved::floats(c);
+    std::vector<std::size_t> floats(c.layers + 1, Block::floats(c));
+    floats.back() = HeadSaved<Op>::floats(c);
     const gpt2::SavedPlan plan = gpt2::plan_saved(c, floats);
     spill = Buffer(plan.spill);
     auto at = [&](int stage) {
@@ -473,18 +577,53 @@ struct FusedStep {
       blocks.emplace_back(c, m);
     }
     Carver m{at(c.layers)};
-    head = HeadSaved(c, m);
+    head = HeadSaved<Op>(c, m);
   }
 
-  Saved& saved(int l) { return blocks[l % blocks.size()]; }
+  Block& saved(int l) { return blocks[l % blocks.size()]; }
+
+  // A stage's weights as the products read them: the parameters themselves (fp32), or their copy
+  // in Op that the forward made at the start of the stage (`copy`, the stage's parameters from
+  // `begin` on). round_weights makes that copy (nothing to do in fp32).
+  static constexpr bool kCopies = !std::is_same_v<Op, float>;
+  const Op* weight(const float* P, std::size_t at, const Op* copy, std::size_t begin) const {
+    if constexpr (kCopies) return copy + (at - begin);
+    else return P + at;
+  }
+  void round_weights(const float* P, std::size_t begin, std::size_t end, Op* copy, cudaStream_t stream) {
+    if constexpr (kCopies) {
+      round_kernel<<<blocks_for(end - begin), kThreads, 0, stream>>>(P + begin, copy, end - begin);
+      LAB_CHECK(cudaGetLastError());
+    }
+  }
+
+  // The head's products: the Products class's own head(), or its linear().
+  void head_forward(const Op* X, const Op* W, float* Y, cudaStream_t stream) {
+    if constexpr (requires { products.head(blas, X, W, Y, rows, c.vocab, d, stream); })
+      products.head(blas, X, W, Y, rows, c.vocab, d, stream);
+    else
+      products.linear(blas, X, W, Y, rows, c.vocab, d, stream);
+  }
+  void head_backward(const float* dY, const Op* X, const Op* W, float* dX, float* dW, cudaStream_t stream) {
+    if constexpr (requires { products.head_backward(blas, dY, X, W, dX, dW, nullptr, rows, c.vocab, d, stream); })
+      products.head_backward(blas, dY, X, W, dX, dW, nullptr, rows, c.vocab, d, stream);
+    else
+      products.linear_backward(blas, dY, X, W, dX, dW, nullptr, rows, c.vocab, d, stream);
+  }
 
   // (residual +) LayerNorm rows into ln: see residual_layer_norm_kernel.
   void residual_layer_norm(const float* x, const float* y, const float* bias, float* x_out, const float* w,
-                           const float* b, float* ln, float* mean, float* rstd, cudaStream_t stream) {
+                           const float* b, Op* ln, float* mean, float* rstd, cudaStream_t stream) {
     with_items(d, [&](auto items) {
-      residual_layer_norm_kernel<decltype(items)::value>
+      residual_layer_norm_kernel<decltype(items)::value, Op>
           <<<rows, kThreads, 0, stream>>>(x, y, bias, x_out, w, b, ln, mean, rstd, d);
     });
+    LAB_CHECK(cudaGetLastError());
+  }
+  // ln = LayerNorm(x) again, for the backward: see layer_norm_again_kernel.
+  void layer_norm_again(const float* x, const float* mean, const float* rstd, const float* w, const float* b,
+                        cudaStream_t stream) {
+    layer_norm_again_kernel<<<rows, kThreads, 0, stream>>>(x, mean, rstd, w, b, ln.data(), d);
     LAB_CHECK(cudaGetLastError());
   }
   void layer_norm_backward(const float* dy, const float* x, const float* w, const float* mean, const float* rstd,
@@ -528,51 +667,54 @@ struct FusedStep {
 
   void forward(Gpt2Step::Problem& p, cudaStream_t stream) {
     const float* P = p.params.data();
-    Saved& s0 = saved(0);
+    Block& s0 = saved(0);
     ops::embedding(P + off.wte, p.tokens.data(), s0.x, rows, d, stream);
     ops::add_positions(s0.x, P + off.wpe, c.batch, c.context, d, stream);
     const gpt2::BlockOffsets& b0 = off.blocks[0];
-    residual_layer_norm(s0.x, nullptr, nullptr, s0.x, P + b0.ln1_w, P + b0.ln1_b, s0.ln1,
+    residual_layer_norm(s0.x, nullptr, nullptr, s0.x, P + b0.ln1_w, P + b0.ln1_b, ln.data(),
                         s0.mean1, s0.rstd1, stream);
     const std::size_t n = c.tokens() * d;
     const std::size_t nh = o.size();  // Q, K, V, O by head (padded)
     for (int l = 0; l < c.layers; ++l) {
       const gpt2::BlockOffsets& ob = off.blocks[l];
-      Saved& s = saved(l);
+      Block& s = saved(l);
+      const std::size_t at = gpt2::stage_begin(c, l);
+      auto W = [&](std::size_t offset) { return weight(P, offset, s.w, at); };
+      round_weights(P, at, gpt2::stage_begin(c, l + 1), s.w, stream);
       // Attention: the QKV product, its bias while laying Q, K, V out by head, flash attention.
-      products.linear(blas, s.ln1, P + ob.qkv_w, qkv.data(), rows, 3 * d, d, stream);
+      products.linear(blas, ln.data(), W(ob.qkv_w), qkv.data(), rows, 3 * d, d, stream);
       qkv_heads_kernel<<<blocks_for(nh), kThreads, 0, stream>>>(qkv.data(), P + ob.qkv_b, s.q, s.k,
                                                                 s.v, nh, c.context, c.heads, hd, dp);
       LAB_CHECK(cudaGetLastError());
       attention.forward(s.q, s.k, s.v, o.data(), s.lse, c.batch * c.heads, c.context, dp, true,
                         1.f / std::sqrt(float(hd)), stream);
-      merge_heads_kernel<<<blocks_for(nh), kThreads, 0, stream>>>(o.data(), s.att, nh, c.context, c.heads, hd,
-                                                                  dp);
+      merge_heads_kernel<<<blocks_for(nh), kThreads, 0, stream>>>(o.data(), s.att, nh, c.context, c.heads, hd, dp);
       LAB_CHECK(cudaGetLastError());
       // The projection; its bias, the residual and LayerNorm 2 in one pass.
-      products.linear(blas, s.att, P + ob.proj_w, tmp.data(), rows, d, d, stream);
+      products.linear(blas, s.att, W(ob.proj_w), tmp.data(), rows, d, d, stream);
       residual_layer_norm(s.x, tmp.data(), P + ob.proj_b, s.mid, P + ob.ln2_w, P + ob.ln2_b,
-                          s.ln2, s.mean2, s.rstd2, stream);
+                          ln.data(), s.mean2, s.rstd2, stream);
       // The MLP: its bias and GELU in one pass; the second bias, the residual and the next
       // LayerNorm (the next block's first, or the final one) in one pass.
-      products.linear(blas, s.ln2, P + ob.fc_w, s.h, rows, 4 * d, d, stream);
-      bias_gelu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
-          reinterpret_cast<float4*>(s.h), P + ob.fc_b,
-          reinterpret_cast<float4*>(s.act), n, d);  // 4n floats: n quads, 4d / 4 = d quads a row
+      products.linear(blas, ln.data(), W(ob.fc_w), s.h, rows, 4 * d, d, stream);
+      bias_gelu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(reinterpret_cast<float4*>(s.h), P + ob.fc_b,
+                                                               act.data(), n, d);  // 4n values: n quads, d a row
       LAB_CHECK(cudaGetLastError());
-      products.linear(blas, s.act, P + ob.fc2_w, tmp.data(), rows, d, 4 * d, stream);
+      products.linear(blas, act.data(), W(ob.fc2_w), tmp.data(), rows, d, 4 * d, stream);
       if (l + 1 < c.layers) {
-        Saved& next = saved(l + 1);
+        Block& next = saved(l + 1);
         const gpt2::BlockOffsets& on = off.blocks[l + 1];
         residual_layer_norm(s.mid, tmp.data(), P + ob.fc2_b, next.x, P + on.ln1_w, P + on.ln1_b,
-                            next.ln1, next.mean1, next.rstd1, stream);
+                            ln.data(), next.mean1, next.rstd1, stream);
       } else {
         residual_layer_norm(s.mid, tmp.data(), P + ob.fc2_b, head.out, P + off.lnf_w, P + off.lnf_b,
-                            head.lnf, head.meanf, head.rstdf, stream);
+                            ln.data(), head.meanf, head.rstdf, stream);
       }
     }
     // The head, and the loss (with its gradient when there is a backward) in one pass a row.
-    products.head(blas, head.lnf, P + off.head, head.logits, rows, c.vocab, d, stream);
+    const std::size_t head_at = gpt2::stage_begin(c, c.layers);
+    round_weights(P, head_at, p.params.size(), head.w, stream);
+    head_forward(ln.data(), weight(P, off.head, head.w, head_at), head.logits, stream);
     const float inv_rows = 1.f / float(rows);
     if (phase == gpt2::Phase::forward)
       cross_entropy_kernel<false><<<rows, kThreads, 0, stream>>>(head.logits, p.targets.data(), losses.data(),
@@ -593,38 +735,49 @@ struct FusedStep {
     float* G = p.grads.data();
     const std::size_t n = c.tokens() * d;
     const std::size_t nh = o.size();  // Q, K, V, O by head (padded)
+    float* dact = wide.data();        // the MLP's output gradient, then (in place) its pre-activation's
+    float *dq = wide.data(), *dk = dq + nh, *dv = dk + nh;  // the attention's, once dact is done with
+    float* dqkv = qkv.data();         // the forward's QKV rows, free in the backward
     // The logits hold dloss/dlogits (the cross-entropy kernel wrote it).
-    products.head_backward(blas, head.logits, head.lnf, P + off.head, dln.data(), G + off.head, nullptr, rows,
-                         c.vocab, d, stream);
+    layer_norm_again(head.out, head.meanf, head.rstdf, P + off.lnf_w, P + off.lnf_b, stream);
+    head_backward(head.logits, ln.data(), weight(P, off.head, head.w, gpt2::stage_begin(c, c.layers)), dln.data(),
+                  G + off.head, stream);
     layer_norm_backward(dln.data(), head.out, P + off.lnf_w, head.meanf, head.rstdf, dx.data(), G + off.lnf_w,
                         G + off.lnf_b, false, stream);
     done(c.layers);
     for (int l = c.layers - 1; l >= 0; --l) {
       const gpt2::BlockOffsets& ob = off.blocks[l];
-      const Saved& s = saved(l);
-      // The MLP.
-      products.linear_backward(blas, dx.data(), s.act, P + ob.fc2_w, dact.data(), G + ob.fc2_w, G + ob.fc2_b,
-                           rows, d, 4 * d, stream);
-      ops::gelu_backward(dact.data(), s.h, dh.data(), 4 * n, stream);
-      products.linear_backward(blas, dh.data(), s.ln2, P + ob.fc_w, dln.data(), G + ob.fc_w, G + ob.fc_b, rows,
-                           4 * d, d, stream);
+      const Block& s = saved(l);
+      auto W = [&, at = gpt2::stage_begin(c, l)](std::size_t offset) { return weight(P, offset, s.w, at); };
+      // The MLP: GELU's output made again from the pre-activation, the second product's backward,
+      // GELU's backward in place, the first product's.
+      gelu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(reinterpret_cast<const float4*>(s.h), act.data(), n);
+      LAB_CHECK(cudaGetLastError());
+      products.linear_backward(blas, dx.data(), act.data(), W(ob.fc2_w), dact, G + ob.fc2_w, G + ob.fc2_b, rows, d,
+                               4 * d, stream);
+      gelu_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(reinterpret_cast<float4*>(dact),
+                                                                   reinterpret_cast<const float4*>(s.h), n);
+      LAB_CHECK(cudaGetLastError());
+      layer_norm_again(s.mid, s.mean2, s.rstd2, P + ob.ln2_w, P + ob.ln2_b, stream);
+      products.linear_backward(blas, dact, ln.data(), W(ob.fc_w), dln.data(), G + ob.fc_w, G + ob.fc_b, rows, 4 * d, d,
+                               stream);
       layer_norm_backward(dln.data(), s.mid, P + ob.ln2_w, s.mean2, s.rstd2, dx.data(),
                           G + ob.ln2_w, G + ob.ln2_b, true, stream);
       // The attention: dO by head with delta, the flash backward, dQ dK dV back into rows.
-      products.linear_backward(blas, dx.data(), s.att, P + ob.proj_w, dln.data(), G + ob.proj_w, G + ob.proj_b,
-                           rows, d, d, stream);
+      products.linear_backward(blas, dx.data(), s.att, W(ob.proj_w), dln.data(), G + ob.proj_w, G + ob.proj_b,
+                               rows, d, d, stream);
       const std::size_t head_rows = c.tokens() * c.heads;
       dout_heads_kernel<<<static_cast<unsigned>(lab::ceil_div(head_rows * 32, kThreads)), kThreads, 0, stream>>>(
           dln.data(), s.att, dout.data(), delta.data(), head_rows, c.context, c.heads, hd, dp);
       LAB_CHECK(cudaGetLastError());
-      LAB_CHECK(cudaMemsetAsync(dq.data(), 0, dq.bytes(), stream));
-      attention.backward(s.q, s.k, s.v, dout.data(), s.lse, delta.data(), dq.data(), dk.data(), dv.data(),
-                         c.batch * c.heads, c.context, dp, true, 1.f / std::sqrt(float(hd)), stream);
-      qkv_rows_kernel<<<blocks_for(nh), kThreads, 0, stream>>>(dq.data(), dk.data(), dv.data(), dqkv.data(), nh,
-                                                               c.context, c.heads, hd, dp);
+      LAB_CHECK(cudaMemsetAsync(dq, 0, nh * sizeof(float), stream));
+      attention.backward(s.q, s.k, s.v, dout.data(), s.lse, delta.data(), dq, dk, dv, c.batch * c.heads, c.context,
+                         dp, true, 1.f / std::sqrt(float(hd)), stream);
+      qkv_rows_kernel<<<blocks_for(nh), kThreads, 0, stream>>>(dq, dk, dv, dqkv, nh, c.context, c.heads, hd, dp);
       LAB_CHECK(cudaGetLastError());
-      products.linear_backward(blas, dqkv.data(), s.ln1, P + ob.qkv_w, dln.data(), G + ob.qkv_w, G + ob.qkv_b,
-                           rows, 3 * d, d, stream);
+      layer_norm_again(s.x, s.mean1, s.rstd1, P + ob.ln1_w, P + ob.ln1_b, stream);
+      products.linear_backward(blas, dqkv, ln.data(), W(ob.qkv_w), dln.data(), G + ob.qkv_w, G + ob.qkv_b, rows, 3 * d,
+                               d, stream);
       layer_norm_backward(dln.data(), s.x, P + ob.ln1_w, s.mean1, s.rstd1, dx.data(),
                           G + ob.ln1_w, G + ob.ln1_b, true, stream);
       done(l);

@@ -23,6 +23,13 @@ an fp32 ulp per element, 2^-24 times the tensor's norm), and its loss is within 
 largest error of a single row's loss in PyTorch float32 (the mean of the rows' losses is off by
 at most its largest row's error). Prints one line per implementation and the worst tensors.
 
+An implementation that declares bf16 products (its "precision" in the dump starts with "bf16") is
+held to mixed precision's yardstick instead: the same step run by PyTorch in float32 under
+torch.autocast(bfloat16) (the model's matrix products and attention products in bf16, LayerNorm,
+softmax and the loss in fp32, AdamW on the fp32 parameters), with the same rule: every tensor
+within 4 times autocast's own L2 error from float64, the loss within 4 times autocast's largest
+row error.
+
 Exit status 0 when every implementation passes; 1 when one does not; 2 for a bad argument or a
 dump it cannot read, no PyTorch or no GPU.
 """
@@ -154,15 +161,19 @@ def flat_of(torch, tensors):
     return torch.cat([t.reshape(-1) for t in tensors])
 
 
-def torch_step(torch, dump, inputs, dtype):
-    """Loss, per-row losses, gradients, and the parameters and moments after one AdamW step."""
+def torch_step(torch, dump, inputs, dtype, autocast=False):
+    """Loss, per-row losses, gradients, and the parameters and moments after one AdamW step; with
+    autocast, the forward under torch.autocast(bfloat16) (dtype float32: mixed precision)."""
+    import contextlib
     c, a = dump["config"], dump["adamw"]
     model = build(torch, c["layers"], c["d_model"], c["heads"], c["vocab"], dtype)
     load_flat(torch, model, inputs["params"].to(dtype))
     tokens, targets = inputs["tokens"], inputs["targets"]
-    with torch.no_grad():
+    mixed = torch.autocast("cuda", dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
+    with torch.no_grad(), mixed:
         rows = model(tokens, targets, reduction="none")
-    loss = model(tokens, targets)
+    with mixed:
+        loss = model(tokens, targets)
     loss.backward()
     params = list(model.parameters())
     grads = flat_of(torch, [p.grad for p in params])
@@ -189,28 +200,29 @@ def read(torch, directory, name, dtype):
     return torch.from_numpy(arr).cuda()
 
 
-def judge(torch, dump, ref, fp32, lab):
-    """(passed, worst lines) for one implementation's outputs against the reference."""
+def judge(torch, dump, ref, yard, lab, yard_name="PyTorch fp32"):
+    """(passed, worst lines) for one implementation's outputs against the reference, allowed 4 times
+    the yardstick's (PyTorch float32's, or autocast bf16's) error."""
     layout = dump["layout"]
     worst, passed = [], True
-    row_err = (fp32["rows"].double() - ref["rows"]).abs().max().item()
+    row_err = (yard["rows"].double() - ref["rows"]).abs().max().item()
     loss_err, loss_allowed = abs(lab["loss"] - ref["loss"]), 4 * row_err
     if not loss_err <= loss_allowed:
         passed = False
     worst.append((loss_err / loss_allowed if loss_allowed > 0 else math.inf, "loss: |lab - fp64| %.3g, allowed %.3g "
-                  "(4 x PyTorch fp32's largest row error)" % (loss_err, loss_allowed)))
+                  "(4 x %s's largest row error)" % (loss_err, loss_allowed, yard_name)))
     for what in ("grads", "params", "m", "v"):
         for t in layout:
             s = slice(t["offset"], t["offset"] + t["size"])
             r = ref[what][s]
             e_lab = (lab[what][s].double() - r).norm().item()
-            e_torch = (fp32[what][s].double() - r).norm().item()
+            e_torch = (yard[what][s].double() - r).norm().item()
             allowed = 4 * max(e_torch, 2.0 ** -24 * r.norm().item())
             ratio = e_lab / allowed if allowed > 0 else (0.0 if e_lab == 0 else math.inf)
             if not ratio <= 1:
                 passed = False
-            worst.append((ratio, "%s %s: L2 error %.3g, PyTorch fp32's %.3g (ratio %.2f of the allowed 4x)"
-                          % (what, t["name"], e_lab, e_torch, ratio)))
+            worst.append((ratio, "%s %s: L2 error %.3g, %s's %.3g (ratio %.2f of the allowed 4x)"
+                          % (what, t["name"], e_lab, yard_name, e_torch, ratio)))
     worst.sort(key=lambda w: -w[0])
     return passed, worst
 
@@ -244,6 +256,7 @@ def check(directory, as_json):
     ref = torch_step(torch, dump, inputs, torch.float64)
     fp32 = torch_step(torch, dump, inputs, torch.float32)
     print("PyTorch: loss %.9g (float64), %.9g (float32)" % (ref["loss"], fp32["loss"]))
+    bf16 = None  # autocast's step, run when an implementation declares bf16 products
     status, results = 0, {}
     for name, v in dump["variants"].items():
         if "not_applicable" in v:
@@ -252,16 +265,24 @@ def check(directory, as_json):
         lab = {"loss": v["loss"]}
         for what in ("grads", "params", "m", "v"):
             lab[what] = read(torch, directory, v[what], "f32")
-        passed, worst = judge(torch, dump, ref, fp32, lab)
+        if v.get("precision", "fp32").startswith("bf16"):
+            if bf16 is None:
+                bf16 = torch_step(torch, dump, inputs, torch.float32, autocast=True)
+                print("PyTorch: loss %.9g (autocast bf16)" % bf16["loss"])
+            passed, worst = judge(torch, dump, ref, bf16, lab, "PyTorch autocast bf16")
+        else:
+            passed, worst = judge(torch, dump, ref, fp32, lab)
         print("%-10s %s: loss %.9g; worst: %s" % (name, "PASS" if passed else "FAIL", lab["loss"], worst[0][1]))
         for _, line in worst[1:4]:
             print("%-10s   then %s" % ("", line))
-        results[name] = {"passed": passed, "loss": lab["loss"], "worst": [w[1] for w in worst[:10]]}
+        results[name] = {"passed": passed, "loss": lab["loss"], "precision": v.get("precision", "fp32"),
+                         "worst": [w[1] for w in worst[:10]]}
         status = status or (0 if passed else 1)
     if as_json:
         with open(as_json, "w") as f:
             json.dump({"config": c, "torch": torch.__version__, "device": torch.cuda.get_device_name(0),
-                       "loss_fp64": ref["loss"], "loss_fp32": fp32["loss"], "variants": results}, f, indent=1)
+                       "loss_fp64": ref["loss"], "loss_fp32": fp32["loss"],
+                       "loss_autocast_bf16": bf16["loss"] if bf16 else None, "variants": results}, f, indent=1)
     return status
 
 
