@@ -13,7 +13,8 @@
 //   - the loss and its gradient are one kernel a row over the logits (the softmax never written;
 //     the gradient takes the logits' place);
 //   - the LayerNorm backward adds into the residual gradient and sums its parameters' gradients in
-//     the same pass;
+//     the same pass; the LayerNorms' and GELU's outputs are not kept for the backward but made
+//     again there from what it keeps (the residual stream, its mean and rstd, the pre-activation);
 //   - AdamW takes every tensor of a stage in one launch (16-byte accesses over the flat buffer), and
 //     overlaps the backward: as soon as the backward has finished a stage's gradients (the head's,
 //     then block L-1's down to block 0's), that stage is updated on a second stream of the graph at
