@@ -13,13 +13,23 @@
 //                 gradients, moments, activations, scratch; MiB = 2^20 bytes)
 //   P_X_mfu_pct   model FLOPs utilisation: 2 N tokens + the attention's FLOPs (forward), 6 N tokens
 //                 + three times the attention's (the training phases), N the parameter count,
-//                 over the median time, against the cuBLAS SGEMM rate measured at the start
-//                 (8192^3, fp32 on the CUDA cores, no TF32)
+//                 over the median time, against the rate of the GEMM the implementation's
+//                 precision runs, measured at the start (8192^3 cuBLAS): SGEMM (fp32 on the CUDA
+//                 cores, no TF32) for fp32 and 3xTF32, bf16 operands with fp32 accumulation on the
+//                 tensor cores for a precision starting "bf16" (the bf16 rows)
 // Times are medians of --reps runs (CUDA events, the L2 flushed before each). A configuration
 // that does not fit is OOM in its cells, never a crash, and the grid goes on; one an
 // implementation does not run (a head size it does not take) is N/A. Before timing, every
 // implementation passes the topic's check shapes against the double reference (--no-check
 // skips that), so a wrong step cannot report a time.
+//
+// --profile adds, after the timing, where one full step's GPU time goes for each configuration and
+// implementation: its kernels (and copies and memsets) recorded by CUPTI over 3 steps after 2
+// warm-up steps (L2 not flushed), summed by kind of work: the matrix products (cuBLAS's kernels),
+// the attention's kernels (the flash kernels; the vanilla step's T x T products are cuBLAS's and
+// its softmax, scale and mask kernels count here), AdamW, and the rest (LayerNorm, GELU, the
+// loss, the layouts, the roundings, the embeddings, memsets). ms a step and the share of the GPU
+// time; the GPU time of kernels on the two streams may overlap, so the sum can exceed the step.
 //
 // --dump DIR runs one configuration's full step once with each implementation and writes the
 // inputs and every implementation's loss, gradients and updated parameters and moments, for
@@ -30,6 +40,7 @@
 // (105 s alone on an H100, most of it the check of every implementation against the double
 // reference on the CPU; more beside the other tests of ctest -j.)
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -76,7 +87,7 @@ struct Settings {
   std::vector<std::string> configs;   // "size:context" pairs instead of sizes x contexts
   std::vector<std::string> variants;  // empty: all
   int batch = gpt2::kBatch, vocab = gpt2::kVocab, reps = 5;
-  bool no_check = false;
+  bool no_check = false, profile = false;
   std::uint64_t seed = 1;
   std::string csv, markdown, dump;
 };
@@ -84,6 +95,12 @@ struct Settings {
 struct Implementation {
   std::string name;  // vanilla, compiled, fused, ...
   const lab::Variant* variant = nullptr;
+};
+
+// The GEMM rates MFU is measured against (TFLOP/s): fp32's, and bf16's for the bf16 rows.
+struct Rates {
+  double fp32 = 0, bf16 = 0;
+  double of(const lab::Variant& v) const { return v.declared.precision.starts_with("bf16") ? bf16 : fp32; }
 };
 
 std::string label(const lab::Variant& v) {
@@ -131,11 +148,30 @@ struct Cell {
   }
 };
 
+// Where one full step's GPU time goes (--profile): ms a step by kind of work.
+struct Breakdown {
+  static constexpr const char* kKinds[] = {"matrix products", "attention", "AdamW", "the rest"};
+  double ms[4] = {0, 0, 0, 0};
+  double step_ms = 0;  // the profiled steps' time on the host's clock, a step
+  std::string not_run;  // N/A or OOM
+};
+
+// The kind of work of a GPU record, by its (demangled) name.
+int kind_of_work(std::string name) {
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  auto has = [&](const char* part) { return name.find(part) != std::string::npos; };
+  if (has("flash") || has("attn::")) return 1;
+  if (has("gemm") || has("xmma") || has("nvjet") || has("cutlass") || has("cublas") || has("splitk")) return 0;
+  if (has("adamw")) return 2;
+  return 3;
+}
+
 struct Row {
   Size size;
   int context = 0;
   std::size_t params = 0;
   std::map<std::pair<Phase, std::string>, Cell> cells;  // (phase, implementation)
+  std::map<std::string, Breakdown> profile;             // implementation -> its full step's (--profile)
   const Cell* at(Phase p, const std::string& impl) const {
     const auto it = cells.find({p, impl});
     return it == cells.end() ? nullptr : &it->second;
@@ -157,10 +193,12 @@ std::optional<double> ratio(const std::optional<double>& a, const std::optional<
   return std::nullopt;
 }
 
-std::optional<double> mfu_pct(const Row& r, Phase p, const std::string& impl, const Settings& cfg, double sgemm) {
-  const auto ms = r.ms(p, impl);
-  if (!ms || sgemm <= 0) return std::nullopt;
-  return 100 * mfu_flops(config_of(r, cfg), p) / (*ms * 1e-3) / (sgemm * 1e12);
+std::optional<double> mfu_pct(const Row& r, Phase p, const Implementation& impl, const Settings& cfg,
+                              const Rates& rates) {
+  const auto ms = r.ms(p, impl.name);
+  const double rate = rates.of(*impl.variant);
+  if (!ms || rate <= 0) return std::nullopt;
+  return 100 * mfu_flops(config_of(r, cfg), p) / (*ms * 1e-3) / (rate * 1e12);
 }
 
 std::string csv_header(const std::vector<std::string>& names) {
@@ -183,7 +221,14 @@ std::string csv_header(const std::vector<std::string>& names) {
   return h.str();
 }
 
-std::string csv_line(const Row& r, const std::vector<std::string>& names, const Settings& cfg, double sgemm) {
+std::vector<std::string> names_of(const std::vector<Implementation>& impls) {
+  std::vector<std::string> names;
+  for (const auto& i : impls) names.push_back(i.name);
+  return names;
+}
+
+std::string csv_line(const Row& r, const std::vector<Implementation>& impls, const Settings& cfg, const Rates& rates) {
+  const std::vector<std::string> names = names_of(impls);
   std::ostringstream o;
   o << r.size.name << "," << r.context << "," << r.params << "," << fixed(double(r.params) / 1e6, 2);
   for (Phase p : kPhases) {
@@ -195,17 +240,18 @@ std::string csv_line(const Row& r, const std::vector<std::string>& names, const 
       if (x != "vanilla" && x != "compiled")
         o << "," << opt(r.ms(p, x), 4) << "," << opt(ratio(r.ms(p, "vanilla"), r.ms(p, x)), 3);
   for (Phase p : kPhases)
-    for (const auto& x : names) {
-      const Cell* c = r.at(p, x);
-      o << "," << (c ? opt(c->m.peak_mib, 1) : "") << "," << opt(mfu_pct(r, p, x, cfg, sgemm), 2);
+    for (const auto& x : impls) {
+      const Cell* c = r.at(p, x.name);
+      o << "," << (c ? opt(c->m.peak_mib, 1) : "") << "," << opt(mfu_pct(r, p, x, cfg, rates), 2);
     }
   return o.str();
 }
 
 // One table a phase: a row per configuration; each implementation's ms, its speedup over vanilla,
 // its MFU and its peak memory.
-std::string tables(const std::vector<Row>& rows, const std::vector<std::string>& names, const Settings& cfg,
-                   double sgemm, bool markdown) {
+std::string tables(const std::vector<Row>& rows, const std::vector<Implementation>& impls, const Settings& cfg,
+                   const Rates& rates, bool markdown) {
+  const std::vector<std::string> names = names_of(impls);
   std::ostringstream o;
   auto line = [&](const std::vector<std::string>& cells) {
     if (markdown) {
@@ -238,10 +284,10 @@ std::string tables(const std::vector<Row>& rows, const std::vector<std::string>&
           cells.push_back(s ? fixed(*s, 2) + "x" : "-");
         }
       std::string mfu, mem;
-      for (const auto& n : names) {
-        const auto f = mfu_pct(r, p, n, cfg, sgemm);
+      for (const auto& n : impls) {
+        const auto f = mfu_pct(r, p, n, cfg, rates);
         mfu += (mfu.empty() ? "" : " / ") + (f ? fixed(*f, 1) + "%" : std::string("-"));
-        const Cell* c = r.at(p, n);
+        const Cell* c = r.at(p, n.name);
         mem += (mem.empty() ? "" : " / ") + (c && c->m.peak_mib ? fixed(*c->m.peak_mib, 0) : std::string("-"));
       }
       cells.push_back(mfu);
@@ -250,6 +296,70 @@ std::string tables(const std::vector<Row>& rows, const std::vector<std::string>&
     }
   }
   return o.str();
+}
+
+// --profile's table: a row per configuration and implementation, ms a step (share of the GPU time).
+std::string breakdown_table(const std::vector<Row>& rows, const std::vector<Implementation>& impls, bool markdown) {
+  std::ostringstream o;
+  o << "\n" << (markdown ? "**" : "")
+    << "where one full step's GPU time goes (--profile, CUPTI): ms a step (share of the GPU time)"
+    << (markdown ? "**" : "") << "\n\n";
+  std::vector<std::string> head{"model", "context", "implementation", "step ms"};
+  for (const char* k : Breakdown::kKinds) head.push_back(k);
+  auto line = [&](const std::vector<std::string>& cells) {
+    for (std::size_t i = 0; i < cells.size(); ++i) o << (markdown ? (i ? " " : "| ") : (i ? "  " : "")) << cells[i]
+                                                     << (markdown ? " |" : "");
+    o << "\n";
+  };
+  line(head);
+  if (markdown) line(std::vector<std::string>(head.size(), "---:"));
+  for (const auto& r : rows)
+    for (const auto& impl : impls) {
+      const auto it = r.profile.find(impl.name);
+      if (it == r.profile.end()) continue;
+      const Breakdown& b = it->second;
+      std::vector<std::string> cells{r.size.name, std::to_string(r.context), impl.name};
+      if (!b.not_run.empty()) {
+        cells.resize(head.size(), b.not_run);
+      } else {
+        double gpu = 0;
+        for (double ms : b.ms) gpu += ms;
+        cells.push_back(fixed(b.step_ms, 2));
+        for (double ms : b.ms) cells.push_back(fixed(ms, 2) + " (" + fixed(gpu > 0 ? 100 * ms / gpu : 0, 0) + "%)");
+      }
+      line(cells);
+    }
+  return o.str();
+}
+
+// --profile: one implementation's full step under CUPTI (the header says what is counted where).
+Breakdown profile_step(const Implementation& impl, const lab::Shape& shape, const Settings& cfg) {
+  constexpr int kWarmup = 2, kSteps = 3;
+  Breakdown b;
+  if (!lab::unsupported(*impl.variant, shape).empty()) {
+    b.not_run = "N/A";
+    return b;
+  }
+  lab::Stream stream;
+  lab::prof::Session session;  // before the variant's prepare step, which may capture a graph
+  try {
+    lab::Prepared pr = lab::prepare(*impl.variant, shape, cfg.seed, stream);
+    for (int i = 0; i < kWarmup; ++i) pr.instance->run(*pr.problem, stream);
+    LAB_CHECK_LAUNCH();
+    stream.sync();
+    const std::uint64_t t0 = lab::prof::now_ns();
+    for (int i = 0; i < kSteps; ++i) pr.instance->run(*pr.problem, stream);
+    LAB_CHECK_LAUNCH();
+    stream.sync();
+    const std::uint64_t t1 = lab::prof::now_ns();
+    b.step_ms = double(t1 - t0) * 1e-6 / kSteps;
+    for (const lab::prof::Record& r : session.stop())
+      if (lab::prof::on_gpu(r.kind) && r.start_ns >= t0 && r.start_ns <= t1)
+        b.ms[kind_of_work(r.name)] += double(r.end_ns - r.start_ns) * 1e-6 / kSteps;
+  } catch (const lab::OutOfMemory&) {
+    b.not_run = "OOM";
+  }
+  return b;
 }
 
 void write_raw(const std::filesystem::path& file, const void* data, std::size_t bytes) {
@@ -392,8 +502,9 @@ int run(const Settings& cfg) {
   std::cerr << dev.describe() << "\n";
   if (!cfg.dump.empty()) return dump(cfg, configs[0].first, configs[0].second, impls);
   if (!cfg.no_check) check_all(impls, cfg);
-  const double sgemm = lab::measure_sgemm_tflops();
-  std::cerr << "cuBLAS SGEMM 8192^3 (fp32, no TF32): " << fixed(sgemm, 1) << " TFLOP/s, the MFU denominator\n";
+  const Rates rates{lab::measure_sgemm_tflops(), lab::measure_bf16_gemm_tflops()};
+  std::cerr << "cuBLAS 8192^3, the MFU denominators: SGEMM (fp32, no TF32) " << fixed(rates.fp32, 1)
+            << " TFLOP/s; bf16 operands, fp32 accumulation " << fixed(rates.bf16, 1) << " TFLOP/s\n";
   lab::L2Flusher flusher(dev.l2_bytes, dev.sms);
   std::vector<std::string> names;
   for (const auto& i : impls) names.push_back(i.name);
@@ -404,7 +515,7 @@ int run(const Settings& cfg) {
   std::vector<Row> rows;
   std::size_t done = 0;
   for (const auto& [s, ctx] : configs) {
-    Row r{s, ctx, gpt2::param_count({s.layers, s.d, s.heads, ctx, cfg.batch, cfg.vocab}), {}};
+    Row r{s, ctx, gpt2::param_count({s.layers, s.d, s.heads, ctx, cfg.batch, cfg.vocab}), {}, {}};
     for (Phase p : kPhases)
       for (const auto& impl : impls) {
         Cell c{lab::measure_variant(*impl.variant, shape_of(s, ctx, cfg, p), cfg.seed, cfg.reps, flusher, false)};
@@ -416,21 +527,30 @@ int run(const Settings& cfg) {
                      gpt2::phase_name(p), impl.name.c_str(), what.c_str());
         r.cells[{p, impl.name}] = std::move(c);
       }
+    if (cfg.profile)
+      for (const auto& impl : impls) {
+        const Breakdown& b = r.profile[impl.name] = profile_step(impl, shape_of(s, ctx, cfg, Phase::step), cfg);
+        std::fprintf(stderr, "profiled %s ctx %d full_step %s: %s\n", s.name.c_str(), ctx, impl.name.c_str(),
+                     b.not_run.empty() ? (fixed(b.step_ms, 3) + " ms a step").c_str() : b.not_run.c_str());
+      }
     rows.push_back(std::move(r));
   }
 
-  std::cout << tables(rows, names, cfg, sgemm, false);
+  std::cout << tables(rows, impls, cfg, rates, false);
+  if (cfg.profile) std::cout << breakdown_table(rows, impls, false);
   if (!cfg.csv.empty()) {
     std::string text = csv_header(names) + "\n";
-    for (const auto& r : rows) text += csv_line(r, names, cfg, sgemm) + "\n";
+    for (const auto& r : rows) text += csv_line(r, impls, cfg, rates) + "\n";
     lab::write_output(cfg.csv, text, std::to_string(rows.size()) + " rows");
   }
   if (!cfg.markdown.empty())
     lab::write_output(cfg.markdown,
                       "Measured by `demo_gpt2_report` on " + dev.name + ": batch " + std::to_string(cfg.batch) +
                           ", vocabulary " + std::to_string(cfg.vocab) + ", median of " + std::to_string(cfg.reps) +
-                          " runs, L2 flushed before each; MFU against cuBLAS SGEMM's measured " + fixed(sgemm, 1) +
-                          " TFLOP/s.\n" + tables(rows, names, cfg, sgemm, true),
+                          " runs, L2 flushed before each; MFU against the measured rate of cuBLAS's GEMM in the "
+                          "implementation's precision: SGEMM " + fixed(rates.fp32, 1) + " TFLOP/s (fp32, 3xTF32), "
+                          "bf16 " + fixed(rates.bf16, 1) + " TFLOP/s (bf16 operands, fp32 accumulation).\n" +
+                          tables(rows, impls, cfg, rates, true) + (cfg.profile ? breakdown_table(rows, impls, true) : ""),
                       "the tables");
   return lab::kExitOk;
 }
@@ -452,14 +572,17 @@ int main(int argc, char** argv) {
                        "small:1024,medium:512,xl:256,2.7B:128)")
             ->delimiter(',');
         app.add_option("--variants", cfg.variants,
-                       "implementations to run (default all: vanilla, compiled, fused, fused_3xtf32, "
-                       "fused_tc_attention)")
+                       "implementations to run, by the name after gpt2_step_ (default all: vanilla, compiled, "
+                       "fused, fused_3xtf32, fused_tc_attention, fused_bf16, ...)")
             ->delimiter(',');
         app.add_option("--batch", cfg.batch, "batch size (default 4)")->check(CLI::Range(1, 1 << 20));
         app.add_option("--vocab", cfg.vocab, "vocabulary size (default 10000)")->check(CLI::Range(1, 1 << 30));
         app.add_option("--reps", cfg.reps, "timed runs per measurement, the median reported (default 5)")
             ->check(CLI::Range(1, 100000));
         app.add_flag("--no-check", cfg.no_check, "skip the check against the double reference before timing");
+        app.add_flag("--profile", cfg.profile,
+                     "after the timing, where one full step's GPU time goes (CUPTI): matrix products, attention, "
+                     "AdamW, the rest, for each configuration and implementation");
         app.add_option("--seed", cfg.seed, "seed of the weights and data (default 1)");
         app.add_option("--csv", cfg.csv, "write the rows to this CSV file (the seed's columns first)");
         app.add_option("--markdown", cfg.markdown, "write the tables to this Markdown file");

@@ -10,7 +10,8 @@
 //   static constexpr const char* kPrecision: its arithmetic, as lab::Declared::precision names it;
 //   using Operand = float or __nv_bfloat16 (float when absent): the type its products read their
 //        operands in. The kernels that make the activations (the LayerNorms' outputs, the merged
-//        attention, GELU's output) write them in that type, and the step saves them in it. The
+//        attention, GELU's output, and its input, the MLP's pre-activation) write them in that
+//        type, and the step saves them in it. The
 //        weights, in fp32 in the parameters, are rounded into a copy when the type is not float:
 //        a block's at the start of its forward, into memory kept with its saved tensors (so, at
 //        scale, in the gradients' buffer: no memory of its own), read by its forward and backward;
@@ -88,6 +89,15 @@ __device__ __forceinline__ void store4(__nv_bfloat16* p, float4 x) {
   uint2 u;
   u.x = *reinterpret_cast<const unsigned*>(&lo), u.y = *reinterpret_cast<const unsigned*>(&hi);
   *reinterpret_cast<uint2*>(p) = u;
+}
+
+// Four consecutive values (the first at a multiple of 4) as fp32: one 16-byte load, 8 in bf16.
+__device__ __forceinline__ float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+__device__ __forceinline__ float4 load4(const __nv_bfloat16* p) {
+  const uint2 u = *reinterpret_cast<const uint2*>(p);
+  const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.x)),
+               hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.y));
+  return make_float4(lo.x, lo.y, hi.x, hi.y);
 }
 
 // Calls f(std::integral_constant<int, Items>{}) with the fewest items a thread that cover d.
@@ -290,34 +300,38 @@ constexpr int flash_width(int hd) {
 
 __device__ __forceinline__ float gelu(float x) { return 0.5f * x * (1.f + erff(x * 0.70710678118654752f)); }
 
-// h += bias (kept for the backward), act = gelu(h) in the type the products read (T): 16-byte
-// accesses to h (cols = 4d, a multiple of 4); the bias read a float at a time (its offset in the
-// parameters is a multiple of 4 floats only when d is). act is not kept: the backward makes it
-// again from h (gelu_kernel), a pass it would otherwise spend reading it, and the step saves
-// 4 d values a token a block.
+// h = y + bias, kept for the backward, and act = gelu(h), both in the type the products read (T):
+// 16-byte accesses to y (cols = 4d, a multiple of 4); the bias read a float at a time (its offset in
+// the parameters is a multiple of 4 floats only when d is). In bf16, h is rounded once, after its
+// bias, and GELU taken at the rounded value, the value the backward's GELU' will see (as autocast
+// computes them: the linear layer's output in bf16, GELU on it); in fp32, y may be h (in place).
+// act is not kept: the backward makes it again from h (gelu_kernel), a pass it would otherwise
+// spend reading it, and the step saves 4 d values a token a block.
 template <class T>
-__global__ void bias_gelu_kernel(float4* h, const float* __restrict__ bias, T* __restrict__ act, std::size_t n4,
-                                 int cols4) {
+__global__ void bias_gelu_kernel(const float* y, const float* __restrict__ bias, T* h, T* __restrict__ act,
+                                 std::size_t n4, int cols4) {
   for (std::size_t i : lab::grid_stride(n4)) {
-    float4 t = h[i];
+    float4 t = load4(y + 4 * i);
     const float* b = bias + i % cols4 * 4;
-    t.x += b[0], t.y += b[1], t.z += b[2], t.w += b[3];
-    h[i] = t;
+    t.x = as_float(to<T>(t.x + b[0])), t.y = as_float(to<T>(t.y + b[1]));
+    t.z = as_float(to<T>(t.z + b[2])), t.w = as_float(to<T>(t.w + b[3]));
+    store4(h + 4 * i, t);
     store4(act + 4 * i, make_float4(gelu(t.x), gelu(t.y), gelu(t.z), gelu(t.w)));
   }
 }
 
 // act = gelu(h) again, for the backward: the same values the forward's pass wrote.
 template <class T>
-__global__ void gelu_kernel(const float4* __restrict__ h, T* __restrict__ act, std::size_t n4) {
+__global__ void gelu_kernel(const T* __restrict__ h, T* __restrict__ act, std::size_t n4) {
   for (std::size_t i : lab::grid_stride(n4)) {
-    const float4 t = h[i];
+    const float4 t = load4(h + 4 * i);
     store4(act + 4 * i, make_float4(gelu(t.x), gelu(t.y), gelu(t.z), gelu(t.w)));
   }
 }
 
 // g *= gelu'(h), in place: the gradient of the MLP's output becomes its pre-activation's.
-__global__ void gelu_backward_kernel(float4* g, const float4* __restrict__ h, std::size_t n4) {
+template <class T>
+__global__ void gelu_backward_kernel(float4* g, const T* __restrict__ h, std::size_t n4) {
   auto dgelu = [](float x) {  // as the vanilla step's (gpt2_eager.cu)
     const float cdf = 0.5f * (1.f + erff(x * 0.70710678118654752f));
     const float pdf = expf(-0.5f * x * x) * 0.39894228040143268f;
@@ -325,7 +339,7 @@ __global__ void gelu_backward_kernel(float4* g, const float4* __restrict__ h, st
   };
   for (std::size_t i : lab::grid_stride(n4)) {
     float4 d = g[i];
-    const float4 t = h[i];
+    const float4 t = load4(h + 4 * i);
     d.x *= dgelu(t.x), d.y *= dgelu(t.y), d.z *= dgelu(t.z), d.w *= dgelu(t.w);
     g[i] = d;
   }
@@ -394,22 +408,22 @@ struct Carver {
 
 // What one block keeps for its backward: no T x T tensor; the log-sum-exp of each head row instead.
 // Q, K, V by head, heads padded to the flash width, in the attention's type (A); the merged
-// attention output, a product's operand, in the products' type (P); the residual stream (both
-// LayerNorms' inputs) with their means and rstds, and the MLP's pre-activation, in fp32. Not kept:
-// the LayerNorms' outputs and GELU's, which the backward makes again from these (the same values,
-// in one pass each that reads 4 bytes a value: cheaper than keeping them, in memory, and no slower
-// than reading them back). Carved from memory the step places (see FusedStep::place_saved).
+// attention output, a product's operand, and the MLP's pre-activation (4 d values a token, the
+// largest tensor kept), in the products' type (P); the residual stream (both LayerNorms' inputs)
+// with their means and rstds in fp32. Not kept: the LayerNorms' outputs and GELU's, which the
+// backward makes again from these (the same values, in one pass each that reads no more than it
+// would read back: cheaper than keeping them, in memory, and no slower). Carved from memory the step places (see FusedStep::place_saved).
 template <class P, class A>
 struct Saved {
-  float *x, *mean1, *rstd1, *lse, *mid, *mean2, *rstd2, *h;
-  P *att, *w;  // w: the block's parameters in P, when P is not float (null when it is)
+  float *x, *mean1, *rstd1, *lse, *mid, *mean2, *rstd2;
+  P *att, *h, *w;  // w: the block's parameters in P, when P is not float (null when it is)
   A *q, *k, *v;
   Saved(const gpt2::Config& c, Carver& m) {
     const std::size_t n = c.tokens() * c.d, t = c.tokens(), nh = heads_size(c);
     w = std::is_same_v<P, float> ? nullptr : m.take<P>(gpt2::stage_begin(c, 1) - gpt2::stage_begin(c, 0));
     x = m.take(n), mean1 = m.take(t), rstd1 = m.take(t);
     q = m.take<A>(nh), k = m.take<A>(nh), v = m.take<A>(nh), lse = m.take(t * c.heads), att = m.take<P>(n);
-    mid = m.take(n), mean2 = m.take(t), rstd2 = m.take(t), h = m.take(4 * n);
+    mid = m.take(n), mean2 = m.take(t), rstd2 = m.take(t), h = m.take<P>(4 * n);
   }
   static std::size_t floats(const gpt2::Config& c) {
     Carver m{nullptr};
@@ -477,7 +491,8 @@ struct FusedStep {
   Buffer losses, coef;
   Buffer qkv, o, tmp;           // forward scratch; the backward's dQKV lies in qkv
   lab::DeviceBuffer<Op> ln, act;  // a LayerNorm's output and GELU's: made by the forward, and by the backward again
-  Buffer dx, dln, delta, wide;  // backward scratch; wide: dact (dh in place), later dq, dk, dv
+  Buffer dx, dln, delta, wide;  // backward scratch; wide: dact (dh in place), later dq, dk, dv; in
+                                // the forward, the MLP's first product when h is kept in bf16
   lab::DeviceBuffer<HeadOp> dout;
   Products products;    // the linear layers' matrix products: the variant file's
   Attention attention;  // the flash attention: FlashFp32, or the variant file's
@@ -514,10 +529,12 @@ struct FusedStep {
         dp(flash_width(hd)), blas_workspace(std::size_t(32) << 20), losses(rows), coef(2), qkv(3 * c.tokens() * d),
         o(heads_size(c)), tmp(c.tokens() * d), ln(c.tokens() * d), act(4 * c.tokens() * d), products(c, phase), attention(c, phase) {
     place_saved(p);
+    const std::size_t n = c.tokens() * d, nh = heads_size(c);
     if (phase != gpt2::Phase::forward) {
-      const std::size_t n = c.tokens() * d, nh = heads_size(c);
       dx = Buffer(n), dln = Buffer(n), delta = Buffer(c.tokens() * c.heads), dout = lab::DeviceBuffer<HeadOp>(nh);
       wide = Buffer(std::max(4 * n, 3 * nh));
+    } else if (kCopies) {
+      wide = Buffer(4 * n);
     }
     ops::use_stream(blas, lead);
     LAB_CHECK(cublasSetWorkspace(blas, blas_workspace.data(), blas_workspace.size()));
@@ -696,9 +713,11 @@ struct FusedStep {
                           ln.data(), s.mean2, s.rstd2, stream);
       // The MLP: its bias and GELU in one pass; the second bias, the residual and the next
       // LayerNorm (the next block's first, or the final one) in one pass.
-      products.linear(blas, ln.data(), W(ob.fc_w), s.h, rows, 4 * d, d, stream);
-      bias_gelu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(reinterpret_cast<float4*>(s.h), P + ob.fc_b,
-                                                               act.data(), n, d);  // 4n values: n quads, d a row
+      // The first product writes fp32: into h itself in fp32, else into scratch that the pass rounds.
+      float* y = kCopies ? wide.data() : reinterpret_cast<float*>(s.h);
+      products.linear(blas, ln.data(), W(ob.fc_w), y, rows, 4 * d, d, stream);
+      bias_gelu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y, P + ob.fc_b, s.h, act.data(), n,
+                                                               d);  // 4n values: n quads, d a row
       LAB_CHECK(cudaGetLastError());
       products.linear(blas, act.data(), W(ob.fc2_w), tmp.data(), rows, d, 4 * d, stream);
       if (l + 1 < c.layers) {
@@ -751,12 +770,11 @@ struct FusedStep {
       auto W = [&, at = gpt2::stage_begin(c, l)](std::size_t offset) { return weight(P, offset, s.w, at); };
       // The MLP: GELU's output made again from the pre-activation, the second product's backward,
       // GELU's backward in place, the first product's.
-      gelu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(reinterpret_cast<const float4*>(s.h), act.data(), n);
+      gelu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(s.h, act.data(), n);
       LAB_CHECK(cudaGetLastError());
       products.linear_backward(blas, dx.data(), act.data(), W(ob.fc2_w), dact, G + ob.fc2_w, G + ob.fc2_b, rows, d,
                                4 * d, stream);
-      gelu_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(reinterpret_cast<float4*>(dact),
-                                                                   reinterpret_cast<const float4*>(s.h), n);
+      gelu_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(reinterpret_cast<float4*>(dact), s.h, n);
       LAB_CHECK(cudaGetLastError());
       layer_norm_again(s.mid, s.mean2, s.rstd2, P + ob.ln2_w, P + ob.ln2_b, stream);
       products.linear_backward(blas, dact, ln.data(), W(ob.fc_w), dln.data(), G + ob.fc_w, G + ob.fc_b, rows, 4 * d, d,

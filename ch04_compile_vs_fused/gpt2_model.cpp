@@ -34,7 +34,7 @@ ModelOptions ModelOptions::for_precision(const std::string& precision) {
   if (products == "3xtf32") {
     o.product_error = 12, o.sum_error = 1, o.head_in_fp32 = true;
   } else if (products == "bf16") {
-    o.product_error = kBf16Product, o.sum_error = 1;
+    o.product_error = kBf16Product, o.sum_error = 1, o.hidden_in_bf16 = true;
   } else if (products != "fp32") {
     throw std::invalid_argument("gpt2: no rounding model for the precision '" + precision +
                                 "' (the reference knows fp32, 3xtf32 and bf16, each optionally with "

@@ -145,6 +145,12 @@ float round_significand(float x, int bits) {
   const std::uint32_t b = std::bit_cast<std::uint32_t>(x), half = (1u << (drop - 1)) - 1 + ((b >> drop) & 1u);
   return std::bit_cast<float>((b + half) & ~((1u << drop) - 1));
 }
+// A value a step keeps in bf16 (ModelOptions::hidden_in_bf16): the reference's exact, the Monte
+// Carlo runs' perturbed by bf16's rounding (2^16 u), the fp32 stand-in's rounded to 8 bits.
+void keep_in_bf16(double&) {}
+void keep_in_bf16(float& x) { x = round_significand(x, 8); }
+void keep_in_bf16(Perturbed& x) { widen(x, 0x1p16); }
+
 // The fp32 stand-in's product sums as ModelOptions::products asks.
 template <>
 float product_dot_<float>(const float* a, std::size_t sa, const float* b, std::size_t sb, std::size_t n) {
@@ -369,6 +375,8 @@ class Model {
     layernorm(b.x_mid.data(), &P_[o.ln2_w], &P_[o.ln2_b], BT_, d_, b.ln2.data(), b.n2);
     b.fc.assign(BT_ * 4 * d_, cst<T>(0));
     linear<T>(b.ln2.data(), &P_[o.fc_w], &P_[o.fc_b], BT_, 4 * d_, d_, b.fc.data());
+    if (o_.hidden_in_bf16)
+      for (T& h : b.fc) keep_in_bf16(h);
     b.act.resize(b.fc.size());
     for (std::size_t i = 0; i < b.fc.size(); ++i) b.act[i] = gelu(b.fc[i], o_.gelu);
     std::vector<T> out(BT_ * d_);

@@ -13,9 +13,10 @@
 //
 // Where the bf16 values come from (autocast rounds each product's operands as it needs them, a
 // memory-bound pass per operand): this file's Operand is bf16, so the kernels that make the
-// activations write them in bf16 in the pass they already make (the LayerNorms' outputs, GELU's,
-// the merged attention output; Q, K, V and dO as the step lays them out by head), and the step
-// saves them so: half the bytes of fp32 to write, keep and read back. A block's weights are
+// activations write them in bf16 in the pass they already make (the LayerNorms' outputs, GELU's
+// and its input, the MLP's pre-activation; the merged attention output; Q, K, V and dO as the step
+// lays them out by head), and the step saves them so: half the bytes of fp32 to write, keep and
+// read back. A block's weights are
 // rounded once a step, at the start of its forward, into memory kept with its saved tensors (at
 // scale, inside the gradients' buffer, which the backward has not written yet), and read from there
 // by its forward and its backward: one pass over the parameters a step where autocast makes two

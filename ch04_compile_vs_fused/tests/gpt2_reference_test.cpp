@@ -284,6 +284,7 @@ TEST(Gpt2Reference, Bf16PassesItsCheckAndFourBitsFailIt) {
   EXPECT_EQ(rounding.product_error, 131072);
   EXPECT_EQ(rounding.attention_product_error, 131072);
   EXPECT_FALSE(rounding.head_in_fp32);
+  EXPECT_TRUE(rounding.hidden_in_bf16);
   gpt2::ModelOptions bf16 = rounding, four = rounding;
   bf16.products = gpt2::ModelOptions::Products::bf16;
   four.products = gpt2::ModelOptions::Products::e4m3;
@@ -300,6 +301,31 @@ TEST(Gpt2Reference, Bf16PassesItsCheckAndFourBitsFailIt) {
     EXPECT_FALSE(judge(k, e32, mine).pass) << "L" << c.layers << " d" << c.d << ": bf16 passed the fp32 check";
     EXPECT_FALSE(judge(k, e, k.run<float>(Phase::step, 3, four)).pass)
         << "L" << c.layers << " d" << c.d << ": 4-bit operands passed the bf16 check";
+  }
+}
+
+// The MLP's pre-activation kept in bf16 (ModelOptions::hidden_in_bf16), alone on fp32 products so
+// that its rounding is the only one beyond fp32's: the fp32 stand-in that rounds h passes the
+// check whose Monte Carlo runs perturb h, and fails the plain fp32 check (the runs do carry it);
+// the double reference does not move. (Beside bf16 products, Bf16PassesItsCheckAndFourBitsFailIt
+// covers it: the bf16 stand-in rounds h too.)
+TEST(Gpt2Reference, HiddenInBf16IsModelledBothWays) {
+  const auto fp32 = gpt2::ModelOptions::for_precision("fp32");
+  EXPECT_FALSE(fp32.hidden_in_bf16);
+  gpt2::ModelOptions hidden = fp32;
+  hidden.hidden_in_bf16 = true;
+  for (const lab::Shape& s : Gpt2Step::checks()) {
+    const Config c = gpt2::config_of(s);
+    Case k(c, lab::testing::run_seed());
+    const auto mine = k.run<float>(Phase::step, 3, hidden);
+    const auto e = gpt2::expected(k.c, Phase::step, k.params, k.tokens, k.targets, k.opt(3), {}, hidden);
+    const lab::Verdict v = judge(k, e, mine);
+    EXPECT_TRUE(v.pass) << "L" << c.layers << " d" << c.d << " h" << c.heads << " T" << c.context << ": "
+                        << v.details();
+    const auto e32 = gpt2::expected(k.c, Phase::step, k.params, k.tokens, k.targets, k.opt(3), {}, fp32);
+    EXPECT_EQ(e.ref.grads, e32.ref.grads) << "the rounding model changed the double reference";
+    EXPECT_FALSE(judge(k, e32, mine).pass) << "L" << c.layers << " d" << c.d << " h" << c.heads << " T"
+                                           << c.context << ": h rounded to bf16 passed the fp32 check";
   }
 }
 

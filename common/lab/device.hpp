@@ -68,6 +68,9 @@ double measure_fp32_tflops(const DeviceFacts& dev);
 // cuBLAS SGEMM (fp32 on the CUDA cores, no TF32) on n x n matrices: the median of 6 runs after 2,
 // in TFLOP/s. The denominator of a training step's model FLOPs utilisation.
 double measure_sgemm_tflops(int n = 8192);
+// cuBLAS's GEMM with bf16 operands and fp32 output and accumulation (CUBLAS_COMPUTE_32F, on the
+// tensor cores) on n x n matrices, likewise: the denominator of a bf16 step's MFU.
+double measure_bf16_gemm_tflops(int n = 8192);
 
 // $LAB_CACHE_DIR, else $XDG_CACHE_HOME/cuda-perf-lab, else $HOME/.cache/cuda-perf-lab.
 std::filesystem::path cache_dir();

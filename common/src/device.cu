@@ -1,10 +1,13 @@
 // The lab's own kernels: random fills, the architecture probe, and the FMA-bound kernel behind the
-// measured FP32 peak.
+// measured FP32 peak; the cuBLAS GEMM rates behind a training step's MFU.
+#include <cuda_bf16.h>
+
 #include <algorithm>
 #include <vector>
 
 #include "lab/check.hpp"
 #include "lab/device.hpp"
+#include "lab/launch.hpp"
 #include "lab/memory.hpp"
 #include "lab/rng.hpp"
 #include "lab/stats.hpp"
@@ -146,6 +149,29 @@ double measure_fp32_tflops(const DeviceFacts& dev) {
   return flops / (stats::median(ms) * 1e-3) / 1e12;
 }
 
+namespace {
+
+// An n x n x n product's rate in TFLOP/s: the median of 6 timed calls of gemm() after 2.
+template <class Gemm>
+double gemm_tflops(int n, Stream& s, Gemm&& gemm) {
+  Event e0, e1;
+  std::vector<double> ms;
+  for (int i = 0; i < 8; ++i) {
+    e0.record(s);
+    gemm();
+    e1.record(s);
+    e1.sync();
+    if (i >= 2) ms.push_back(e1.elapsed_ms_since(e0));
+  }
+  return 2.0 * double(n) * double(n) * double(n) / (stats::median(ms) * 1e-3) / 1e12;
+}
+
+__global__ void to_bf16_kernel(const float* __restrict__ x, __nv_bfloat16* __restrict__ y, std::size_t n) {
+  for (std::size_t i : grid_stride(n)) y[i] = __float2bfloat16(x[i]);
+}
+
+}  // namespace
+
 double measure_sgemm_tflops(int n) {
   if (n < 1) throw UsageError("measure_sgemm_tflops: n must be positive");
   const std::size_t nn = std::size_t(n) * n;
@@ -156,16 +182,28 @@ double measure_sgemm_tflops(int n) {
   CublasHandle h(s);
   LAB_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));  // FP32 on the CUDA cores, no TF32
   const float one = 1.f, zero = 0.f;
-  Event e0, e1;
-  std::vector<double> ms;
-  for (int i = 0; i < 8; ++i) {
-    e0.record(s);
+  return gemm_tflops(n, s, [&] {
     LAB_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a.data(), n, b.data(), n, &zero, c.data(), n));
-    e1.record(s);
-    e1.sync();
-    if (i >= 2) ms.push_back(e1.elapsed_ms_since(e0));
+  });
+}
+
+double measure_bf16_gemm_tflops(int n) {
+  if (n < 1) throw UsageError("measure_bf16_gemm_tflops: n must be positive");
+  const std::size_t nn = std::size_t(n) * n;
+  DeviceBuffer<float> c(nn);  // the fp32 draws first, then the product
+  DeviceBuffer<__nv_bfloat16> a(nn), b(nn);
+  Stream s;
+  for (auto [buf, seed] : {std::pair{&a, 11}, std::pair{&b, 12}}) {
+    Rng(seed).uniform(c, -1.f, 1.f, s);
+    to_bf16_kernel<<<1024, 256, 0, s>>>(c.data(), buf->data(), nn);
+    LAB_CHECK(cudaGetLastError());
   }
-  return 2.0 * double(n) * double(n) * double(n) / (stats::median(ms) * 1e-3) / 1e12;
+  CublasHandle h(s);
+  const float one = 1.f, zero = 0.f;
+  return gemm_tflops(n, s, [&] {
+    LAB_CHECK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a.data(), CUDA_R_16BF, n, b.data(), CUDA_R_16BF,
+                           n, &zero, c.data(), CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  });
 }
 
 }  // namespace lab
