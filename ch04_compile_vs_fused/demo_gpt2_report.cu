@@ -550,7 +550,8 @@ int run(const Settings& cfg) {
                           " runs, L2 flushed before each; MFU against the measured rate of cuBLAS's GEMM in the "
                           "implementation's precision: SGEMM " + fixed(rates.fp32, 1) + " TFLOP/s (fp32, 3xTF32), "
                           "bf16 " + fixed(rates.bf16, 1) + " TFLOP/s (bf16 operands, fp32 accumulation).\n" +
-                          tables(rows, impls, cfg, rates, true) + (cfg.profile ? breakdown_table(rows, impls, true) : ""),
+                          tables(rows, impls, cfg, rates, true) +
+                          (cfg.profile ? breakdown_table(rows, impls, true) : ""),
                       "the tables");
   return lab::kExitOk;
 }

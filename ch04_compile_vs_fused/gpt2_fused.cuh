@@ -11,8 +11,8 @@
 //   using Operand = float or __nv_bfloat16 (float when absent): the type its products read their
 //        operands in. The kernels that make the activations (the LayerNorms' outputs, the merged
 //        attention, GELU's output, and its input, the MLP's pre-activation) write them in that
-//        type, and the step saves them in it. The
-//        weights, in fp32 in the parameters, are rounded into a copy when the type is not float:
+//        type, and the step saves them in it. The weights, in fp32 in the parameters, are
+//        rounded into a copy when the type is not float:
 //        a block's at the start of its forward, into memory kept with its saved tensors (so, at
 //        scale, in the gradients' buffer: no memory of its own), read by its forward and backward;
 //   Products(const gpt2::Config&, gpt2::Phase): its scratch, made in the variant's prepare step;
@@ -412,7 +412,8 @@ struct Carver {
 // largest tensor kept), in the products' type (P); the residual stream (both LayerNorms' inputs)
 // with their means and rstds in fp32. Not kept: the LayerNorms' outputs and GELU's, which the
 // backward makes again from these (the same values, in one pass each that reads no more than it
-// would read back: cheaper than keeping them, in memory, and no slower). Carved from memory the step places (see FusedStep::place_saved).
+// would read back: cheaper than keeping them, in memory, and no slower). Carved from memory the
+// step places (see FusedStep::place_saved).
 template <class P, class A>
 struct Saved {
   float *x, *mean1, *rstd1, *lse, *mid, *mean2, *rstd2;
