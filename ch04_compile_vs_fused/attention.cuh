@@ -157,6 +157,13 @@ void eager_forward(cublasHandle_t blas, const Dims& a, const float* q, const flo
 void gemm_nt(cublasHandle_t blas, const Dims& a, float alpha, const float* A, const float* B, float* C);
 void gemm_nn(cublasHandle_t blas, const Dims& a, float alpha, const float* P, const float* X, float* C);
 void gemm_tn(cublasHandle_t blas, const Dims& a, float alpha, const float* P, const float* X, float* C);
+// The same products with bf16 operands, as torch.autocast(bfloat16) runs them: tensor cores, fp32
+// accumulation and an fp32 output (autocast's is bf16; see gpt2_eager.cuh's bf16 linear).
+void gemm_nt(cublasHandle_t blas, const Dims& a, float alpha, const __nv_bfloat16* A, const __nv_bfloat16* B, float* C);
+void gemm_nn(cublasHandle_t blas, const Dims& a, float alpha, const __nv_bfloat16* P, const __nv_bfloat16* X,
+             float* C);
+void gemm_tn(cublasHandle_t blas, const Dims& a, float alpha, const __nv_bfloat16* P, const __nv_bfloat16* X,
+             float* C);
 
 // Eager's element-wise kernels, exposed for the backward: out = in * scale (16-byte accesses), and
 // the causal mask, s[i][j] = fill above the diagonal of every seq x seq matrix (-inf forward; 0

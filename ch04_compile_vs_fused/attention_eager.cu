@@ -109,6 +109,34 @@ void gemm_tn(cublasHandle_t blas, const Dims& a, float alpha, const float* P, co
                                       ss, &zero, C, a.d, sd, a.bh()));
 }
 
+namespace {
+// Column-major C (m x n, ldc, stride sc) = alpha op(A) op(B) over bh matrices, A and B in bf16.
+void batched_bf16(cublasHandle_t blas, const Dims& a, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                  float alpha, const __nv_bfloat16* A, int lda, long long sa, const __nv_bfloat16* B, int ldb,
+                  long long sb, float* C, int ldc, long long sc) {
+  const float zero = 0.f;
+  LAB_CHECK(cublasGemmStridedBatchedEx(blas, ta, tb, m, n, k, &alpha, A, CUDA_R_16BF, lda, sa, B, CUDA_R_16BF, ldb, sb,
+                                       &zero, C, CUDA_R_32F, ldc, sc, a.bh(), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+}  // namespace
+
+// The fp32 products' operands and layouts, above, in bf16.
+void gemm_nt(cublasHandle_t blas, const Dims& a, float alpha, const __nv_bfloat16* A, const __nv_bfloat16* B,
+             float* C) {
+  const long long sd = (long long)a.seq * a.d, ss = (long long)a.seq * a.seq;
+  batched_bf16(blas, a, CUBLAS_OP_T, CUBLAS_OP_N, a.seq, a.seq, a.d, alpha, B, a.d, sd, A, a.d, sd, C, a.seq, ss);
+}
+void gemm_nn(cublasHandle_t blas, const Dims& a, float alpha, const __nv_bfloat16* P, const __nv_bfloat16* X,
+             float* C) {
+  const long long sd = (long long)a.seq * a.d, ss = (long long)a.seq * a.seq;
+  batched_bf16(blas, a, CUBLAS_OP_N, CUBLAS_OP_N, a.d, a.seq, a.seq, alpha, X, a.d, sd, P, a.seq, ss, C, a.d, sd);
+}
+void gemm_tn(cublasHandle_t blas, const Dims& a, float alpha, const __nv_bfloat16* P, const __nv_bfloat16* X,
+             float* C) {
+  const long long sd = (long long)a.seq * a.d, ss = (long long)a.seq * a.seq;
+  batched_bf16(blas, a, CUBLAS_OP_N, CUBLAS_OP_T, a.d, a.seq, a.seq, alpha, X, a.d, sd, P, a.seq, ss, C, a.d, sd);
+}
+
 void use_stream(cublasHandle_t blas, cudaStream_t stream) {
   LAB_CHECK(cublasSetStream(blas, stream));
   LAB_CHECK(cublasSetMathMode(blas, CUBLAS_PEDANTIC_MATH));

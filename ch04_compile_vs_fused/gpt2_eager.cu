@@ -4,6 +4,7 @@
 // column sums (bias and LayerNorm parameter gradients) by tiles of 32 columns x 64 rows whose
 // partial sums are added atomically.
 #include <cmath>
+#include <type_traits>
 
 #include "block_reduce.cuh"
 #include "gpt2_eager.cuh"
@@ -53,21 +54,36 @@ __global__ void positions_backward_kernel(const float* __restrict__ dx, float* _
   }
 }
 
-__global__ void gelu_kernel(const float* __restrict__ x, float* __restrict__ y, std::size_t n) {
-  for (std::size_t i : lab::grid_stride(n)) {
-    const float v = x[i];
-    y[i] = 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
-  }
+// GELU in fp32 whatever the types it reads and writes (float, or bf16 under autocast).
+__device__ float gelu_of(float v) { return 0.5f * v * (1.f + erff(v * 0.70710678118654752f)); }
+__device__ float gelu_grad(float v) {
+  const float cdf = 0.5f * (1.f + erff(v * 0.70710678118654752f));
+  const float pdf = expf(-0.5f * v * v) * 0.39894228040143268f;
+  return cdf + v * pdf;
+}
+__device__ float to_float(float v) { return v; }
+__device__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <class T>
+__device__ T from_float(float v) {
+  if constexpr (std::is_same_v<T, float>)
+    return v;
+  else
+    return __float2bfloat16_rn(v);
 }
 
-__global__ void gelu_backward_kernel(const float* __restrict__ dy, const float* __restrict__ x, float* __restrict__ dx,
+template <class T>
+__global__ void gelu_kernel(const T* __restrict__ x, T* __restrict__ y, std::size_t n) {
+  for (std::size_t i : lab::grid_stride(n)) y[i] = from_float<T>(gelu_of(to_float(x[i])));
+}
+
+template <class T>
+__global__ void gelu_backward_kernel(const float* __restrict__ dy, const T* __restrict__ x, float* __restrict__ dx,
                                      std::size_t n) {
-  for (std::size_t i : lab::grid_stride(n)) {
-    const float v = x[i];
-    const float cdf = 0.5f * (1.f + erff(v * 0.70710678118654752f));
-    const float pdf = expf(-0.5f * v * v) * 0.39894228040143268f;
-    dx[i] = dy[i] * (cdf + v * pdf);
-  }
+  for (std::size_t i : lab::grid_stride(n)) dx[i] = dy[i] * gelu_grad(to_float(x[i]));
+}
+
+__global__ void to_bf16_kernel(const float* __restrict__ x, __nv_bfloat16* __restrict__ y, std::size_t n) {
+  for (std::size_t i : lab::grid_stride(n)) y[i] = __float2bfloat16_rn(x[i]);
 }
 
 __global__ void add_kernel(const float* a, const float* b, float* out, std::size_t n) {
@@ -256,6 +272,25 @@ void linear_backward(cublasHandle_t blas, const float* dY, const float* X, const
   if (db) bias_backward(dY, db, M, N, stream);
 }
 
+// The same three products with bf16 operands: cuBLAS on the tensor cores, fp32 accumulation
+// (CUBLAS_COMPUTE_32F: each product of two bf16 values is exact in fp32) and an fp32 output.
+namespace {
+void gemm_bf16(cublasHandle_t blas, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+               const __nv_bfloat16* A, int lda, const __nv_bfloat16* B, int ldb, float* C, int ldc) {
+  const float one = 1, zero_ = 0;
+  LAB_CHECK(cublasGemmEx(blas, ta, tb, m, n, k, &one, A, CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb, &zero_, C, CUDA_R_32F,
+                         ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+}  // namespace
+void linear(cublasHandle_t blas, const __nv_bfloat16* X, const __nv_bfloat16* W, float* Y, int M, int N, int K) {
+  gemm_bf16(blas, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, W, K, X, K, Y, N);
+}
+void linear_backward(cublasHandle_t blas, const __nv_bfloat16* dY, const __nv_bfloat16* X, const __nv_bfloat16* W,
+                     float* dX, float* dW, int M, int N, int K) {
+  gemm_bf16(blas, CUBLAS_OP_N, CUBLAS_OP_N, K, M, N, W, K, dY, N, dX, K);  // dX^T = W^T dY^T
+  gemm_bf16(blas, CUBLAS_OP_N, CUBLAS_OP_T, K, N, M, X, K, dY, N, dW, K);  // dW^T = X^T dY
+}
+
 void add_bias(float* y, const float* b, std::size_t rows, int cols, cudaStream_t stream) {
   add_bias_kernel<<<blocks_for(rows * cols), kThreads, 0, stream>>>(y, b, rows * cols, cols);
   LAB_CHECK(cudaGetLastError());
@@ -309,6 +344,18 @@ void gelu(const float* x, float* y, std::size_t n, cudaStream_t stream) {
 }
 void gelu_backward(const float* dy, const float* x, float* dx, std::size_t n, cudaStream_t stream) {
   gelu_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dy, x, dx, n);
+  LAB_CHECK(cudaGetLastError());
+}
+void gelu(const __nv_bfloat16* x, __nv_bfloat16* y, std::size_t n, cudaStream_t stream) {
+  gelu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, y, n);
+  LAB_CHECK(cudaGetLastError());
+}
+void gelu_backward(const float* dy, const __nv_bfloat16* x, float* dx, std::size_t n, cudaStream_t stream) {
+  gelu_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dy, x, dx, n);
+  LAB_CHECK(cudaGetLastError());
+}
+void to_bf16(const float* x, __nv_bfloat16* y, std::size_t n, cudaStream_t stream) {
+  to_bf16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, y, n);
   LAB_CHECK(cudaGetLastError());
 }
 void add(const float* a, const float* b, float* out, std::size_t n, cudaStream_t stream) {

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include "gpt2_model.hpp"
@@ -82,5 +83,24 @@ void log_softmax_backward(float* g, const float* logp, std::size_t rows, int voc
 // p -= lr / (1 - b1^t) m / (sqrt(v) / sqrt(1 - b2^t) + eps).
 void adamw(float* p, const float* g, float* m, float* v, std::size_t n, const AdamW& hp, int step,
            cudaStream_t stream);
+
+// ---- torch.autocast(bfloat16)'s operators, for the mixed-precision steps ----------------------
+// Autocast runs nn.Linear (and matmul) with bf16 operands, casting each fp32 input to bf16 by a
+// pass of its own, and runs LayerNorm, softmax and the loss in fp32. These products keep their
+// output in fp32 where autocast writes bf16: the rounding the check models (gpt2::ModelOptions'
+// "bf16") is the operands', and a bf16 output would add a third.
+
+// y = x rounded to bf16 (to nearest, ties to even): autocast's cast, one element-wise pass.
+void to_bf16(const float* x, __nv_bfloat16* y, std::size_t n, cudaStream_t stream);
+// nn.Linear's product with bf16 operands on the tensor cores, fp32 accumulation and output:
+// Y (M x N) = X (M x K) W^T. Its backward from a bf16 dY: dX (M x K) = dY W and dW (N x K) = dY^T X,
+// both written in fp32 (the bias's gradient is bias_backward of the fp32 dY).
+void linear(cublasHandle_t blas, const __nv_bfloat16* X, const __nv_bfloat16* W, float* Y, int M, int N, int K);
+void linear_backward(cublasHandle_t blas, const __nv_bfloat16* dY, const __nv_bfloat16* X, const __nv_bfloat16* W,
+                     float* dX, float* dW, int M, int N, int K);
+// F.gelu as autocast runs it on a bf16 input: computed in fp32, written in bf16; its backward
+// takes the derivative at the bf16 input, dx = dy gelu'(x) in fp32.
+void gelu(const __nv_bfloat16* x, __nv_bfloat16* y, std::size_t n, cudaStream_t stream);
+void gelu_backward(const float* dy, const __nv_bfloat16* x, float* dx, std::size_t n, cudaStream_t stream);
 
 }  // namespace gpt2::eager

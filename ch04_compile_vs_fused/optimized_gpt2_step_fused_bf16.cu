@@ -10,18 +10,22 @@
 // 990 TFLOP/s dense: the same products at a small fraction of the time. The price is accuracy:
 // each operand is off by up to 2^-8 of itself (fp32: 2^-24), which the topic's check models (the
 // variant declares "bf16+bf16-attention", gpt2::ModelOptions) rather than the fp32 tolerance.
+// Against the vanilla mixed-precision step (optimized_gpt2_step_vanilla_bf16.cu: the same
+// arithmetic, one kernel an operation) the lesson is the fp32 one again, and larger: once the
+// products are fast, the memory-bound passes between them are most of the step.
 //
 // Where the bf16 values come from (autocast rounds each product's operands as it needs them, a
 // memory-bound pass per operand): this file's Operand is bf16, so the kernels that make the
 // activations write them in bf16 in the pass they already make (the LayerNorms' outputs, GELU's
 // and its input, the MLP's pre-activation; the merged attention output; Q, K, V and dO as the step
 // lays them out by head), and the step saves them so: half the bytes of fp32 to write, keep and
-// read back. A block's weights are
-// rounded once a step, at the start of its forward, into memory kept with its saved tensors (at
-// scale, inside the gradients' buffer, which the backward has not written yet), and read from there
-// by its forward and its backward: one pass over the parameters a step where autocast makes two
-// (each forward product and each backward product casts its weight), and no memory of its own. (A
-// copy that AdamW writes in its pass, as llm.c keeps one, would save that pass but would have to
+// read back. A block's weights are rounded once a step, at the start of its forward, into memory
+// kept with its saved tensors (at scale, inside the gradients' buffer, which the backward has not
+// written yet), and read from there by its forward and its backward: one pass over the parameters
+// a step, as autocast's weight cache makes, but no memory of its own (autocast's copies are saved
+// tensors, 2 bytes a parameter through the step; and its products write the weights' gradients in
+// bf16, which a second pass casts back to fp32: these products write them in fp32). (A copy that
+// AdamW writes in its pass, as llm.c keeps one, would save the rounding pass but would have to
 // outlive the step: 2 bytes a parameter held for good, 2.8 GB at xl, which puts the step's peak
 // above PyTorch's there.) Only the gradients flowing into a product (dY) are still rounded by a
 // pass of their own: they are made in fp32 by sums (LayerNorm's backward into the residual
@@ -36,19 +40,10 @@ namespace {
 
 using Bf16Buffer = lab::DeviceBuffer<__nv_bfloat16>;
 
-// y = x rounded to bf16 (to nearest, ties to even).
-__global__ void to_bf16_kernel(const float* __restrict__ x, __nv_bfloat16* __restrict__ y, std::size_t n) {
-  for (std::size_t i : lab::grid_stride(n)) y[i] = __float2bfloat16(x[i]);
-}
-void to_bf16(const float* x, Bf16Buffer& y, std::size_t n, cudaStream_t stream) {
-  to_bf16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, y.data(), n);
-  LAB_CHECK(cudaGetLastError());
-}
-
 // Every linear layer's products, the head's included (autocast runs nn.Linear in bf16): X and W
 // arrive in bf16 (the step's kernels wrote X so; W is the block's copy the step rounded), dY is
 // rounded into scratch; one cuBLAS GEMM with bf16 inputs, fp32 output and fp32 accumulation
-// (CUBLAS_COMPUTE_32F) a product.
+// (CUBLAS_COMPUTE_32F) a product: the eager library's bf16 linear (gpt2_eager.cuh).
 struct Bf16Gemm {
   static constexpr const char* kPrecision = "bf16";
   using Operand = __nv_bfloat16;
@@ -56,25 +51,15 @@ struct Bf16Gemm {
   Bf16Gemm(const gpt2::Config& c, gpt2::Phase phase)
       : dy(phase == gpt2::Phase::forward ? 0 : c.tokens() * std::max<std::size_t>(4 * c.d, c.vocab)) {}
 
-  // C (m x n, column-major, fp32) = op(A) op(B), A and B bf16.
-  static void gemm(cublasHandle_t blas, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                   const __nv_bfloat16* A, int lda, const __nv_bfloat16* B, int ldb, float* C, int ldc) {
-    const float one = 1, zero = 0;
-    LAB_CHECK(cublasGemmEx(blas, ta, tb, m, n, k, &one, A, CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb, &zero, C,
-                           CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-  }
-  // Y (M x N) = X W^T: cuBLAS sees Y^T (N x M) = W (K x N, transposed) X^T (K x M).
   void linear(cublasHandle_t blas, const __nv_bfloat16* X, const __nv_bfloat16* W, float* Y, int M, int N, int K,
               cudaStream_t) {
-    gemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, W, K, X, K, Y, N);
+    ops::linear(blas, X, W, Y, M, N, K);
   }
-  // dX^T (K x M) = W^T (K x N) dY^T (N x M); dW^T (K x N) = X^T (K x M) dY (M x N); db from the
-  // fp32 dY.
+  // dY rounded, then dX = dY W and dW = dY^T X; db from the fp32 dY.
   void linear_backward(cublasHandle_t blas, const float* dY, const __nv_bfloat16* X, const __nv_bfloat16* W,
                        float* dX, float* dW, float* db, int M, int N, int K, cudaStream_t stream) {
-    to_bf16(dY, dy, std::size_t(M) * N, stream);
-    gemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, K, M, N, W, K, dy.data(), N, dX, K);
-    gemm(blas, CUBLAS_OP_N, CUBLAS_OP_T, K, N, M, X, K, dy.data(), N, dW, K);
+    ops::to_bf16(dY, dy.data(), std::size_t(M) * N, stream);
+    ops::linear_backward(blas, dy.data(), X, W, dX, dW, M, N, K);
     if (db) ops::bias_backward(dY, db, M, N, stream);
   }
 };
@@ -94,7 +79,7 @@ using FusedBf16 = FusedStep<Bf16Gemm, FlashBf16>;
 
 }  // namespace
 
-LAB_VARIANT_CLASS_STEP(FusedBf16, 5,
+LAB_VARIANT_CLASS_STEP(FusedBf16, 6,
                        "fused, mixed precision: activations written in bf16 where they are made, each block's weights "
                        "rounded once a step, tensor cores with fp32 accumulation, bf16 flash attention; LayerNorm, "
                        "the loss, AdamW and its master weights in fp32");
