@@ -51,9 +51,11 @@ struct Online {
 // The same over the kLanes threads of a row group (rows.cuh's convention); every thread gets it.
 template <int kLanes>
 __device__ __forceinline__ Online group_merge(Online v, Online* scratch) {
+  constexpr int kWidth = kLanes < 32 ? kLanes : 32;
+  const unsigned mask = rows::group_mask<kWidth>();
 #pragma unroll
-  for (int o = 16; o > 0; o /= 2) {
-    v.merge({__shfl_xor_sync(0xffffffffu, v.m, o), __shfl_xor_sync(0xffffffffu, v.s, o)});
+  for (int o = kWidth / 2; o > 0; o /= 2) {
+    v.merge({__shfl_xor_sync(mask, v.m, o), __shfl_xor_sync(mask, v.s, o)});
   }
   if constexpr (kLanes > 32) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -73,18 +75,34 @@ __device__ __forceinline__ bool label_ok(int label, int classes, std::size_t row
   return false;
 }
 
-// Threads per row for the row-wise cross-entropy kernels: a warp for rows up to 8192 classes (a
-// lane streams up to 64 float4s: plenty in flight, no block-wide barrier per row), 512 beyond;
-// 16-byte loads when the row length is a multiple of 4. Calls
+// Threads per row for the row-wise cross-entropy kernels, with 16-byte loads when the row length
+// is a multiple of 4 (V = 4, else V = 1). Rows up to 8192 classes: the fewest lanes, a power of
+// two from 2 to 32, that leave a lane at most 4 chunks (V floats each) of the row, so short rows
+// are packed several to a warp (64 classes: 4 lanes of 4 float4s, 8 rows a warp) and a row costs
+// few shuffle steps; rows of 512 classes and more get a warp (a lane streams up to 64 float4s:
+// plenty in flight, no block-wide barrier per row). Beyond 8192 classes, 512 threads a row. Calls
 // f(std::integral_constant<int, lanes>, std::integral_constant<int, V>).
+inline int row_lanes(int classes) {
+  if (classes > 8192) return 512;
+  const int chunks = classes % 4 == 0 ? classes / 4 : classes;
+  int lanes = 2;
+  while (lanes < 32 && lanes * 4 < chunks) lanes *= 2;
+  return lanes;
+}
 template <class F>
 void with_row_lanes(int classes, F&& f) {
   using std::integral_constant;
-  const bool vec = classes % 4 == 0;
-  if (classes <= 8192)
-    vec ? f(integral_constant<int, 32>{}, integral_constant<int, 4>{}) : f(integral_constant<int, 32>{}, integral_constant<int, 1>{});
-  else
-    vec ? f(integral_constant<int, 512>{}, integral_constant<int, 4>{}) : f(integral_constant<int, 512>{}, integral_constant<int, 1>{});
+  const auto with_v = [&](auto lanes) {
+    classes % 4 == 0 ? f(lanes, integral_constant<int, 4>{}) : f(lanes, integral_constant<int, 1>{});
+  };
+  switch (row_lanes(classes)) {
+    case 2: return with_v(integral_constant<int, 2>{});
+    case 4: return with_v(integral_constant<int, 4>{});
+    case 8: return with_v(integral_constant<int, 8>{});
+    case 16: return with_v(integral_constant<int, 16>{});
+    case 32: return with_v(integral_constant<int, 32>{});
+    default: return with_v(integral_constant<int, 512>{});
+  }
 }
 
 // The last step of every loss: *out = (sum of the n values, added in a fixed order by one block)

@@ -1,127 +1,258 @@
-// Optimized LayerNorm backward: one pass over x and dy for all three gradients. A warp or a block
-// holds a row of x and dy in registers (the forward's tiles), computes the two row sums of
-// g = dy gamma with shuffles, and writes dx from the same registers. dgamma and dbeta are column
-// sums: each row group adds its row's dy xhat and dy into its own slab of shared memory (its
-// lanes own distinct columns, so no atomics), the blocks are persistent (as many an SM as fit, up
-// to four, each walking many rows), and at the end each block writes one partial row of dgamma and dbeta; a
-// second small kernel adds them in a fixed order. x and dy are read once, dx written once, where
-// the baseline reads them three times. Rows longer than 16384 floats (4096 when D is not a
-// multiple of 4) would not fit the shared-memory slabs: the variant declares them N/A.
+// Optimized LayerNorm backward, pipelined with the tensor memory accelerator. The one-pass kernel
+// (optimized_layernorm_backward_one_pass) reads each row once but waits for it: its warps load a
+// row, reduce it, write dx, and only then ask for the next, so DRAM idles while rows are reduced
+// (75-79% of the copy rate). Here one producer warp keeps the next rows coming: it asks the TMA to
+// copy whole stages of rows (x and dy, contiguous, two instructions a stage) into shared memory,
+// up to 8 stages ahead, and eight consumer warps compute from there. A consumer copies its row
+// from shared memory into registers, frees the stage at once (an mbarrier arrival), and reduces
+// and writes dx while the producer refills it. The bytes in flight are shared memory's (about
+// 200 KB an SM), not the warps'. dgamma and dbeta accumulate in the consumers' registers (a lane
+// owns the same columns in every row) and meet once, at the end, in shared memory: one partial row
+// a block. The grid then synchronizes (a cooperative launch) and adds the partials itself, in a
+// fixed order, where the one-pass kernel launches two more kernels (a few microseconds of a
+// 60-microsecond operation).
+//
+// What it supports: rows of a multiple of 4 floats (the TMA copies 16-byte aligned ranges) and at
+// most 8192 of them. A consumer lane holds 4 values a column (x, dy gamma, and the dgamma and
+// dbeta sums), so a row of D floats takes 4 D registers: a 16384-float row would fill the 65536
+// registers of an SM on its own, with nothing left for the kernel. Those rows are the one-pass
+// kernel's (step 1), which keeps dgamma and dbeta in shared memory instead.
 // Run: make ch03 && ./ch03_kernels/optimized_layernorm_backward
+#include <cooperative_groups.h>
+
+#include <cstdint>
+
+#include "lab/device.hpp"
+#include "lab/tma.cuh"
 #include "layernorm.cuh"
 
 namespace {
-// Tiles the backward may use: the forward's up to 512 x 8 (16384 floats at V = 4).
-constexpr int kBackwardTiles = 7;
+constexpr int kConsumerWarps = 8;
+constexpr int kThreads = 32 * (kConsumerWarps + 1);  // the consumers, then the producer warp
+constexpr int kMaxStages = 8;
+constexpr int kMaxDim = 8192;
 
-template <int kLanes, int kItems, int V>
-__global__ void __launch_bounds__(rows::block_threads<kLanes>())
-    layernorm_backward_rows(const float* __restrict__ x, const float* __restrict__ gamma,
-                            const float* __restrict__ mean, const float* __restrict__ rstd,
-                            const float* __restrict__ dy, float* __restrict__ dx, float* __restrict__ partial,
-                            int rows, int dim) {
-  using Chunk = rows::Chunk<V>;
-  constexpr int kRowsPerBlock = rows::rows_per_block<kLanes>();
-  extern __shared__ float slabs[];  // kRowsPerBlock x [dgamma (dim) | dbeta (dim)]
-  __shared__ float scratch[32];
-  for (int j = threadIdx.x; j < kRowsPerBlock * 2 * dim; j += blockDim.x) slabs[j] = 0.f;
+// A row's threads: kWarps warps (kWarps x 32 lanes), each lane kItems float4s of the row; a stage
+// holds kConsumerWarps / kWarps rows. The smallest tile that holds the row is used.
+struct Tile {
+  int warps, items;
+};
+constexpr Tile kTiles[] = {{1, 1}, {1, 2}, {1, 4}, {1, 8}, {2, 8}, {4, 8}, {8, 8}};
+
+template <int kWarps, int kItems>
+__global__ void __launch_bounds__(kThreads, 1)
+    layernorm_backward_tma(const float* __restrict__ x, const float* __restrict__ gamma,
+                           const float* __restrict__ mean, const float* __restrict__ rstd,
+                           const float* __restrict__ dy, float* __restrict__ dx, float* __restrict__ partial,
+                           float* __restrict__ dgamma, float* __restrict__ dbeta, int rows, int dim, int stages) {
+#if __CUDA_ARCH__ >= 900
+  using Chunk = rows::Chunk<4>;
+  constexpr int kRows = kConsumerWarps / kWarps;  // rows a stage
+  constexpr int kLanes = 32 * kWarps;             // threads a row
+  extern __shared__ __align__(128) float stage_mem[];  // stages x [x: kRows x dim | dy: kRows x dim]
+  __shared__ std::uint64_t full[kMaxStages], empty[kMaxStages];
+  __shared__ float partial_sums[2][kRows][kWarps][2];  // a row's two sums across its warps, by row parity
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const std::size_t stage_floats = 2 * std::size_t(kRows) * dim;
+  const std::size_t chunks = (std::size_t(rows) + kRows - 1) / kRows;  // stages' worth of rows
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < stages; ++s) lab::tma::init(&full[s], 1), lab::tma::init(&empty[s], kConsumerWarps);
+    lab::tma::fence_init();
+  }
   __syncthreads();
-  const int lane = threadIdx.x % kLanes, group = threadIdx.x / kLanes;
-  float* dgamma_slab = slabs + std::size_t(group) * 2 * dim;
-  float* dbeta_slab = dgamma_slab + dim;
-  for (std::size_t row = std::size_t(blockIdx.x) * kRowsPerBlock + group; row < std::size_t(rows);
-       row += std::size_t(gridDim.x) * kRowsPerBlock) {
-    const std::size_t base = row * dim;
-    const float mu = mean[row], rs = rstd[row];
-    Chunk xv[kItems], gv[kItems];
-    float s1 = 0.f, s2 = 0.f;
+
+  const int group = warp / kWarps;              // the consumer's row within a stage
+  const int t = (warp % kWarps) * 32 + lane;    // its lane within the row's threads
+  Chunk dg[kItems], db[kItems];
+  if (warp == kConsumerWarps) {
+    // The producer: one lane issues the copies, a stage ahead of the consumers as long as a stage is free.
+    if (lane == 0) {
+      int s = 0;
+      unsigned phase = 0;
+      for (std::size_t c = blockIdx.x; c < chunks; c += gridDim.x) {
+        lab::tma::wait(&empty[s], phase ^ 1);  // the consumers are done with this stage's previous rows
+        const std::size_t first = c * kRows;
+        const std::size_t n = first + kRows <= std::size_t(rows) ? kRows : rows - first;
+        const unsigned bytes = static_cast<unsigned>(n * dim * sizeof(float));
+        float* buf = stage_mem + s * stage_floats;
+        lab::tma::arrive_expect_bytes(&full[s], 2 * bytes);
+        lab::tma::load_bulk(buf, x + first * dim, bytes, &full[s]);
+        lab::tma::load_bulk(buf + std::size_t(kRows) * dim, dy + first * dim, bytes, &full[s]);
+        if (++s == stages) s = 0, phase ^= 1;
+      }
+    }
+    __syncwarp();  // the warp whole again before the block's barriers (they count warps, not threads)
+  } else {
 #pragma unroll
-    for (int k = 0; k < kItems; ++k) {
-      const int c = (lane + k * kLanes) * V;
-      if (c < dim) {
-        xv[k] = Chunk::load(x + base + c);
-        gv[k] = Chunk::load(dy + base + c);
-        const Chunk gm = Chunk::load(gamma + c);
-        Chunk dg = Chunk::load(dgamma_slab + c), db = Chunk::load(dbeta_slab + c);
+    for (int k = 0; k < kItems; ++k) dg[k] = db[k] = Chunk{};
+    int s = 0;
+    unsigned phase = 0, parity = 0;
+    for (std::size_t c = blockIdx.x; c < chunks; c += gridDim.x) {
+      const std::size_t row = c * kRows + group;
+      const bool live = row < std::size_t(rows);  // the same for the row's warps
+      const float mu = live ? mean[row] : 0.f, rs = live ? rstd[row] : 0.f;
+      lab::tma::wait(&full[s], phase);
+      const float* bx = stage_mem + s * stage_floats + std::size_t(group) * dim;
+      const float* bd = bx + std::size_t(kRows) * dim;
+      Chunk xv[kItems], gv[kItems];
 #pragma unroll
-        for (int i = 0; i < V; ++i) {
-          const float xhat = (xv[k].v[i] - mu) * rs;
-          dg.v[i] += gv[k].v[i] * xhat;
-          db.v[i] += gv[k].v[i];
-          xv[k].v[i] = xhat;                 // keep xhat
-          gv[k].v[i] *= gm.v[i];             // keep g = dy gamma
-          s1 += gv[k].v[i];
-          s2 += gv[k].v[i] * xhat;
+      for (int k = 0; k < kItems; ++k) {
+        const int col = (t + k * kLanes) * 4;
+        if (live && col < dim) xv[k] = Chunk::load(bx + col), gv[k] = Chunk::load(bd + col);
+      }
+      lab::tma::fence_proxy_async();  // these reads before the TMA's next writes into the stage
+      __syncwarp();
+      if (lane == 0) lab::tma::arrive(&empty[s]);  // the stage is in registers: the producer may refill it
+      if (++s == stages) s = 0, phase ^= 1;
+
+      float s1 = 0.f, s2 = 0.f;
+#pragma unroll
+      for (int k = 0; k < kItems; ++k) {
+        const int col = (t + k * kLanes) * 4;
+        if (live && col < dim) {
+          const Chunk gm = Chunk::load(gamma + col);  // from L1: every row reads the same gamma
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const float xhat = (xv[k].v[i] - mu) * rs;
+            dg[k].v[i] += gv[k].v[i] * xhat;
+            db[k].v[i] += gv[k].v[i];
+            xv[k].v[i] = xhat;           // keep xhat
+            gv[k].v[i] *= gm.v[i];       // keep g = dy gamma
+            s1 += gv[k].v[i];
+            s2 += gv[k].v[i] * xhat;
+          }
         }
-        dg.store(dgamma_slab + c);
-        db.store(dbeta_slab + c);
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o /= 2) {
+        s1 += __shfl_xor_sync(0xffffffffu, s1, o);
+        s2 += __shfl_xor_sync(0xffffffffu, s2, o);
+      }
+      if constexpr (kWarps > 1) {  // across the row's warps: shared memory, a barrier of theirs alone
+        if (lane == 0) partial_sums[parity][group][warp % kWarps][0] = s1, partial_sums[parity][group][warp % kWarps][1] = s2;
+        __syncwarp();
+        asm volatile("bar.sync %0, %1;" ::"r"(1 + group), "r"(kLanes) : "memory");
+        s1 = s2 = 0.f;
+        for (int w = 0; w < kWarps; ++w) s1 += partial_sums[parity][group][w][0], s2 += partial_sums[parity][group][w][1];
+        parity ^= 1;
+      }
+      const float mean_g = s1 / dim, mean_gx = s2 / dim;
+#pragma unroll
+      for (int k = 0; k < kItems; ++k) {
+        const int col = (t + k * kLanes) * 4;
+        if (live && col < dim) {
+          Chunk out;
+#pragma unroll
+          for (int i = 0; i < 4; ++i) out.v[i] = rs * (gv[k].v[i] - mean_g - xv[k].v[i] * mean_gx);
+          out.store(dx + row * dim + col);
+        }
       }
     }
-    const float mean_g = rows::group_sum<kLanes>(s1, scratch) / dim;
-    const float mean_gx = rows::group_sum<kLanes>(s2, scratch) / dim;
+  }
+  __syncthreads();  // every stage consumed: their memory holds the rows' dgamma and dbeta sums now
+  if (warp < kConsumerWarps) {
+    float* slab = stage_mem + std::size_t(group) * 2 * dim;
 #pragma unroll
     for (int k = 0; k < kItems; ++k) {
-      const int c = (lane + k * kLanes) * V;
-      if (c < dim) {
-        Chunk out;
-#pragma unroll
-        for (int i = 0; i < V; ++i) out.v[i] = rs * (gv[k].v[i] - mean_g - xv[k].v[i] * mean_gx);
-        out.store(dx + base + c);
-      }
+      const int col = (t + k * kLanes) * 4;
+      if (col < dim) dg[k].store(slab + col), db[k].store(slab + dim + col);
     }
   }
   __syncthreads();
-  // This block's partial: the row groups' slabs added in a fixed order.
-  float* out = partial + std::size_t(blockIdx.x) * 2 * dim;
-  for (int j = threadIdx.x; j < 2 * dim; j += blockDim.x) {
-    float s = 0.f;
-    for (int g = 0; g < kRowsPerBlock; ++g) s += slabs[std::size_t(g) * 2 * dim + j];
-    out[j] = s;
+  const int cols = 2 * dim;
+  float* out = partial + std::size_t(blockIdx.x) * cols;  // this block's partial, its rows in a fixed order
+  for (int j = threadIdx.x; j < cols; j += kThreads) {
+    float sum = 0.f;
+    for (int g = 0; g < kRows; ++g) sum += stage_mem[std::size_t(g) * cols + j];
+    out[j] = sum;
+  }
+  // Every block's partial written, the grid adds them (no second kernel, no launch to wait for): a
+  // warp a column, its lanes adding parts lane, lane + 32, ... in order, then a shuffle tree. A fixed
+  // order: the same bits every run.
+  cooperative_groups::this_grid().sync();
+  const int warps = static_cast<int>(gridDim.x) * (kConsumerWarps + 1);
+  for (int col = blockIdx.x * (kConsumerWarps + 1) + warp; col < cols; col += warps) {
+    float acc = 0.f;
+    for (unsigned part = lane; part < gridDim.x; part += 32)
+      acc += __ldcg(partial + std::size_t(part) * cols + col);  // from L2: written by other SMs
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if (lane == 0) {
+      if (col < dim) dgamma[col] = acc;
+      else dbeta[col - dim] = acc;
+    }
+  }
+#endif
+}
+
+// Calls f(std::integral_constant<int, warps>, std::integral_constant<int, items>) with the
+// smallest tile that holds `dim` floats.
+template <int I = 0, class F>
+void with_tma_tile(int dim, F&& f) {
+  if constexpr (I < int(sizeof(kTiles) / sizeof(kTiles[0]))) {
+    constexpr Tile t = kTiles[I];
+    if (dim <= 32 * t.warps * t.items * 4)
+      f(std::integral_constant<int, t.warps>{}, std::integral_constant<int, t.items>{});
+    else
+      with_tma_tile<I + 1>(dim, std::forward<F>(f));
   }
 }
 
-template <int V>
-void launch(LayerNormBackward::Problem& p, float* partials, cudaStream_t stream) {
-  rows::with_tile<V, kBackwardTiles>(p.dim, [&](auto lanes, auto items) {
-    constexpr int kLanes = decltype(lanes)::value, kItems = decltype(items)::value;
-    constexpr int kRowsPerBlock = rows::rows_per_block<kLanes>();
-    auto* kernel = &layernorm_backward_rows<kLanes, kItems, V>;
-    const std::size_t smem = sizeof(float) * kRowsPerBlock * 2 * std::size_t(p.dim);
-    static std::size_t opted_in = 48 * 1024;  // per instantiation: the dynamic shared memory allowed so far
-    if (smem > opted_in) {
-      LAB_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-      opted_in = smem;
-    }
-    int resident = 0;  // blocks of this kernel an SM holds at once
-    LAB_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, rows::block_threads<kLanes>(), smem));
-    const int parts = ln::backward_parts(p.rows, kRowsPerBlock, rows::sm_count(), resident);
-    kernel<<<parts, rows::block_threads<kLanes>(), smem, stream>>>(p.x.data(), p.gamma.data(), p.mean.data(),
-                                                                   p.rstd.data(), p.dy.data(), p.dx.data(),
-                                                                   partials, p.rows, p.dim);
-    LAB_CHECK_LAUNCH();
-    rows::sum_partials(partials, parts, p.dim, 2 * std::size_t(p.dim), p.dgamma.data(), stream);
-    rows::sum_partials(partials + p.dim, parts, p.dim, 2 * std::size_t(p.dim), p.dbeta.data(), stream);
-  });
+// Shared memory a block may opt in to on the current device (227 KB on an H100).
+std::size_t smem_optin() {
+  static const std::size_t bytes = [] {
+    int device = 0, n = 0;
+    LAB_CHECK(cudaGetDevice(&device));
+    LAB_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    return static_cast<std::size_t>(n);
+  }();
+  return bytes;
 }
 
-// The variant's scratch: the blocks' partial dgamma and dbeta (parts x 2 x dim; at most
-// ln::kMaxBlocksPerSm blocks an SM).
-struct OnePass {
+// The variant's scratch: one partial dgamma and dbeta row a block (a block an SM).
+struct Pipelined {
   using Topic = LayerNormBackward;
   lab::DeviceBuffer<float> partials;
-  explicit OnePass(const LayerNormBackward::Problem& p)
-      : partials(2 * std::size_t(p.dim) * ln::backward_parts(p.rows, 1, rows::sm_count(), ln::kMaxBlocksPerSm)) {}
+  explicit Pipelined(const LayerNormBackward::Problem& p) : partials(2 * std::size_t(p.dim) * rows::sm_count()) {}
 
-  static std::string supports(const lab::Shape& s, const lab::DeviceFacts&) {
-    return rows::row_fits<kBackwardTiles>(s[1]);
+  static std::string supports(const lab::Shape& s, const lab::DeviceFacts& dev) {
+    if (dev.cc_major < 9)
+      return "the TMA pipeline needs an sm_90 GPU or later (this one is sm_" + std::to_string(dev.cc_major) +
+             std::to_string(dev.cc_minor) + ")";
+    if (s[1] % 4 != 0) return "the TMA copies 16-byte aligned rows: D must be a multiple of 4";
+    if (s[1] > kMaxDim)
+      return "a row of " + std::to_string(s[1]) + " floats needs 4 registers a column (x, dy gamma, dgamma, dbeta): "
+             "more than 8192 columns would fill the register file (the one-pass step runs them)";
+    return "";
   }
   void run(LayerNormBackward::Problem& p, cudaStream_t stream) {
-    if (p.dim % 4 == 0)
-      launch<4>(p, partials.data(), stream);
-    else
-      launch<1>(p, partials.data(), stream);
+    with_tma_tile(p.dim, [&](auto warps, auto items) {
+      constexpr int kWarps = decltype(warps)::value, kItems = decltype(items)::value;
+      constexpr int kRows = kConsumerWarps / kWarps;
+      auto* kernel = &layernorm_backward_tma<kWarps, kItems>;
+      const std::size_t stage_bytes = sizeof(float) * 2 * kRows * std::size_t(p.dim);
+      const std::size_t budget = smem_optin() - 2048;  // the static shared memory aside
+      const int stages = static_cast<int>(std::clamp<std::size_t>(budget / stage_bytes, 1, kMaxStages));
+      const std::size_t smem = stages * stage_bytes;
+      static std::size_t opted_in = 48 * 1024;
+      if (smem > opted_in) {
+        LAB_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+        opted_in = smem;
+      }
+      const std::size_t chunks = (std::size_t(p.rows) + kRows - 1) / kRows;
+      const int parts = static_cast<int>(std::min<std::size_t>(chunks, rows::sm_count()));
+      // A cooperative launch: its blocks (one an SM, at most one an SM) are all resident at once, so
+      // they may wait for each other (the grid-wide sync before the partials' sum).
+      const float *x = p.x.data(), *gamma = p.gamma.data(), *mean = p.mean.data(), *rstd = p.rstd.data(),
+                  *dy = p.dy.data();
+      float *dx = p.dx.data(), *part = partials.data(), *dgamma = p.dgamma.data(), *dbeta = p.dbeta.data();
+      int rows_ = p.rows, dim = p.dim, stages_ = stages;
+      void* args[] = {&x, &gamma, &mean, &rstd, &dy, &dx, &part, &dgamma, &dbeta, &rows_, &dim, &stages_};
+      LAB_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), parts, kThreads, args, smem, stream));
+    });
   }
 };
 }  // namespace
 
-LAB_VARIANT_CLASS(OnePass, optimized, "one pass: rows in registers, dgamma/dbeta in shared-memory slabs");
+LAB_VARIANT_CLASS(Pipelined, optimized,
+                  "TMA pipeline: a producer warp streams rows into shared memory, 8 consumer warps reduce them");

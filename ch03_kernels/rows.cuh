@@ -5,9 +5,11 @@
 // A row tile is kLanes threads x kItems chunks of V floats (V = 4: 16-byte loads; V = 1: rows
 // whose length is not a multiple of 4). Lane l holds columns (l + k kLanes) V ... + V - 1 for
 // k < kItems, so each load instruction of a warp reads 32 consecutive chunks: coalesced. kLanes
-// = 32 is a warp per row (8 rows to a 256-thread block); kLanes > 32 is a block per row. The
-// tiles are listed smallest first, and a kernel is instantiated for each: the row lives in
-// registers, so it is read from memory once.
+// = 32 is a warp per row (8 rows to a 256-thread block); kLanes > 32 is a block per row; kLanes
+// < 32 packs 32 / kLanes short rows into a warp (a sub-warp group per row: consecutive rows are
+// consecutive in memory, so a warp's loads stay coalesced, and no lane idles on a 64-float row
+// the way 16 of a warp's 32 would). The tiles are listed smallest first, and a kernel is
+// instantiated for each: the row lives in registers, so it is read from memory once.
 #pragma once
 
 #include <algorithm>
@@ -21,17 +23,32 @@
 
 namespace rows {
 
-// Threads of a block: 256 for warp-per-row tiles (8 rows a block), kLanes for block-per-row tiles
-// (exactly one row a block: their sums synchronize the whole block, so a block never holds a
-// second row, nor a thread that has no row).
+// Threads of a block: 256 for warp and sub-warp tiles (256 / kLanes rows a block), kLanes for
+// block-per-row tiles (exactly one row a block: their sums synchronize the whole block, so a block
+// never holds a second row, nor a thread that has no row).
 template <int kLanes>
-__host__ __device__ constexpr int block_threads() { return kLanes == 32 ? 256 : kLanes; }
+__host__ __device__ constexpr int block_threads() { return kLanes <= 32 ? 256 : kLanes; }
 template <int kLanes>
 __host__ __device__ constexpr int rows_per_block() { return block_threads<kLanes>() / kLanes; }
 
+// The lanes of this thread's row group within its warp, for kLanes <= 32: the shuffles of one
+// group name only its own lanes, so a group whose row is past the end may leave (return) while
+// the warp's other groups go on summing.
+template <int kLanes>
+__device__ __forceinline__ unsigned group_mask() {
+  static_assert(kLanes >= 1 && kLanes <= 32 && (kLanes & (kLanes - 1)) == 0);
+  if constexpr (kLanes == 32) {
+    return 0xffffffffu;
+  } else {
+    return ((1u << kLanes) - 1u) << (threadIdx.x % 32 / kLanes * kLanes);
+  }
+}
+
 // Sum (or max) over the kLanes threads that share a row; every one of them gets the result.
-// scratch: 32 floats of shared memory, used only when the row spans warps (kLanes > 32); the row
-// is then the whole block (block_threads), and every thread of it must call.
+// A sub-warp group (kLanes < 32, a power of two) is kLanes consecutive lanes; xor offsets below
+// kLanes stay inside it. scratch: 32 floats of shared memory, used only when the row spans warps
+// (kLanes > 32); the row is then the whole block (block_threads), and every thread of it must
+// call.
 struct Sum {
   __device__ float operator()(float a, float b) const { return a + b; }
 };
@@ -40,9 +57,11 @@ struct Max {
 };
 template <int kLanes, class Op>
 __device__ __forceinline__ float group_reduce(float v, Op op, float* scratch) {
-  static_assert(kLanes >= 32 && kLanes % 32 == 0 && kLanes <= 1024);
+  static_assert(kLanes < 32 ? (kLanes >= 1 && (kLanes & (kLanes - 1)) == 0) : (kLanes % 32 == 0 && kLanes <= 1024));
+  constexpr int kWidth = kLanes < 32 ? kLanes : 32;
+  const unsigned mask = group_mask<kWidth>();
 #pragma unroll
-  for (int o = 16; o > 0; o /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  for (int o = kWidth / 2; o > 0; o /= 2) v = op(v, __shfl_xor_sync(mask, v, o));
   if constexpr (kLanes > 32) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     __syncthreads();  // the previous call's readers are done with scratch
@@ -81,12 +100,25 @@ struct Chunk {
   }
 };
 
-// The tiles, smallest first: {lanes, items}. Capacity lanes * items * V floats.
+// The tiles, smallest first: {lanes, items}. Capacity lanes * items * V floats. Below a warp's
+// 128 floats (at V = 4) the rows are packed: 2 to 4 lanes a row, each with up to 4 chunks, so a
+// 64-float row is 4 lanes x 4 float4s, 8 rows to a warp. Fewer lanes a row means fewer shuffle
+// steps a sum and fewer instructions a row, which is what bounds short rows (the loads are few
+// and already coalesced).
 struct Tile {
   int lanes, items;
 };
-inline constexpr Tile kTiles[] = {{32, 1}, {32, 2}, {32, 4}, {32, 8}, {128, 8}, {256, 8}, {512, 8}, {1024, 8}};
+inline constexpr Tile kTiles[] = {{2, 1},  {4, 1},   {4, 2},    {4, 4},    {32, 1},   {32, 2},  {32, 4},
+                                  {32, 8}, {128, 8}, {256, 8}, {512, 8}, {1024, 8}};
 inline constexpr int kTileCount = sizeof(kTiles) / sizeof(kTiles[0]);
+
+// How many of the first tiles to take so that the last is {lanes, items} (a variant that cannot
+// use the largest tiles names the largest it can).
+constexpr int tiles_through(int lanes, int items) {
+  for (int i = 0; i < kTileCount; ++i)
+    if (kTiles[i].lanes == lanes && kTiles[i].items == items) return i + 1;
+  return 0;
+}
 
 // Calls f(std::integral_constant<int, lanes>, std::integral_constant<int, items>) with the smallest
 // of the first kCount tiles that holds `dim` floats at vector width V; returns false when none does

@@ -47,6 +47,9 @@ const BadLabel kCases[] = {
     {{5, 33}, 3, 33},          // one past the end, short rows, 4-byte loads
     {{4, 768}, 0, -1},         // negative, a warp per row, float4
     {{3, 4096}, 2, 1 << 30},   // far past the end, long rows
+    {{40, 64}, 17, 64},        // packed rows: 4 lanes a row, 8 rows a warp, the bad one mid-warp
+    {{9, 8}, 8, -5},           // 2 lanes a row, the last row alone in its warp
+    {{2, 9000}, 1, 9000},      // a block per row
 };
 
 TEST(CrossEntropyLabels, ForwardReportsTheBadLabel) {

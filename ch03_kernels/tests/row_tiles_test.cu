@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "layernorm.cuh"
+#include "losses.cuh"
 #include "rows.cuh"
 #include "weighted_sum.cuh"
 
@@ -32,6 +33,10 @@ TEST(RowTiles, TheSmallestTileThatHoldsTheRow) {
       }
     }
   }
+  EXPECT_EQ(chosen(64, true).lanes, 4);      // 8 rows a warp: 4 lanes of 4 float4s
+  EXPECT_EQ(chosen(64, true).items, 4);
+  EXPECT_EQ(chosen(8, true).lanes, 2);       // 16 rows a warp
+  EXPECT_EQ(chosen(128, true).lanes, 32);    // from a warp's 128 floats on, a warp or more a row
   EXPECT_EQ(chosen(768, true).lanes, 32);    // a warp per row
   EXPECT_EQ(chosen(16384, true).lanes, 512); // a block per row
   EXPECT_EQ(chosen(40000, true).lanes, 0);   // longer than any tile: N/A for the optimized variants
@@ -40,9 +45,42 @@ TEST(RowTiles, TheSmallestTileThatHoldsTheRow) {
 
 TEST(RowTiles, OnlyTheFirstTilesWhenLimited) {
   int calls = 0;
-  EXPECT_FALSE((rows::with_tile<4, 7>(32768, [&](auto, auto) { ++calls; })));
-  EXPECT_TRUE((rows::with_tile<4, 7>(16384, [&](auto, auto) { ++calls; })));
+  constexpr int kThrough512 = rows::tiles_through(512, 8);
+  static_assert(rows::kTiles[kThrough512 - 1].lanes == 512 && rows::kTiles[kThrough512 - 1].items == 8);
+  EXPECT_FALSE((rows::with_tile<4, kThrough512>(32768, [&](auto, auto) { ++calls; })));
+  EXPECT_TRUE((rows::with_tile<4, kThrough512>(16384, [&](auto, auto) { ++calls; })));
   EXPECT_EQ(calls, 1);
+  EXPECT_EQ(rows::tiles_through(3, 3), 0);  // not a tile
+}
+
+// Sub-warp groups are powers of two (their shuffles stay inside the group), and the tiles grow.
+TEST(RowTiles, SubWarpTilesArePowersOfTwoAndCapacitiesGrow) {
+  for (int i = 0; i < rows::kTileCount; ++i) {
+    const rows::Tile t = rows::kTiles[i];
+    if (t.lanes < 32) EXPECT_EQ(t.lanes & (t.lanes - 1), 0) << t.lanes;
+    else EXPECT_EQ(t.lanes % 32, 0) << t.lanes;
+    if (i > 0) EXPECT_GT(t.lanes * t.items, rows::kTiles[i - 1].lanes * rows::kTiles[i - 1].items) << i;
+  }
+}
+
+// The cross-entropy's lanes a row: the fewest powers of two (2 to 32) leaving a lane at most 4
+// chunks, 512 beyond 8192 classes.
+TEST(CrossEntropyLanes, FewestLanesWithAtMostFourChunksEach) {
+  EXPECT_EQ(loss::row_lanes(1), 2);
+  EXPECT_EQ(loss::row_lanes(8), 2);     // 2 float4s: one a lane
+  EXPECT_EQ(loss::row_lanes(64), 4);    // 16 float4s: 4 a lane, 8 rows a warp
+  EXPECT_EQ(loss::row_lanes(33), 16);   // 33 floats one by one: 16 lanes of at most 3
+  EXPECT_EQ(loss::row_lanes(512), 32);
+  EXPECT_EQ(loss::row_lanes(8192), 32);
+  EXPECT_EQ(loss::row_lanes(8193), 512);
+  for (int c = 1; c <= 8192; ++c) {
+    const int lanes = loss::row_lanes(c), chunks = c % 4 == 0 ? c / 4 : c;
+    ASSERT_TRUE(lanes >= 2 && lanes <= 32 && (lanes & (lanes - 1)) == 0) << c;
+    if (lanes < 32) {
+      EXPECT_LE(chunks, 4 * lanes) << c;             // at most 4 chunks a lane
+      if (lanes > 2) EXPECT_GT(chunks, 2 * lanes) << c;  // and half the lanes would not do
+    }
+  }
 }
 
 TEST(WeightedSumBackwardPlan, PartsCoverEveryRowOnce) {
@@ -82,15 +120,16 @@ TEST(LayerNormReference, TwoPassStatisticsPerRow) {
 // row_fits (what the optimized LayerNorm variants declare) says "" exactly when with_tile finds a
 // tile, at both vector widths and with the backward's shorter tile list, and names the limit.
 TEST(RowTiles, RowFitsAgreesWithTheTiles) {
+  constexpr int kBackward = rows::tiles_through(512, 8);  // the backward's list, up to 512 x 8
   for (int dim : {1, 3, 4, 1023, 1024, 4095, 4096, 4097, 8191, 8192, 8193, 9001, 16383, 16384, 16388, 32764,
                   32768, 32772, 40000}) {
     const bool vec4 = dim % 4 == 0;
     const bool all = vec4 ? rows::with_tile<4>(dim, [](auto, auto) {}) : rows::with_tile<1>(dim, [](auto, auto) {});
-    const bool seven =
-        vec4 ? rows::with_tile<4, 7>(dim, [](auto, auto) {}) : rows::with_tile<1, 7>(dim, [](auto, auto) {});
+    const bool backward_fits =
+        vec4 ? rows::with_tile<4, kBackward>(dim, [](auto, auto) {}) : rows::with_tile<1, kBackward>(dim, [](auto, auto) {});
     EXPECT_EQ(rows::row_fits(dim).empty(), all) << dim;
-    EXPECT_EQ(rows::row_fits<7>(dim).empty(), seven) << dim;
+    EXPECT_EQ(rows::row_fits<kBackward>(dim).empty(), backward_fits) << dim;
   }
   EXPECT_NE(rows::row_fits(40000).find("32768"), std::string::npos) << rows::row_fits(40000);
-  EXPECT_NE(rows::row_fits<7>(9001).find("4096"), std::string::npos) << rows::row_fits<7>(9001);
+  EXPECT_NE(rows::row_fits<kBackward>(9001).find("4096"), std::string::npos) << rows::row_fits<kBackward>(9001);
 }

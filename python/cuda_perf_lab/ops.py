@@ -62,14 +62,20 @@ def _backward_of(variant, topic, shape):
     the extension has it (optimized_layernorm -> optimized_layernorm_backward), else the topic's
     optimized backward (optimized_gelu_tanh: the lab has no tanh-form backward; the erf form's
     derivative is within the approximation's own 5e-4 of it). Where that variant declares the
-    shape N/A (the optimized LayerNorm backward holds rows of at most 16384 floats in registers,
-    the forward 32768), the topic's baseline backward, which runs every shape."""
+    shape N/A (the optimized LayerNorm backward's TMA pipeline takes rows of a multiple of 4 floats
+    up to 8192, its one-pass step rows up to 16384, the forward 32768), the topic's other optimized
+    backward variants in name order, then its baseline backward, which runs every shape."""
     from . import _C
 
+    backward = topic + "_backward"
     name = variant + "_backward"
-    if name not in _C.variants(topic + "_backward"):
-        name = "optimized_" + topic + "_backward"
-    return name if _C.supports(name, list(shape)) == "" else "baseline_" + topic + "_backward"
+    if name not in _C.variants(backward):
+        name = "optimized_" + backward
+    others = sorted(v for v in _C.variants(backward) if v.startswith("optimized_") and v != name)
+    for candidate in [name] + others:
+        if _C.supports(candidate, list(shape)) == "":
+            return candidate
+    return "baseline_" + backward
 
 
 def _ln_setup(ctx, inputs, output):

@@ -1,0 +1,76 @@
+// Hopper's asynchronous copies and the barriers that track them, as the lab's kernels use them: a
+// producer thread asks the tensor memory accelerator (TMA) to copy a contiguous range of global
+// memory into shared memory (cp.async.bulk), and the copy itself reports its bytes to an mbarrier
+// in shared memory; consumers wait on that barrier's phase and, when done with the buffer, arrive
+// on a second barrier that lets the producer refill it. No thread spends registers or issue slots
+// on the bytes in flight: the pipeline's depth is shared memory, not warps.
+//
+// The phase protocol: an mbarrier completes a phase when its expected arrivals (the count given to
+// init) and expected transaction bytes are all in; wait(bar, parity) returns once the phase with
+// that parity has completed. A fresh barrier counts as having completed the phase before its first
+// (parity 1), so a producer's first wait on an empty-buffer barrier with parity 1 passes at once.
+// Every function here needs sm_90; callers keep them behind a check of the device (a variant's
+// supports()) and compile them only for __CUDA_ARCH__ >= 900.
+#pragma once
+
+#include <cstdint>
+
+namespace lab::tma {
+
+__device__ __forceinline__ std::uint32_t smem_address(const void* p) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// One thread initializes each barrier, then the block synchronizes (and, with clusters, fences).
+__device__ __forceinline__ void init(std::uint64_t* bar, unsigned arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_address(bar)), "r"(arrivals) : "memory");
+}
+// Makes the initialized barriers visible to the async proxy (the TMA unit) before any copy uses them.
+__device__ __forceinline__ void fence_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+
+// Arrives once and announces `bytes` more transaction bytes for the current phase (the copies issued
+// next will bring them).
+__device__ __forceinline__ void arrive_expect_bytes(std::uint64_t* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_address(bar)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void arrive(std::uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_address(bar)) : "memory");
+}
+// Whether the phase of this parity has completed (try_wait suspends the thread for a while first).
+__device__ __forceinline__ bool try_wait(std::uint64_t* bar, unsigned parity) {
+  std::uint32_t done;
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+      "selp.u32 %0, 1, 0, p;\n"
+      "}\n"
+      : "=r"(done)
+      : "r"(smem_address(bar)), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+// Waits until the phase of this parity completed. The loop is C++, not a branch inside the asm, so
+// the compiler sees it and reconverges the warp after it.
+__device__ __forceinline__ void wait(std::uint64_t* bar, unsigned parity) {
+  while (!try_wait(bar, parity)) {
+  }
+}
+
+// Orders this thread's earlier shared-memory accesses (the generic proxy's) before later accesses
+// of the async proxy (the TMA's copies): a consumer that read a buffer fences before it frees it,
+// so the copy that refills the buffer cannot overtake the reads.
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+// Copies `bytes` (a multiple of 16; both addresses 16-byte aligned) from global to shared memory;
+// the bytes count against `bar`'s current phase as they land.
+__device__ __forceinline__ void load_bulk(void* smem_dst, const void* global_src, unsigned bytes, std::uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+          smem_address(smem_dst)),
+      "l"(global_src), "r"(bytes), "r"(smem_address(bar))
+      : "memory");
+}
+
+}  // namespace lab::tma
