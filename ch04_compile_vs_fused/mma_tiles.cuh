@@ -95,6 +95,14 @@ struct Softmax {
   template <int NT, int DN>
   __device__ __forceinline__ void tile(float (&s)[MT][NT][4], float scale_log2, float (&acc)[MT][DN][4]) {
     float alpha[MT][2];
+    if (exponentiate(s, scale_log2, alpha)) rescale(acc, alpha);
+  }
+
+  // tile() in two halves, for a schedule whose products into the output are still running while
+  // the scores are exponentiated (FlashAttention-3's overlap): the first takes the scores in and
+  // returns whether any row of the warp needs its output rescaled by alpha; the second rescales.
+  template <int NT>
+  __device__ __forceinline__ bool exponentiate(float (&s)[MT][NT][4], float scale_log2, float (&alpha)[MT][2]) {
     bool rescale = false;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
@@ -120,14 +128,16 @@ struct Softmax {
         l[mt][h] = l[mt][h] * alpha[mt][h] + sum;
         m[mt][h] = m_new;
       }
-    if (__any_sync(~0u, rescale)) {
+    return __any_sync(~0u, rescale);
+  }
+  template <int DN>
+  __device__ __forceinline__ static void rescale(float (&acc)[MT][DN][4], const float (&alpha)[MT][2]) {
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int n = 0; n < DN; ++n)
+      for (int n = 0; n < DN; ++n)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) acc[mt][n][e] *= alpha[mt][e / 2];
-    }
+        for (int e = 0; e < 4; ++e) acc[mt][n][e] *= alpha[mt][e / 2];
   }
 
   // O = acc / l and lse = (m + log2 l) / log2 e for this lane's rows below seq; o and lse point at

@@ -15,6 +15,8 @@
 
 #include <cstdint>
 
+#include <cuda.h>
+
 namespace lab::tma {
 
 __device__ __forceinline__ std::uint32_t smem_address(const void* p) {
@@ -71,6 +73,59 @@ __device__ __forceinline__ void load_bulk(void* smem_dst, const void* global_src
           smem_address(smem_dst)),
       "l"(global_src), "r"(bytes), "r"(smem_address(bar))
       : "memory");
+}
+
+// Copies the box of a tensor map (lab/tma.hpp) whose first element is at coordinates (c0, c1, c2),
+// innermost first, into shared memory at smem_dst (1024-byte aligned for the 128-byte swizzle),
+// laid out as the map says; elements outside the tensor arrive as zeros and still count. `map` is
+// the kernel's __grid_constant__ parameter (its address, not a copy).
+__device__ __forceinline__ void load_tile(void* smem_dst, const CUtensorMap* map, int c0, int c1, int c2,
+                                          std::uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+      "[%5];" ::"r"(smem_address(smem_dst)),
+      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_address(bar))
+      : "memory");
+}
+
+// Adds `bytes` of floats (a multiple of 16; both addresses 16-byte aligned) from shared memory into
+// global memory, element by element, in the TMA unit and L2: one instruction instead of a thread's
+// atomic per element. Completion is tracked per thread in bulk groups: commit after issuing;
+// wait_read before overwriting the source, wait before the results are needed (or the block ends).
+// The source was written by ordinary stores: fence_proxy_async in each writer, then a barrier,
+// before the copy is issued.
+__device__ __forceinline__ void reduce_add_bulk(float* global_dst, const void* smem_src, unsigned bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;" ::"l"(global_dst),
+               "r"(smem_address(smem_src)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+// At most N of this thread's bulk groups still read their shared-memory source.
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+// At most N of this thread's bulk groups are still incomplete.
+template <int N>
+__device__ __forceinline__ void bulk_wait() {
+  asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// Adds the box of a float tensor map whose first element is at (c0, c1, c2) from shared memory
+// (laid out as the map says; 1024-byte aligned for the 128-byte swizzle) into the tensor, in the
+// TMA unit and L2; elements outside the tensor are dropped. Tracked in bulk groups as
+// reduce_add_bulk.
+__device__ __forceinline__ void reduce_add_tile(const CUtensorMap* map, const void* smem_src, int c0, int c1, int c2) {
+  asm volatile(
+      "cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4}], [%1];" ::"l"(
+          reinterpret_cast<std::uint64_t>(map)),
+      "r"(smem_address(smem_src)), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+}
+
+// Fetches a tensor map into the descriptor cache ahead of its first use.
+__device__ __forceinline__ void prefetch_map(const CUtensorMap* map) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<std::uint64_t>(map)) : "memory");
 }
 
 }  // namespace lab::tma
