@@ -1,7 +1,8 @@
 // Fused attention backward on Hopper: the previous step's algorithm (P recomputed from lse, a block
-// per key block, the five products in bf16 with fp32 accumulation) on the forward's Hopper frame:
-// a producer warp feeds the block through the TMA and mbarriers, consumer warpgroups compute on
-// wgmma, and the dQ accumulation leaves the threads altogether.
+// per key block, the five products in bf16 with fp32 accumulation) with the Hopper forward's
+// machinery (flash_tma.cuh's tensor maps and limits, lab/tma.cuh, wgmma.cuh): a producer warp feeds
+// the block through the TMA and mbarriers, consumer warpgroups compute on wgmma, and the dQ
+// accumulation leaves the threads altogether.
 //  - A block owns 128 keys (192 at d = 64): the producer copies its K and V once, then streams
 //    64-query tiles of Q and dO through a two-stage ring. Each consumer warpgroup owns 64 keys.
 //  - Per query tile a consumer issues S^T = K Q^T and dP^T = V dO^T (m64n64k16, both operands read
