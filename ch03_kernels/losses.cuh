@@ -144,7 +144,7 @@ struct CrossEntropyInputs : lab::Problem {
   }
   CrossEntropyInputs(const lab::Shape& s, lab::Borrowed)
       : rows(static_cast<int>(s[0])), classes(static_cast<int>(s[1])), bad_row(1) {}
-  // Every variant calls this first: no bad row yet.
+  // Every variant calls this first (no bad row yet), or writes bad_row itself on every run.
   void clear_bad_row(cudaStream_t s) { LAB_CHECK(cudaMemsetAsync(bad_row.data(), 0xff, sizeof(long long), s)); }
   // "" when every label was in range; otherwise the error, naming the label and the row.
   std::string label_error() {

@@ -1,59 +1,117 @@
 // Optimized cross-entropy: one pass over the logits, one kernel. Each row's threads (2 to 32 lanes
 // for rows up to 8192 classes, so short rows pack several to a warp; 512 threads beyond: see
-// loss::row_lanes) stream the row with 16-byte loads and keep a running maximum and a running sum
-// of exp(x - max), rescaling the sum whenever the maximum grows (the online softmax); the group
-// merges its partial (max, sum) pairs with shuffles. The label's logit is picked from the chunk
-// that holds it as the row streams by (no second, dependent load), and the group's lane 0 writes
-// the row's log-sum-exp, which the backward reads. The losses never go to memory: each block adds
-// its rows' losses, and the last block to finish (a counter) adds the blocks' sums, in a fixed
-// order, and divides by N. The logits cross memory once, where the unfused version reads them
-// twice, and a launch and a pass over N row losses are gone.
+// loss::row_lanes) read the row with 16-byte loads. A row that fits in its lanes' registers (at
+// most 4 chunks a lane: every row up to 512 classes) is loaded whole, then its maximum found, then
+// sum exp(x - max) taken from the registers: one exp an element. A longer row streams by, with a
+// running maximum and a running sum of exp(x - max) rescaled whenever the maximum grows (the
+// online softmax, two more exps a chunk). The group merges its lanes' parts with shuffles. The
+// label's logit is picked from the chunk that holds it as the row goes by (no second, dependent
+// load), and the group's lane 0 writes the row's log-sum-exp, which the backward reads.
+//
+// The losses never go to memory. Each block adds its rows' losses and ends by publishing one sum
+// and counting itself done (a fence and an atomic on one counter), and the
+// last to finish adds the blocks' sums in a fixed order and divides by N. For rows up to 8192
+// classes the blocks are persistent (as many as are resident at once, each taking row tiles in a
+// grid stride): one block a tile paid that microsecond per tile (4096 blocks at 262144 x 64, 8192
+// at 65536 x 512) while the SM's next tile waited behind it; now it is paid once a block. The
+// logits cross memory once, where the unfused version reads them twice, and a launch and a pass
+// over N row losses are gone.
 // Run: make ch03 && ./ch03_kernels/optimized_cross_entropy
 #include "losses.cuh"
 
 namespace {
+constexpr int kHeld = 4;  // chunks a lane keeps in registers: loss::row_lanes leaves at most 4 below 32 lanes
+
+// The row's log-sum-exp from its lanes' registers: the row loaded whole, its maximum, then one exp
+// an element. `picked` gets x[label] in the lane that holds it.
 template <int kLanes, int V>
-__global__ void __launch_bounds__(rows::block_threads<kLanes>())
+__device__ __forceinline__ float held_lse(const float* x, int lane, int classes, int label, float& picked,
+                                          float* sums) {
+  using Chunk = rows::Chunk<V>;
+  Chunk v[kHeld];
+  float m = -INFINITY;
+#pragma unroll
+  for (int k = 0; k < kHeld; ++k) {
+    const int c = (lane + k * kLanes) * V;
+    if (c < classes) {
+      v[k] = Chunk::load(x + c);
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        m = fmaxf(m, v[k].v[i]);
+        if (c + i == label) picked = v[k].v[i];
+      }
+    }
+  }
+  m = rows::group_reduce<kLanes>(m, rows::Max{}, sums);
+  float s = 0.f;
+#pragma unroll
+  for (int k = 0; k < kHeld; ++k)
+    if ((lane + k * kLanes) * V < classes) {
+#pragma unroll
+      for (int i = 0; i < V; ++i) s += __expf(v[k].v[i] - m);
+    }
+  return m + __logf(rows::group_sum<kLanes>(s, sums));
+}
+
+// The same for a row that streams by: the online softmax.
+template <int kLanes, int V>
+__device__ __forceinline__ float streamed_lse(const float* x, int lane, int classes, int label, float& picked,
+                                              loss::Online* scratch) {
+  using Chunk = rows::Chunk<V>;
+  loss::Online acc = loss::Online::empty();
+#pragma unroll 4
+  for (int c = lane * V; c < classes; c += kLanes * V) {
+    const Chunk v = Chunk::load(x + c);
+    float m = v.v[0];
+#pragma unroll
+    for (int i = 1; i < V; ++i) m = fmaxf(m, v.v[i]);
+    loss::Online chunk{m, 0.f};
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      chunk.s += __expf(v.v[i] - m);
+      if (c + i == label) picked = v.v[i];
+    }
+    acc.merge(chunk);
+  }
+  return loss::group_merge<kLanes>(acc, scratch).lse();
+}
+
+// A block per long row: four of them an SM (32 registers a thread), as the one-pass version ran.
+template <int kLanes, int V>
+__global__ void __launch_bounds__(rows::block_threads<kLanes>(), kLanes > 32 ? 4 : 1)
     online_loss(const float* __restrict__ logits, const std::int32_t* __restrict__ labels, float* __restrict__ lse,
                 float* __restrict__ block_loss, unsigned* __restrict__ finished, float* __restrict__ loss_out,
-                long long* bad_row, int rows, int classes) {
-  using Chunk = rows::Chunk<V>;
+                long long* seen_bad, long long* __restrict__ bad_row, int rows, int classes) {
   constexpr int kThreads = rows::block_threads<kLanes>();
+  constexpr int kRows = rows::rows_per_block<kLanes>();
   __shared__ loss::Online scratch[32];
   __shared__ float sums[32];
   __shared__ bool last;
   const int lane = threadIdx.x % kLanes;
-  const std::size_t row = std::size_t(blockIdx.x) * rows::rows_per_block<kLanes>() + threadIdx.x / kLanes;
-  float row_loss = 0.f;  // the row's loss in its group's lane 0; 0 elsewhere and past the last row
-  if (row < std::size_t(rows)) {  // a whole row group (for a block per row, the whole block)
+  // The whole row in registers (the same for every row); never past 32 lanes (over 8192 classes).
+  const bool held = kLanes <= 32 && classes <= kLanes * V * kHeld;
+  const std::size_t tiles = (std::size_t(rows) + kRows - 1) / kRows;
+  float my_loss = 0.f;  // the losses of this thread's rows in its group's lane 0; 0 elsewhere
+  for (std::size_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const std::size_t row = tile * kRows + threadIdx.x / kLanes;
+    if (row >= std::size_t(rows)) continue;  // a whole row group (for a block per row, the whole block)
     const int label = labels[row];
     const float* x = logits + row * classes;
-    loss::Online acc = loss::Online::empty();
     float picked = 0.f;  // x[label], in the one lane whose chunk holds it
-#pragma unroll 4
-    for (int c = lane * V; c < classes; c += kLanes * V) {
-      const Chunk v = Chunk::load(x + c);
-      float m = v.v[0];
-#pragma unroll
-      for (int i = 1; i < V; ++i) m = fmaxf(m, v.v[i]);
-      loss::Online chunk{m, 0.f};
-#pragma unroll
-      for (int i = 0; i < V; ++i) {
-        chunk.s += __expf(v.v[i] - m);
-        if (c + i == label) picked = v.v[i];
-      }
-      acc.merge(chunk);
-    }
-    acc = loss::group_merge<kLanes>(acc, scratch);
+    float row_lse;
+    if constexpr (kLanes <= 32)
+      row_lse = held ? held_lse<kLanes, V>(x, lane, classes, label, picked, sums)
+                     : streamed_lse<kLanes, V>(x, lane, classes, label, picked, scratch);
+    else
+      row_lse = streamed_lse<kLanes, V>(x, lane, classes, label, picked, scratch);
     picked = rows::group_sum<kLanes>(picked, sums);  // one nonzero term: exact
     if (lane == 0) {
-      const float row_lse = acc.lse();
       lse[row] = row_lse;  // the backward's statistic: 4 bytes a row beside the row's 4 C
-      row_loss = loss::label_ok(label, classes, row, bad_row) ? row_lse - picked : NAN;
+      my_loss += loss::label_ok(label, classes, row, seen_bad) ? row_lse - picked : NAN;
     }
   }
-  // The block's rows, added in a fixed order (the same shuffle tree every run).
-  const float block_sum = rows::group_sum<kThreads>(row_loss, sums);
+  // The block's rows, added in a fixed order (the same tiles, the same shuffle tree every run).
+  const float block_sum = rows::group_sum<kThreads>(my_loss, sums);
   if (threadIdx.x == 0) {
     block_loss[blockIdx.x] = block_sum;
     __threadfence();  // the sum is visible to every block before the counter says so
@@ -69,36 +127,62 @@ __global__ void __launch_bounds__(rows::block_threads<kLanes>())
   s = rows::group_sum<kThreads>(s, sums);
   if (threadIdx.x == 0) {
     *loss_out = static_cast<float>(double(s) / rows);
-    *finished = 0;  // ready for the next launch
+    *bad_row = __ldcg(seen_bad);  // this run's bad label, or -1: no memset before the kernel
+    *seen_bad = -1, *finished = 0;  // ready for the next launch
   }
 }
 
-// The variant's scratch: one sum a block, and the count of finished blocks (zero between runs).
+// Calls f(kernel, blocks, threads) for this shape: the kernel for its row tile, and for tiles of
+// short rows as many blocks as are resident at once on this GPU (fewer when there are fewer
+// tiles). A row of more than 8192 classes keeps a block of its own: its 32 KB and more amortize the
+// block's ending, and blocks handed out one a row stay balanced, where 8192 rows over 528 resident
+// blocks (15.5 each) left half of them idle for the last sixteenth of the run (3% slower).
+template <class F>
+void with_launch(const CrossEntropy::Problem& p, F&& f) {
+  loss::with_row_lanes(p.classes, [&](auto lanes, auto vec) {
+    constexpr int kLanes = decltype(lanes)::value, V = decltype(vec)::value;
+    auto* kernel = &online_loss<kLanes, V>;
+    static const int resident = [&] {
+      int n = 0;
+      LAB_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, rows::block_threads<kLanes>(), 0));
+      return std::max(n, 1) * rows::sm_count();
+    }();
+    const unsigned tiles = rows::blocks_for_rows<kLanes>(p.rows);
+    const unsigned blocks = kLanes > 32 ? tiles : std::min<unsigned>(tiles, resident);
+    f(kernel, blocks, rows::block_threads<kLanes>());
+  });
+}
+
+// The variant's scratch: one sum a block, the count of finished blocks (zero between runs), and a
+// bad label's row (-1 between runs), which the last block publishes as the topic's bad_row: one
+// launch a run, where clearing bad_row first (clear_bad_row, a memset) cost a second one.
 struct OnePass {
   using Topic = CrossEntropy;
   lab::DeviceBuffer<float> block_loss;
   lab::DeviceBuffer<unsigned> finished;
+  lab::DeviceBuffer<long long> seen_bad;
   static unsigned blocks(const CrossEntropy::Problem& p) {
     unsigned n = 0;
-    loss::with_row_lanes(p.classes, [&](auto lanes, auto) { n = rows::blocks_for_rows<decltype(lanes)::value>(p.rows); });
+    with_launch(p, [&](auto, unsigned blocks, int) { n = blocks; });
     return n;
   }
-  explicit OnePass(const CrossEntropy::Problem& p) : block_loss(blocks(p)), finished(1) {
+  explicit OnePass(const CrossEntropy::Problem& p) : block_loss(blocks(p)), finished(1), seen_bad(1) {
     LAB_CHECK(cudaMemset(finished.data(), 0, sizeof(unsigned)));
+    LAB_CHECK(cudaMemset(seen_bad.data(), 0xff, sizeof(long long)));
   }
   static lab::Declared declared() { return {.writes = {"lse"}}; }
 
   void run(CrossEntropy::Problem& p, cudaStream_t stream) {
-    p.clear_bad_row(stream);
-    loss::with_row_lanes(p.classes, [&](auto lanes, auto vec) {
-      constexpr int kLanes = decltype(lanes)::value, V = decltype(vec)::value;
-      online_loss<kLanes, V><<<rows::blocks_for_rows<kLanes>(p.rows), rows::block_threads<kLanes>(), 0, stream>>>(
-          p.logits.data(), p.labels.data(), p.lse.data(), block_loss.data(), finished.data(), p.loss.data(),
-          p.bad_row.data(), p.rows, p.classes);
+    with_launch(p, [&](auto* kernel, unsigned blocks, int threads) {
+      kernel<<<blocks, threads, 0, stream>>>(p.logits.data(), p.labels.data(), p.lse.data(), block_loss.data(),
+                                             finished.data(), p.loss.data(), seen_bad.data(), p.bad_row.data(),
+                                             p.rows, p.classes);
       LAB_CHECK_LAUNCH();
     });
   }
 };
 }  // namespace
 
-LAB_VARIANT_CLASS(OnePass, optimized, "one kernel: online softmax, float4 loads, 2 lanes to 512 threads a row, the mean by the last block");
+LAB_VARIANT_CLASS(OnePass, optimized,
+                  "one kernel: short rows held in registers (max, then one exp an element), long rows online; "
+                  "float4 loads, 2 lanes to 512 threads a row, persistent blocks, the mean by the last block");

@@ -1,7 +1,7 @@
 // Optimized LayerNorm backward, pipelined with the tensor memory accelerator. The one-pass kernel
 // (optimized_layernorm_backward_one_pass) reads each row once but waits for it: its warps load a
 // row, reduce it, write dx, and only then ask for the next, so DRAM idles while rows are reduced
-// (75-79% of the copy rate). Here one producer warp keeps the next rows coming: it asks the TMA to
+// (74-79% of the copy rate). Here one producer warp keeps the next rows coming: it asks the TMA to
 // copy whole stages of rows (x and dy, contiguous, two instructions a stage) into shared memory,
 // up to 8 stages ahead, and eight consumer warps compute from there. A consumer copies its row
 // from shared memory into registers, frees the stage at once (an mbarrier arrival), and reduces
@@ -11,6 +11,10 @@
 // a block. The grid then synchronizes (a cooperative launch) and adds the partials itself, in a
 // fixed order, where the one-pass kernel launches two more kernels (a few microseconds of a
 // 60-microsecond operation).
+//
+// Each block (one an SM) takes one contiguous range of rows, the ranges differing by at most a
+// row. Handing out stages in turn instead left the last round to some SMs only: 8192 rows of 4096
+// are 4096 stages of two, 31.03 an SM, so four SMs ran a 32nd stage while the others waited.
 //
 // What it supports: rows of a multiple of 4 floats (the TMA copies 16-byte aligned ranges) and at
 // most 8192 of them. A consumer lane holds 4 values a column (x, dy gamma, and the dgamma and
@@ -32,14 +36,11 @@ constexpr int kThreads = 32 * (kConsumerWarps + 1);  // the consumers, then the 
 constexpr int kMaxStages = 8;
 constexpr int kMaxDim = 8192;
 
-// A row's threads: kWarps warps (kWarps x 32 lanes), each lane kItems float4s of the row; a stage
-// holds kConsumerWarps / kWarps rows. The smallest tile that holds the row is used.
-struct Tile {
-  int warps, items;
-};
-constexpr Tile kTiles[] = {{1, 1}, {1, 2}, {1, 4}, {1, 8}, {2, 8}, {4, 8}, {8, 8}};
+// A row's threads (lanes: 1 to 8 warps, each lane `items` float4s of the row); a stage holds
+// kConsumerWarps / warps rows. The smallest tile that holds the row is used.
+constexpr rows::Tile kTiles[] = {{32, 1}, {32, 2}, {32, 4}, {32, 8}, {64, 8}, {128, 8}, {256, 8}};
 
-template <int kWarps, int kItems>
+template <int kLanes, int kItems>
 __global__ void __launch_bounds__(kThreads, 1)
     layernorm_backward_tma(const float* __restrict__ x, const float* __restrict__ gamma,
                            const float* __restrict__ mean, const float* __restrict__ rstd,
@@ -47,32 +48,36 @@ __global__ void __launch_bounds__(kThreads, 1)
                            float* __restrict__ dgamma, float* __restrict__ dbeta, int rows, int dim, int stages) {
 #if __CUDA_ARCH__ >= 900
   using Chunk = rows::Chunk<4>;
+  constexpr int kWarps = kLanes / 32;
   constexpr int kRows = kConsumerWarps / kWarps;  // rows a stage
-  constexpr int kLanes = 32 * kWarps;             // threads a row
   extern __shared__ __align__(128) float stage_mem[];  // stages x [x: kRows x dim | dy: kRows x dim]
   __shared__ std::uint64_t full[kMaxStages], empty[kMaxStages];
   __shared__ float partial_sums[2][kRows][kWarps][2];  // a row's two sums across its warps, by row parity
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const std::size_t stage_floats = 2 * std::size_t(kRows) * dim;
-  const std::size_t chunks = (std::size_t(rows) + kRows - 1) / kRows;  // stages' worth of rows
+  // This block's rows: an even share of all of them, contiguous.
+  const std::size_t begin = rows * std::size_t(blockIdx.x) / gridDim.x,
+                    end = rows * (std::size_t(blockIdx.x) + 1) / gridDim.x;
   if (threadIdx.x == 0) {
-    for (int s = 0; s < stages; ++s) lab::tma::init(&full[s], 1), lab::tma::init(&empty[s], kConsumerWarps);
+    // A stage is free again once every consumer thread has arrived: each arrival releases that
+    // thread's own reads of it (with one arrival a warp after __syncwarp instead, compute-sanitizer's
+    // racecheck reported the TMA's refill against the other lanes' reads).
+    for (int s = 0; s < stages; ++s) lab::tma::init(&full[s], 1), lab::tma::init(&empty[s], 32 * kConsumerWarps);
     lab::tma::fence_init();
   }
   __syncthreads();
 
-  const int group = warp / kWarps;              // the consumer's row within a stage
-  const int t = (warp % kWarps) * 32 + lane;    // its lane within the row's threads
+  const int group = warp / kWarps;            // the consumer's row within a stage
+  const int t = (warp % kWarps) * 32 + lane;  // its lane within the row's threads
   Chunk dg[kItems], db[kItems];
   if (warp == kConsumerWarps) {
     // The producer: one lane issues the copies, a stage ahead of the consumers as long as a stage is free.
     if (lane == 0) {
       int s = 0;
       unsigned phase = 0;
-      for (std::size_t c = blockIdx.x; c < chunks; c += gridDim.x) {
+      for (std::size_t first = begin; first < end; first += kRows) {
         lab::tma::wait(&empty[s], phase ^ 1);  // the consumers are done with this stage's previous rows
-        const std::size_t first = c * kRows;
-        const std::size_t n = first + kRows <= std::size_t(rows) ? kRows : rows - first;
+        const std::size_t n = end - first < kRows ? end - first : kRows;
         const unsigned bytes = static_cast<unsigned>(n * dim * sizeof(float));
         float* buf = stage_mem + s * stage_floats;
         lab::tma::arrive_expect_bytes(&full[s], 2 * bytes);
@@ -87,9 +92,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int k = 0; k < kItems; ++k) dg[k] = db[k] = Chunk{};
     int s = 0;
     unsigned phase = 0, parity = 0;
-    for (std::size_t c = blockIdx.x; c < chunks; c += gridDim.x) {
-      const std::size_t row = c * kRows + group;
-      const bool live = row < std::size_t(rows);  // the same for the row's warps
+    for (std::size_t first = begin; first < end; first += kRows) {
+      const std::size_t row = first + group;
+      const bool live = row < end;  // the same for the row's warps
       const float mu = live ? mean[row] : 0.f, rs = live ? rstd[row] : 0.f;
       lab::tma::wait(&full[s], phase);
       const float* bx = stage_mem + s * stage_floats + std::size_t(group) * dim;
@@ -101,8 +106,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (live && col < dim) xv[k] = Chunk::load(bx + col), gv[k] = Chunk::load(bd + col);
       }
       lab::tma::fence_proxy_async();  // these reads before the TMA's next writes into the stage
-      __syncwarp();
-      if (lane == 0) lab::tma::arrive(&empty[s]);  // the stage is in registers: the producer may refill it
+      lab::tma::arrive(&empty[s]);    // the stage is in this thread's registers: it may be refilled
       if (++s == stages) s = 0, phase ^= 1;
 
       float s1 = 0.f, s2 = 0.f;
@@ -150,8 +154,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   }
   __syncthreads();  // every stage consumed: their memory holds the rows' dgamma and dbeta sums now
+  const int cols = 2 * dim;
   if (warp < kConsumerWarps) {
-    float* slab = stage_mem + std::size_t(group) * 2 * dim;
+    float* slab = stage_mem + std::size_t(group) * cols;
 #pragma unroll
     for (int k = 0; k < kItems; ++k) {
       const int col = (t + k * kLanes) * 4;
@@ -159,13 +164,17 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   }
   __syncthreads();
-  const int cols = 2 * dim;
-  float* out = partial + std::size_t(blockIdx.x) * cols;  // this block's partial, its rows in a fixed order
-  for (int j = threadIdx.x; j < cols; j += kThreads) {
-    float sum = 0.f;
-    for (int g = 0; g < kRows; ++g) sum += stage_mem[std::size_t(g) * cols + j];
-    out[j] = sum;
-  }
+  // This block's partial, its rows in a fixed order, added by the consumers. (The producer warp
+  // could help, but compute-sanitizer's racecheck then reports its reads against the consumers'
+  // writes above: it does not take the barrier between them as ordering a warp that skipped the
+  // consumers' named barriers.)
+  float* out = partial + std::size_t(blockIdx.x) * cols;
+  if (warp < kConsumerWarps)
+    for (int j = threadIdx.x; j < cols; j += 32 * kConsumerWarps) {
+      float sum = 0.f;
+      for (int g = 0; g < kRows; ++g) sum += stage_mem[std::size_t(g) * cols + j];
+      out[j] = sum;
+    }
   // Every block's partial written, the grid adds them (no second kernel, no launch to wait for): a
   // warp a column, its lanes adding parts lane, lane + 32, ... in order, then a shuffle tree. A fixed
   // order: the same bits every run.
@@ -185,30 +194,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-// Calls f(std::integral_constant<int, warps>, std::integral_constant<int, items>) with the
-// smallest tile that holds `dim` floats.
-template <int I = 0, class F>
-void with_tma_tile(int dim, F&& f) {
-  if constexpr (I < int(sizeof(kTiles) / sizeof(kTiles[0]))) {
-    constexpr Tile t = kTiles[I];
-    if (dim <= 32 * t.warps * t.items * 4)
-      f(std::integral_constant<int, t.warps>{}, std::integral_constant<int, t.items>{});
-    else
-      with_tma_tile<I + 1>(dim, std::forward<F>(f));
-  }
-}
-
-// Shared memory a block may opt in to on the current device (227 KB on an H100).
-std::size_t smem_optin() {
-  static const std::size_t bytes = [] {
-    int device = 0, n = 0;
-    LAB_CHECK(cudaGetDevice(&device));
-    LAB_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    return static_cast<std::size_t>(n);
-  }();
-  return bytes;
-}
-
 // The variant's scratch: one partial dgamma and dbeta row a block (a block an SM).
 struct Pipelined {
   using Topic = LayerNormBackward;
@@ -226,12 +211,12 @@ struct Pipelined {
     return "";
   }
   void run(LayerNormBackward::Problem& p, cudaStream_t stream) {
-    with_tma_tile(p.dim, [&](auto warps, auto items) {
-      constexpr int kWarps = decltype(warps)::value, kItems = decltype(items)::value;
-      constexpr int kRows = kConsumerWarps / kWarps;
-      auto* kernel = &layernorm_backward_tma<kWarps, kItems>;
+    rows::with_tile_of<kTiles, 4>(p.dim, [&](auto lanes, auto items) {
+      constexpr int kLanes = decltype(lanes)::value, kItems = decltype(items)::value;
+      constexpr int kRows = kConsumerWarps / (kLanes / 32);
+      auto* kernel = &layernorm_backward_tma<kLanes, kItems>;
       const std::size_t stage_bytes = sizeof(float) * 2 * kRows * std::size_t(p.dim);
-      const std::size_t budget = smem_optin() - 2048;  // the static shared memory aside
+      const std::size_t budget = rows::smem_optin() - 2048;  // the static shared memory aside
       const int stages = static_cast<int>(std::clamp<std::size_t>(budget / stage_bytes, 1, kMaxStages));
       const std::size_t smem = stages * stage_bytes;
       static std::size_t opted_in = 48 * 1024;
@@ -239,8 +224,7 @@ struct Pipelined {
         LAB_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
         opted_in = smem;
       }
-      const std::size_t chunks = (std::size_t(p.rows) + kRows - 1) / kRows;
-      const int parts = static_cast<int>(std::min<std::size_t>(chunks, rows::sm_count()));
+      const int blocks = static_cast<int>(std::min<std::size_t>(p.rows, rows::sm_count()));
       // A cooperative launch: its blocks (one an SM, at most one an SM) are all resident at once, so
       // they may wait for each other (the grid-wide sync before the partials' sum).
       const float *x = p.x.data(), *gamma = p.gamma.data(), *mean = p.mean.data(), *rstd = p.rstd.data(),
@@ -248,7 +232,7 @@ struct Pipelined {
       float *dx = p.dx.data(), *part = partials.data(), *dgamma = p.dgamma.data(), *dbeta = p.dbeta.data();
       int rows_ = p.rows, dim = p.dim, stages_ = stages;
       void* args[] = {&x, &gamma, &mean, &rstd, &dy, &dx, &part, &dgamma, &dbeta, &rows_, &dim, &stages_};
-      LAB_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), parts, kThreads, args, smem, stream));
+      LAB_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), blocks, kThreads, args, smem, stream));
     });
   }
 };

@@ -121,20 +121,25 @@ constexpr int tiles_through(int lanes, int items) {
 }
 
 // Calls f(std::integral_constant<int, lanes>, std::integral_constant<int, items>) with the smallest
-// of the first kCount tiles that holds `dim` floats at vector width V; returns false when none does
-// (the variant declares such rows N/A: rows::row_fits). Only those tiles are instantiated.
-template <int V, int kCount = kTileCount, int I = 0, class F>
-bool with_tile(int dim, F&& f) {
+// of the first kCount tiles of kList (smallest first) that holds `dim` floats at vector width V;
+// returns false when none does. Only those tiles are instantiated.
+template <const auto& kList, int V, int kCount = int(sizeof(kList) / sizeof(kList[0])), int I = 0, class F>
+bool with_tile_of(int dim, F&& f) {
   if constexpr (I >= kCount) {
     return false;
   } else {
-    constexpr Tile t = kTiles[I];
+    constexpr Tile t = kList[I];
     if (dim <= t.lanes * t.items * V) {
       f(std::integral_constant<int, t.lanes>{}, std::integral_constant<int, t.items>{});
       return true;
     }
-    return with_tile<V, kCount, I + 1>(dim, std::forward<F>(f));
+    return with_tile_of<kList, V, kCount, I + 1>(dim, std::forward<F>(f));
   }
+}
+// The same over this file's tiles (a variant declares rows that none holds N/A: rows::row_fits).
+template <int V, int kCount = kTileCount, class F>
+bool with_tile(int dim, F&& f) {
+  return with_tile_of<kTiles, V, kCount>(dim, std::forward<F>(f));
 }
 
 // Floats the largest of the first kCount tiles holds at vector width V.
@@ -161,6 +166,8 @@ unsigned blocks_for_rows(std::size_t rows) {
 
 // Streaming multiprocessors of the current device (cached).
 int sm_count();
+// Shared memory a block may opt in to on the current device (227 KB on an H100; cached).
+std::size_t smem_optin();
 
 // The second stage of a column reduction: out[c] = sum over p < parts of partial[p * pitch + c]
 // for c < cols, in a fixed order (deterministic), 32 columns a block, coalesced.
