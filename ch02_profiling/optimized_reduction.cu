@@ -6,6 +6,7 @@
 // whole array is read once, by every thread, as fast as the memory delivers it; the result does
 // not depend on timing (no atomics), so it is the same on every run.
 // Run: make ch02 && ./ch02_profiling/optimized_reduction
+#include "lab/device.hpp"
 #include "reduction.cuh"
 
 namespace {
@@ -59,15 +60,7 @@ __global__ void __launch_bounds__(kThreads) finish_mean(const float* partials, i
   if (threadIdx.x == 0) *mean = static_cast<float>(s / n);
 }
 
-int grid_size() {
-  static const int blocks = [] {
-    int device = 0, sms = 0;
-    LAB_CHECK(cudaGetDevice(&device));
-    LAB_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    return sms * kBlocksPerSm;
-  }();
-  return blocks;
-}
+int grid_size() { return lab::current_device().sms * kBlocksPerSm; }
 
 
 // The variant's scratch: one partial sum a block of the grid.

@@ -152,11 +152,13 @@ struct LayerNormBackward : LayerNormShapes {
   // The forward's awkward shapes, and D = 1 to 3 once more: a row of one or two normalizes to
   // constants (0, or -1 and 1), so dx is zero up to rounding (dgamma exactly zero for D = 1): the
   // identically zero outputs are checked element by element, the near-zero ones by their slack.
-  // And many short rows: 20000 x 64 gives each persistent block of the TMA pipeline more stages of
-  // rows than it has buffers, so its buffers wrap around and its barriers change phase.
+  // And many rows: 20000 x 64 gives each persistent block of the TMA pipeline more stages of rows
+  // than it has buffers, so its buffers wrap around and its barriers change phase; 1000 x 4000 does
+  // the same for its wide rows, which a block takes two at a time (an odd count left at the end).
   static std::vector<lab::Shape> checks() {
     auto all = LayerNormShapes::checks();
-    for (lab::Shape s : {lab::Shape{5, 1}, lab::Shape{4, 2}, lab::Shape{4, 3}, lab::Shape{20000, 64}}) all.push_back(s);
+    for (lab::Shape s : {lab::Shape{5, 1}, lab::Shape{4, 2}, lab::Shape{4, 3}, lab::Shape{20000, 64}, lab::Shape{1000, 4000}})
+      all.push_back(s);
     return all;
   }
   static lab::Work work(const lab::Shape& s) {

@@ -145,7 +145,7 @@ void with_launch(const CrossEntropy::Problem& p, F&& f) {
     static const int resident = [&] {
       int n = 0;
       LAB_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, rows::block_threads<kLanes>(), 0));
-      return std::max(n, 1) * rows::sm_count();
+      return std::max(n, 1) * lab::current_device().sms;
     }();
     const unsigned tiles = rows::blocks_for_rows<kLanes>(p.rows);
     const unsigned blocks = kLanes > 32 ? tiles : std::min<unsigned>(tiles, resident);

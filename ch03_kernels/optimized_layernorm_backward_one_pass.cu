@@ -94,7 +94,7 @@ void launch(LayerNormBackward::Problem& p, float* partials, cudaStream_t stream)
     }
     int resident = 0;  // blocks of this kernel an SM holds at once
     LAB_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, rows::block_threads<kLanes>(), smem));
-    const int parts = ln::backward_parts(p.rows, kRowsPerBlock, rows::sm_count(), resident);
+    const int parts = ln::backward_parts(p.rows, kRowsPerBlock, lab::current_device().sms, resident);
     kernel<<<parts, rows::block_threads<kLanes>(), smem, stream>>>(p.x.data(), p.gamma.data(), p.mean.data(),
                                                                    p.rstd.data(), p.dy.data(), p.dx.data(),
                                                                    partials, p.rows, p.dim);
@@ -110,7 +110,7 @@ struct OnePass {
   using Topic = LayerNormBackward;
   lab::DeviceBuffer<float> partials;
   explicit OnePass(const LayerNormBackward::Problem& p)
-      : partials(2 * std::size_t(p.dim) * ln::backward_parts(p.rows, 1, rows::sm_count(), ln::kMaxBlocksPerSm)) {}
+      : partials(2 * std::size_t(p.dim) * ln::backward_parts(p.rows, 1, lab::current_device().sms, ln::kMaxBlocksPerSm)) {}
 
   static std::string supports(const lab::Shape& s, const lab::DeviceFacts&) {
     return rows::row_fits<kBackwardTiles>(s[1]);

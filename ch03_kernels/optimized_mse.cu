@@ -36,7 +36,7 @@ struct TwoStages {
   void run(Mse::Problem& p, cudaStream_t stream) {
     const std::size_t quads = (p.n + 3) / 4;
     const unsigned blocks = static_cast<unsigned>(std::clamp<std::size_t>(
-        (quads + kThreads - 1) / kThreads, 1, std::min<std::size_t>(kMaxBlocks, 8 * rows::sm_count())));
+        (quads + kThreads - 1) / kThreads, 1, std::min<std::size_t>(kMaxBlocks, 8 * lab::current_device().sms)));
     squared_error_partials<<<blocks, kThreads, 0, stream>>>(p.pred.data(), p.target.data(), partial.data(), p.n);
     LAB_CHECK_LAUNCH();
     loss::sum_over(partial.data(), blocks, double(p.n), p.loss.data(), stream);

@@ -3,26 +3,6 @@
 
 namespace rows {
 
-int sm_count() {
-  static const int sms = [] {
-    int device = 0, n = 0;
-    LAB_CHECK(cudaGetDevice(&device));
-    LAB_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
-    return n;
-  }();
-  return sms;
-}
-
-std::size_t smem_optin() {
-  static const std::size_t bytes = [] {
-    int device = 0, n = 0;
-    LAB_CHECK(cudaGetDevice(&device));
-    LAB_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    return static_cast<std::size_t>(n);
-  }();
-  return bytes;
-}
-
 namespace {
 // A block sums a slab of 32 columns: thread (x, y) adds parts y, y + 32, ... of column x (a warp
 // reads 32 consecutive floats of one part: coalesced), then the 32 partial sums of each column

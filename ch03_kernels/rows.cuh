@@ -20,6 +20,7 @@
 #include <cuda_runtime.h>
 
 #include "lab/check.hpp"
+#include "lab/device.hpp"
 
 namespace rows {
 
@@ -163,11 +164,6 @@ template <int kLanes>
 unsigned blocks_for_rows(std::size_t rows) {
   return static_cast<unsigned>((rows + rows_per_block<kLanes>() - 1) / rows_per_block<kLanes>());
 }
-
-// Streaming multiprocessors of the current device (cached).
-int sm_count();
-// Shared memory a block may opt in to on the current device (227 KB on an H100; cached).
-std::size_t smem_optin();
 
 // The second stage of a column reduction: out[c] = sum over p < parts of partial[p * pitch + c]
 // for c < cols, in a fixed order (deterministic), 32 columns a block, coalesced.

@@ -101,7 +101,7 @@ struct WeightedSumBackward : WeightedSumShapes {
     Problem(const lab::Shape& s, lab::Rng& rng)
         : rows(static_cast<int>(s[0])),
           dim(static_cast<int>(s[1])),
-          plan(rows, dim, rows::sm_count()),
+          plan(rows, dim, lab::current_device().sms),
           x(std::size_t(rows) * dim),
           w(dim),
           dy(rows),

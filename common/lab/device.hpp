@@ -37,6 +37,12 @@ std::string cuda_version_text(int v);  // 13000 -> "13.0"
 // the reason and the architectures the binary was built for, when there is no usable device.
 DeviceFacts init_device();
 
+// The facts of device `ordinal`, read from its attributes (no probe, no device selected).
+DeviceFacts read_device_facts(int ordinal);
+// The facts of the current device (cudaGetDevice), read once a device and kept: for host code that
+// sizes a launch (SMs, shared memory a block may opt in to) where no DeviceFacts is at hand.
+const DeviceFacts& current_device();
+
 // Ceilings measured on this device: a large device-to-device copy (bytes read + written) and an
 // FMA-bound kernel. Cached in cache_dir()/peaks-<uuid>.json; remeasure ignores the cache.
 struct Peaks {

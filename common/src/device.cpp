@@ -55,24 +55,6 @@ std::string DeviceFacts::describe() const {
 }
 
 namespace {
-std::string uuid_text(const cudaUUID_t& u) {
-  std::string s = "GPU-";
-  const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
-  char hex[3];
-  for (int i = 0; i < 16; ++i) {
-    if (i == 4 || i == 6 || i == 8 || i == 10) s += '-';
-    std::snprintf(hex, sizeof hex, "%02x", b[i]);
-    s += hex;
-  }
-  return s;
-}
-
-int attr(cudaDeviceAttr a, int dev) {
-  int v = 0;
-  LAB_CHECK(cudaDeviceGetAttribute(&v, a, dev));
-  return v;
-}
-
 std::string today() {
   const std::time_t t = std::time(nullptr);
   char buf[32];
@@ -91,23 +73,9 @@ DeviceFacts init_device() {
     throw NoDevice("no usable CUDA device (" + why + "). This binary was built for " + built_architectures() +
                    " and needs an NVIDIA GPU of that architecture with a CUDA 13 driver.");
   }
-  DeviceFacts f;
-  LAB_CHECK(cudaGetDevice(&f.ordinal));
-  cudaDeviceProp p{};
-  LAB_CHECK(cudaGetDeviceProperties(&p, f.ordinal));
-  f.name = p.name;
-  f.uuid = uuid_text(p.uuid);
-  f.cc_major = p.major;
-  f.cc_minor = p.minor;
-  f.sms = p.multiProcessorCount;
-  f.l2_bytes = static_cast<std::size_t>(p.l2CacheSize);
-  f.global_mem_bytes = p.totalGlobalMem;
-  f.smem_per_block_optin = p.sharedMemPerBlockOptin;
-  f.sm_clock_khz = attr(cudaDevAttrClockRate, f.ordinal);
-  f.mem_clock_khz = attr(cudaDevAttrMemoryClockRate, f.ordinal);
-  f.bus_width_bits = attr(cudaDevAttrGlobalMemoryBusWidth, f.ordinal);
-  LAB_CHECK(cudaDriverGetVersion(&f.driver_version));
-  LAB_CHECK(cudaRuntimeGetVersion(&f.runtime_version));
+  int ordinal = 0;
+  LAB_CHECK(cudaGetDevice(&ordinal));
+  const DeviceFacts f = read_device_facts(ordinal);
   const cudaError_t probe = detail::probe_device_code();
   if (probe != cudaSuccess) {
     cudaGetLastError();

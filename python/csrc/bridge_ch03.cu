@@ -33,20 +33,6 @@ Cache& cache() {
   return *c;
 }
 
-lab::DeviceFacts facts(int device) {
-  cudaDeviceProp prop{};
-  LAB_CHECK(cudaGetDeviceProperties(&prop, device));
-  lab::DeviceFacts f;
-  f.ordinal = device;
-  f.name = prop.name;
-  f.cc_major = prop.major, f.cc_minor = prop.minor;
-  f.sms = prop.multiProcessorCount;
-  f.l2_bytes = std::size_t(prop.l2CacheSize);
-  f.global_mem_bytes = prop.totalGlobalMem;
-  f.smem_per_block_optin = prop.sharedMemPerBlockOptin;
-  return f;
-}
-
 std::string joined(const std::vector<std::string>& names) {
   std::string s;
   for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
@@ -71,7 +57,7 @@ void run(const std::string& program, const lab::Shape& shape, cudaStream_t strea
     std::lock_guard<std::mutex> g(c.lock);
     auto& slot = c.states[{program, shape.dims, device}];
     if (!slot) {
-      if (const std::string why = v->supports(shape, facts(device)); !why.empty())
+      if (const std::string why = v->supports(shape, lab::current_device()); !why.empty())
         throw std::invalid_argument(program + " does not run " + shape.str() + ": " + why);
       slot = std::make_unique<State>();
     }
@@ -113,9 +99,7 @@ std::string supports(const std::string& program, const std::vector<std::int64_t>
   if (!v) return "no variant '" + program + "' in the extension";
   const lab::Shape shape(dims);
   if (std::string why = v->topic->validate(shape); !why.empty()) return why;
-  int device = 0;
-  LAB_CHECK(cudaGetDevice(&device));
-  return v->supports(shape, facts(device));
+  return v->supports(shape, lab::current_device());
 }
 
 std::size_t cached_states() {
