@@ -154,10 +154,13 @@ struct LayerNormBackward : LayerNormShapes {
   // identically zero outputs are checked element by element, the near-zero ones by their slack.
   // And many rows: 20000 x 64 gives each persistent block of the TMA pipeline more stages of rows
   // than it has buffers, so its buffers wrap around and its barriers change phase; 1000 x 4000 does
-  // the same for its wide rows, which a block takes two at a time (an odd count left at the end).
+  // the same for its wide rows, which a block takes two at a time (an odd count left at the end),
+  // and 600 x 12292 for rows split between two SMs: their halves unequal (1537 and 1536 float4s),
+  // each half's ring and the halves' exchange wrapping.
   static std::vector<lab::Shape> checks() {
     auto all = LayerNormShapes::checks();
-    for (lab::Shape s : {lab::Shape{5, 1}, lab::Shape{4, 2}, lab::Shape{4, 3}, lab::Shape{20000, 64}, lab::Shape{1000, 4000}})
+    for (lab::Shape s : {lab::Shape{5, 1}, lab::Shape{4, 2}, lab::Shape{4, 3}, lab::Shape{20000, 64}, lab::Shape{1000, 4000},
+                         lab::Shape{600, 12292}})
       all.push_back(s);
     return all;
   }

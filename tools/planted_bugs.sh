@@ -15,11 +15,12 @@
 # tensors that puts every stage's at the same place in the gradients' buffer, and an optimizer that
 # updates a block while the block's first LayerNorm gradients are still being summed; in the 3xTF32
 # attention backward a causal mask letting one future key through, and in the GPT-2 step with that
-# attention the operands' small parts dropped (plain TF32 attention).
+# attention the operands' small parts dropped (plain TF32 attention); and in the LayerNorm backward
+# whose rows two SMs split, the other half's sum of dy gamma xhat left out of a row's dx.
 # Exit status 0 when every bug was caught.
 set -u
 if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
-  sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
   [ $# -ge 1 ] && exit 0 || exit 2
 fi
 logdir=$1
@@ -108,6 +109,8 @@ plant gpt2_optimizer_early ch04_compile_vs_fused/gpt2_fused.cuh optimized_gpt2_s
       done(l);' 'done(l);
       layer_norm_backward(dln.data(), s.x, P + ob.ln1_w, s.mean1, s.rstd1, dx.data(),
                           G + ob.ln1_w, G + ob.ln1_b, true, stream);'
+plant ln_backward_split_sums ch03_kernels/optimized_layernorm_backward.cu optimized_layernorm_backward \
+  'mean_gx = (r.s2 + peer_sums[n % 4][1]) / dim' 'mean_gx = (r.s2 + 0.f * peer_sums[n % 4][1]) / dim'
 plant causal_3xtf32 ch04_compile_vs_fused/flash_3xtf32.cuh optimized_attention_backward_fused_3xtf32 \
   '(Causal && key > query)))' '(Causal && key > query + 1)))'
 plant gpt2_attention_tf32 ch04_compile_vs_fused/mma_ptx.cuh optimized_gpt2_step_fused_tc_attention \

@@ -60,6 +60,38 @@ __device__ __forceinline__ void wait(std::uint64_t* bar, unsigned parity) {
   }
 }
 
+// The same wait with acquire at cluster scope: for a barrier whose bytes another block of the
+// cluster sent (store_pair_to_peer), so that this thread's reads after the wait see them.
+__device__ __forceinline__ void wait_cluster(std::uint64_t* bar, unsigned parity) {
+  std::uint32_t done = 0;
+  while (!done)
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n"
+        "}\n"
+        : "=r"(done)
+        : "r"(smem_address(bar)), "r"(parity)
+        : "memory");
+}
+
+// Distributed shared memory (a cluster's blocks reading and writing each other's shared memory).
+// Stores a and b into block `rank` of this cluster, at the address `local` has in this block's
+// shared memory, and completes 8 transaction bytes on that block's barrier at the address `bar`
+// has here: the data and its signal in one instruction (st.async), no fence, no second barrier.
+// The receiver arrives on its own barrier with arrive_expect_bytes(bar, 8) and waits with
+// wait_cluster. Both blocks must have initialized their barriers (fence_init, then a cluster-wide
+// barrier) before the first store.
+__device__ __forceinline__ void store_pair_to_peer(float* local, float a, float b, std::uint64_t* bar, unsigned rank) {
+  std::uint32_t dst, remote_bar;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(dst) : "r"(smem_address(local)), "r"(rank));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote_bar) : "r"(smem_address(bar)), "r"(rank));
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32 [%0], {%1, %2}, [%3];" ::"r"(dst),
+               "r"(__float_as_uint(a)), "r"(__float_as_uint(b)), "r"(remote_bar)
+               : "memory");
+}
+
 // Orders this thread's earlier shared-memory accesses (the generic proxy's) before later accesses
 // of the async proxy (the TMA's copies): a consumer that read a buffer fences before it frees it,
 // so the copy that refills the buffer cannot overtake the reads.
