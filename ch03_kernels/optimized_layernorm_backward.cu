@@ -26,6 +26,7 @@
 //   float4s, 128 columns a block, several loads in flight (it was a warp a column, each lane reading
 //   one 32-byte sector, the loads one after another), and where a block is one row group its
 //   partial goes straight from registers to global memory (151 -> 143, 55.6 -> 54).
+//
 // Each block (one an SM) takes one contiguous range of rows, the ranges differing by at most a
 // row. Handing out stages in turn instead left the last round to some SMs only: 8192 rows of 4096
 // are 4096 stages of two, 31.03 an SM, so four SMs ran a 32nd stage while the others waited.
