@@ -55,7 +55,6 @@
 #include <cooperative_groups.h>
 
 #include <cstdint>
-#include <stdexcept>
 
 #include "lab/device.hpp"
 #include "lab/tma.cuh"
@@ -79,6 +78,30 @@ __host__ __device__ constexpr int rows_at_once(int lanes, int items) { return la
 // Rows a stage.
 __host__ __device__ constexpr int stage_rows(int lanes, int items) { return kConsumerWarps / (lanes / 32) * rows_at_once(lanes, items); }
 
+using Chunk = rows::Chunk<4>;
+// One float4 of a row, both ways the kernel walks rows: x becomes xhat and dy becomes g = dy gamma
+// (what dx needs), the column sums dgamma and dbeta and the row's sums of g and g xhat advance.
+__device__ __forceinline__ void reduce_chunk(Chunk& x, Chunk& dy, const Chunk& gamma, float mu, float rs, Chunk& dg,
+                                             Chunk& db, float& s1, float& s2) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float xhat = (x.v[i] - mu) * rs;
+    dg.v[i] += dy.v[i] * xhat;
+    db.v[i] += dy.v[i];
+    x.v[i] = xhat;
+    dy.v[i] *= gamma.v[i];
+    s1 += dy.v[i];
+    s2 += dy.v[i] * xhat;
+  }
+}
+// dx = rstd (g - mean(g) - xhat mean(g xhat)) for one float4.
+__device__ __forceinline__ Chunk dx_chunk(const Chunk& xhat, const Chunk& g, float rs, float mean_g, float mean_gx) {
+  Chunk out;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) out.v[i] = rs * (g.v[i] - mean_g - xhat.v[i] * mean_gx);
+  return out;
+}
+
 // kSplit blocks (a cluster) share each row: block r of the cluster holds its columns [c0, c0 +
 // width), and the two blocks' row sums meet in each other's shared memory. kSplit = 1 for rows of
 // at most kMaxDim floats, 2 above; a split row is the whole block's (one row group).
@@ -89,7 +112,6 @@ __global__ void __launch_bounds__(kThreads, 1)
                            const float* __restrict__ dy, float* __restrict__ dx, float* __restrict__ partial,
                            float* __restrict__ dgamma, float* __restrict__ dbeta, int rows, int dim, int stages) {
 #if __CUDA_ARCH__ >= 900
-  using Chunk = rows::Chunk<4>;
   constexpr int kWarps = kLanes / 32;
   constexpr int kGroups = kConsumerWarps / kWarps;  // row groups (kWarps warps each)
   constexpr int kMulti = rows_at_once(kLanes, kItems);
@@ -201,13 +223,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int k = 0; k < kItems; ++k) {
           const int col = (t + k * kLanes) * 4;
-          if (col < width) {
-            const Chunk xh = Chunk::load(bx + col), g = Chunk::load(bd + col);
-            Chunk out;
-#pragma unroll
-            for (int i = 0; i < 4; ++i) out.v[i] = r.rs * (g.v[i] - mean_g - xh.v[i] * mean_gx);
-            out.store(dx + r.row * dim + c0 + col);
-          }
+          if (col < width)
+            dx_chunk(Chunk::load(bx + col), Chunk::load(bd + col), r.rs, mean_g, mean_gx)
+                .store(dx + r.row * dim + c0 + col);
         }
         lab::tma::fence_proxy_async();  // these accesses before the TMA's next writes into the stage
         lab::tma::arrive(&empty[r.stage]);
@@ -224,16 +242,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           if (col < width) {
             Chunk xv = Chunk::load(bx + col), gv = Chunk::load(bd + col);
             const Chunk gm = kHeld ? gmr[kHeld ? k : 0] : Chunk::load(gamma_mem + col);
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-              const float xhat = (xv.v[i] - mu) * rs;
-              dg[k].v[i] += gv.v[i] * xhat;
-              db[k].v[i] += gv.v[i];
-              xv.v[i] = xhat;
-              gv.v[i] *= gm.v[i];
-              s1 += gv.v[i];
-              s2 += gv.v[i] * xhat;
-            }
+            reduce_chunk(xv, gv, gm, mu, rs, dg[k], db[k], s1, s2);
             xv.store(bx + col), gv.store(bd + col);  // this thread's own elements: read back by it alone
           }
         }
@@ -290,17 +299,8 @@ __global__ void __launch_bounds__(kThreads, 1)
           for (int k = 0; k < kItems; ++k) {
             const int col = (t + k * kLanes) * 4;
             if (live[m] && col < width) {
-              const Chunk gm = kHeld ? gmr[kHeld ? k : 0] : Chunk::load(gamma_mem + col);
-#pragma unroll
-              for (int i = 0; i < 4; ++i) {
-                const float xhat = (xv[m][k].v[i] - mu[m]) * rs[m];
-                dg[k].v[i] += gv[m][k].v[i] * xhat;
-                db[k].v[i] += gv[m][k].v[i];
-                xv[m][k].v[i] = xhat;      // keep xhat
-                gv[m][k].v[i] *= gm.v[i];  // keep g = dy gamma
-                s1 += gv[m][k].v[i];
-                s2 += gv[m][k].v[i] * xhat;
-              }
+              reduce_chunk(xv[m][k], gv[m][k], kHeld ? gmr[kHeld ? k : 0] : Chunk::load(gamma_mem + col), mu[m], rs[m],
+                           dg[k], db[k], s1, s2);
             }
           }
           sums[m][0] = s1, sums[m][1] = s2;
@@ -335,12 +335,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
           for (int k = 0; k < kItems; ++k) {
             const int col = (t + k * kLanes) * 4;
-            if (live[m] && col < width) {
-              Chunk out;
-#pragma unroll
-              for (int i = 0; i < 4; ++i) out.v[i] = rs[m] * (gv[m][k].v[i] - mean_g - xv[m][k].v[i] * mean_gx);
-              out.store(dx + row[m] * dim + c0 + col);
-            }
+            if (live[m] && col < width)
+              dx_chunk(xv[m][k], gv[m][k], rs[m], mean_g, mean_gx).store(dx + row[m] * dim + c0 + col);
           }
         }
       }
@@ -489,7 +485,7 @@ struct Pipelined {
         if (clusters_ == 0) {
           config.gridDim = dim3(kS * (dev.sms / kS));
           LAB_CHECK(cudaOccupancyMaxActiveClusters(&clusters_, kernel, &config));
-          if (clusters_ == 0) throw std::runtime_error("no cluster of " + std::to_string(kS) + " blocks fits this GPU");
+          if (clusters_ == 0) throw lab::Error("no cluster of " + std::to_string(kS) + " blocks fits this GPU");
         }
         teams = clusters_;
       }

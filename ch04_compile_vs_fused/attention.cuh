@@ -53,10 +53,14 @@ struct Shapes {
     return {{8, 1, 1024, 64, 0}, {8, 1, 4096, 64, 0}, {8, 1, 4096, 128, 0}, {8, 1, 4096, 64, 1},
             {8, 16, 4096, 64, 0}, {8, 16, 4096, 128, 0}};
   }
-  // Every d, seq below, at and off the 64-row tile, one row, several heads, causal on and off.
+  // Every d, seq below, at and off the 64-row tile, one row, several heads, causal on and off; the
+  // last three are split by optimized_attention_fused_split (keys in chunks of 3, 1 and 1 tiles of
+  // 128, ragged at seq, the causal ones' last chunks on the diagonal).
   static std::vector<lab::Shape> checks() {
-    return {{1, 1, 1, 16, 0},   {1, 1, 1, 64, 1},   {2, 1, 77, 16, 1},  {1, 2, 130, 32, 0}, {1, 1, 64, 32, 1},
-            {2, 1, 65, 64, 1},  {1, 1, 200, 64, 0}, {1, 2, 129, 128, 1}, {1, 1, 64, 128, 0}, {1, 1, 300, 128, 0}};
+    return {{1, 1, 1, 16, 0},   {1, 1, 1, 64, 1},    {2, 1, 77, 16, 1},    {1, 2, 130, 32, 0},
+            {1, 1, 64, 32, 1},  {2, 1, 65, 64, 1},   {1, 1, 200, 64, 0},   {1, 2, 129, 128, 1},
+            {1, 1, 64, 128, 0}, {1, 1, 300, 128, 0}, {1, 1, 1100, 64, 1},  {1, 1, 700, 128, 0},
+            {1, 1, 900, 128, 1}};
   }
   static std::string validate(const lab::Shape& s) {
     const Dims a(s);

@@ -1,9 +1,10 @@
 // The warp-specialised attention forward's frame on Hopper (sm_90a), shared by the chapter's TMA
 // steps (optimized_attention_fused_tma.cu, _pingpong.cu, _overlap.cu), which differ only in how a
-// consumer warpgroup schedules its products (their Schedule::consume): the block's shape, the
-// shared-memory ring of K and V stages with their mbarriers, the producer warp that fills it
-// through the TMA, the kernel that splits the block into the two roles, and the host side (the
-// bf16 inputs and their tensor maps, the launch, the variant class).
+// consumer warpgroup schedules its products (their Schedule::consume), and _split.cu, which lists
+// the blocks itself (Listed): the block's shape, the shared-memory ring of K and V stages with
+// their mbarriers, the producer warp that fills it through the TMA, the kernel that splits the
+// block into the two roles, and the host side (the bf16 inputs and their tensor maps, the launch,
+// the variant class).
 //
 // The block: kConsumers warpgroups of 64 queries and one producer warpgroup; 128-key tiles; as many
 // stages as shared memory holds two of (about 160 KB of the 227). At d = 64 three consumers (192
@@ -44,6 +45,21 @@ struct Config {
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
 };
 
+// One block's work where a variant lists the blocks itself (Listed; a split of the keys): the
+// queries of query tile `tile` of head `head` against key tiles [key_tile0, key_tile0 + tiles), its
+// output to the head's O and lse (slot -1) or to partial slot `slot` (kBr rows of O, kBr of lse).
+struct Item {
+  int head, tile, key_tile0, tiles, slot;
+};
+// A variant's own list of blocks, block b taking items[b]; without one (items null) the grid is
+// (query tiles, heads), each block all the keys its queries see.
+struct Listed {
+  const Item* items = nullptr;
+  int blocks = 0;
+  float* part_o = nullptr;    // slots x kBr x d
+  float* part_lse = nullptr;  // slots x kBr
+};
+
 #if defined(LAB_SM90A)
 namespace tma = lab::tma;
 
@@ -74,17 +90,33 @@ struct Ring {
   }
 };
 
-// What a consumer warpgroup is given: the ring, its 64 queries, the block's tile count, and where
-// its rows of Q lie.
+// Where a consumer's rows of O and lse go: `o` and `lse` hold rows [row0, row0 + rows) of the head
+// (the head's own, row0 = 0 and rows = seq; or a split block's partial slot, row0 its first query).
+struct Out {
+  float* o;
+  float* lse;
+  int row0, rows;
+  template <int DN>
+  __device__ __forceinline__ void write(const mma::Softmax<1>& softmax, const float (&acc)[1][DN][4], int qrow0) const {
+    softmax.write(acc, o, lse, qrow0 - row0, rows);
+  }
+};
+
+// What a consumer warpgroup is given: the ring, its 64 queries, the block's keys (tile count and
+// first key), where its rows of Q lie and where its output goes.
 template <int D>
 struct Work {
   Ring<D> ring;
   int consumer;   // 0 .. kConsumers - 1
   int rows0;      // its first query
   int qrow0;      // this lane's rows: qrow0, qrow0 + 8
+  int key0;       // the first key of the block's first K/V tile
   int tiles;      // K/V tiles of the block
   int seq;
   float scale_log2;
+  Out out;
+  // The first key of the block's j-th tile (the mask's col0).
+  __device__ int key(int j) const { return key0 + j * Config<D>::kBc; }
   __device__ const std::uint8_t* q_rows() const { return ring.q + 64 * consumer * 128; }
   // S = Q K^T for the K tile in stage st: one m64n128k16 per 16 of d (region kk / 4, its (kk % 4)-th
   // 32 bytes), issued and committed as one group, not waited for.
@@ -143,11 +175,11 @@ __device__ __forceinline__ void pack_p(const float (&s)[1][NT][4], std::uint32_t
   }
 }
 
-// The producer: one thread copies Q, then K and V tile by tile into the ring, each copy once the
-// consumers have freed its stage (a fresh stage counts as freed).
+// The producer: one thread copies Q, then K and V tiles key_tile0 .. key_tile0 + tiles - 1 into
+// the ring, each copy once the consumers have freed its stage (a fresh stage counts as freed).
 template <int D>
 __device__ __forceinline__ void produce(const Ring<D>& r, const CUtensorMap* qmap, const CUtensorMap* kmap,
-                                        const CUtensorMap* vmap, int row0, int head, int tiles) {
+                                        const CUtensorMap* vmap, int row0, int head, int key_tile0, int tiles) {
   using C = Config<D>;
   tma::prefetch_map(qmap), tma::prefetch_map(kmap), tma::prefetch_map(vmap);
   tma::arrive_expect_bytes(r.q_full, C::kQBytes);
@@ -158,29 +190,42 @@ __device__ __forceinline__ void produce(const Ring<D>& r, const CUtensorMap* qma
     tma::wait(r.k_empty + st, parity);
     tma::arrive_expect_bytes(r.k_full + st, C::kTileBytes);
     for (int g = 0; g < C::kRegions; ++g)
-      tma::load_tile(r.k + st * C::kTileBytes + g * C::kBc * 128, kmap, 64 * g, j * C::kBc, head, r.k_full + st);
+      tma::load_tile(r.k + st * C::kTileBytes + g * C::kBc * 128, kmap, 64 * g, (key_tile0 + j) * C::kBc, head,
+                       r.k_full + st);
     tma::wait(r.v_empty + st, parity);
     tma::arrive_expect_bytes(r.v_full + st, C::kTileBytes);
     for (int g = 0; g < C::kRegions; ++g)
-      tma::load_tile(r.v + st * C::kTileBytes + g * C::kBc * 128, vmap, 64 * g, j * C::kBc, head, r.v_full + st);
+      tma::load_tile(r.v + st * C::kTileBytes + g * C::kBc * 128, vmap, 64 * g, (key_tile0 + j) * C::kBc, head,
+                       r.v_full + st);
   }
 }
 
 // The kernel: barriers set up by one thread, then warpgroup 0 produces and the others run
-// Schedule::consume<D, Causal>(work, o, lse) (o and lse at the head's first row). Causal blocks run
-// longest first (the last query tile has the most keys).
+// Schedule::consume<D, Causal>(work). Without a list, block (x, y) takes query tile x of head y and
+// all the keys it sees; causal blocks run longest first within a head (the last query tile has the
+// most keys), the heads one after another (step 9, optimized_attention_fused_split.cu, lists its
+// blocks longest first across the heads).
 template <int D, bool Causal, class Schedule>
 __global__ void __launch_bounds__(Config<D>::kThreads, 1)
     forward(const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap kmap,
-            const __grid_constant__ CUtensorMap vmap, float* __restrict__ o, float* __restrict__ lse, int seq,
-            float scale_log2) {
+            const __grid_constant__ CUtensorMap vmap, const Listed list, float* __restrict__ o,
+            float* __restrict__ lse, int seq, float scale_log2) {
   using C = Config<D>;
   extern __shared__ std::uint8_t smem_raw[];
   const Ring<D> ring(smem_raw);
-  const int tile = Causal ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
-  const int row0 = tile * C::kBr, head = int(blockIdx.y);
-  const int last = Causal ? min(seq, row0 + C::kBr) : seq;  // keys [0, last) matter
-  const int tiles = (last + C::kBc - 1) / C::kBc;
+  Item item;
+  if (list.items) {
+    item = list.items[blockIdx.x];
+  } else {
+    const int tile = Causal ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
+    const int last = Causal ? min(seq, (tile + 1) * C::kBr) : seq;  // keys [0, last) matter
+    item = {int(blockIdx.y), tile, 0, (last + C::kBc - 1) / C::kBc, -1};
+  }
+  const int row0 = item.tile * C::kBr, head = item.head;
+  const std::size_t slot = std::size_t(item.slot);
+  const Out out = item.slot < 0 ? Out{o + std::size_t(head) * seq * D, lse + std::size_t(head) * seq, 0, seq}
+                                : Out{list.part_o + slot * C::kBr * D, list.part_lse + slot * C::kBr, row0,
+                                      min(C::kBr, seq - row0)};
   const int group = int(threadIdx.x) / 128;  // 0: the producer; 1..kConsumers: consumers
   if (threadIdx.x == 0) {
     tma::init(ring.q_full, 1);
@@ -193,13 +238,13 @@ __global__ void __launch_bounds__(Config<D>::kThreads, 1)
   __syncthreads();
   if (group == 0) {
     wgmma::setmaxnreg_dec<C::kProducerRegs>();
-    if (threadIdx.x == 0) produce<D>(ring, &qmap, &kmap, &vmap, row0, head, tiles);
+    if (threadIdx.x == 0) produce<D>(ring, &qmap, &kmap, &vmap, row0, head, item.key_tile0, item.tiles);
   } else {  // setmaxnreg wants each role one branch of an if/else
     wgmma::setmaxnreg_inc<C::kConsumerRegs>();
     const int consumer = group - 1, rows0 = row0 + 64 * consumer;
     const int qrow0 = rows0 + 16 * (int(threadIdx.x / 32) % 4) + int(threadIdx.x % 32) / 4;
-    const Work<D> work{ring, consumer, rows0, qrow0, tiles, seq, scale_log2};
-    Schedule::template consume<D, Causal>(work, o + std::size_t(head) * seq * D, lse + std::size_t(head) * seq);
+    const Work<D> work{ring, consumer, rows0, qrow0, item.key_tile0 * C::kBc, item.tiles, seq, scale_log2, out};
+    Schedule::template consume<D, Causal>(work);
   }
 }
 #endif
@@ -236,9 +281,10 @@ inline std::string supports(const lab::Shape& s, const lab::DeviceFacts& dev) {
 #endif
 }
 
-// Runs forward<D, causal, Schedule> over the problem: a block per kBr queries of each head.
+// Runs forward<D, causal, Schedule> over the problem: a block per kBr queries of each head, or the
+// blocks a variant lists.
 template <class Schedule>
-void run(const Inputs& in, Attention::Problem& p, cudaStream_t stream) {
+void run(const Inputs& in, Attention::Problem& p, cudaStream_t stream, const Listed& list = {}) {
 #if defined(LAB_SM90A)
   const attn::Dims& a = p.dims;
   auto launch = [&](auto dc, auto causal) {
@@ -246,9 +292,9 @@ void run(const Inputs& in, Attention::Problem& p, cudaStream_t stream) {
     using C = Config<D>;
     auto kernel = forward<D, decltype(causal)::value, Schedule>;
     LAB_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes));
-    const dim3 grid((a.seq + C::kBr - 1) / C::kBr, a.bh());
-    kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(in.qmap, in.kmap, in.vmap, p.o.data(), p.lse.data(), a.seq,
-                                                        a.scale() * flash::kLog2e);
+    const dim3 grid = list.items ? dim3(list.blocks) : dim3((a.seq + C::kBr - 1) / C::kBr, a.bh());
+    kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(in.qmap, in.kmap, in.vmap, list, p.o.data(), p.lse.data(),
+                                                        a.seq, a.scale() * flash::kLog2e);
     LAB_CHECK(cudaGetLastError());
   };
   auto with_causal = [&](auto dc) {
@@ -262,7 +308,7 @@ void run(const Inputs& in, Attention::Problem& p, cudaStream_t stream) {
   else
     with_causal(std::integral_constant<int, 128>{});
 #else
-  (void)in, (void)p, (void)stream;
+  (void)in, (void)p, (void)stream, (void)list;
   throw lab::Error("the warp-specialised attention kernels are not built for sm_90a");
 #endif
 }

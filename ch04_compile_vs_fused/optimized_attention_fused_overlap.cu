@@ -21,7 +21,7 @@ namespace {
 struct Overlapped {
 #if defined(LAB_SM90A)
   template <int D, bool Causal>
-  __device__ static void consume(const flashtma::Work<D>& w, float* __restrict__ o, float* __restrict__ lse) {
+  __device__ static void consume(const flashtma::Work<D>& w) {
     constexpr int kStages = flashtma::Config<D>::kStages, NT = flashtma::Config<D>::kBc / 8;
     auto stage = [](int j) { return j % kStages; };
     auto parity = [](int j) { return unsigned(j / kStages) & 1; };
@@ -44,7 +44,7 @@ struct Overlapped {
     turns.pass(false);
     wgmma::wait<0>();
     w.ring.release_k(stage(0));
-    mma::mask_scores<Causal>(s, 0, w.rows0, w.qrow0, w.seq);
+    mma::mask_scores<Causal>(s, w.key(0), w.rows0, w.qrow0, w.seq);
     softmax.exponentiate(s, w.scale_log2, alpha);
     flashtma::pack_p(s, a);
     for (int j = 1; j < w.tiles; ++j) {  // turn j: S_j, then P_{j-1} V_{j-1}, two commit groups
@@ -59,7 +59,7 @@ struct Overlapped {
       turns.pass(false);
       wgmma::wait<1>();  // S_j has landed; P_{j-1} V_{j-1} may still run
       w.ring.release_k(stage(j));
-      mma::mask_scores<Causal>(s, j * 8 * NT, w.rows0, w.qrow0, w.seq);
+      mma::mask_scores<Causal>(s, w.key(j), w.rows0, w.qrow0, w.seq);
       const bool rescale = softmax.exponentiate(s, w.scale_log2, alpha);
       wgmma::wait<0>();  // now O and P_{j-1} are free
       w.ring.release_v(stage(j - 1));
@@ -75,7 +75,7 @@ struct Overlapped {
     turns.pass(true);
     wgmma::wait<0>();
     w.ring.release_v(stage(w.tiles - 1));
-    softmax.write(acc, o, lse, w.qrow0, w.seq);
+    w.out.write(softmax, acc, w.qrow0);
   }
 #endif
 };
@@ -83,6 +83,8 @@ struct Overlapped {
 using Overlap = flashtma::Forward<Overlapped>;
 }  // namespace
 
+#ifndef LAB_SCHEDULE_ONLY  // step 9 (optimized_attention_fused_split.cu) includes this file for Overlapped
 LAB_VARIANT_CLASS_STEP(Overlap, 8,
                        "warp-specialised, ping-pong, and the softmax of tile j under the P V of tile j - 1 inside each "
                        "warpgroup (d = 64, 128; sm_90a): FlashAttention-3's schedule");
+#endif

@@ -20,7 +20,7 @@ namespace {
 struct PingPong {
 #if defined(LAB_SM90A)
   template <int D, bool Causal>
-  __device__ static void consume(const flashtma::Work<D>& w, float* __restrict__ o, float* __restrict__ lse) {
+  __device__ static void consume(const flashtma::Work<D>& w) {
     constexpr int kStages = flashtma::Config<D>::kStages, NT = flashtma::Config<D>::kBc / 8;
     auto stage = [](int j) { return j % kStages; };
     auto parity = [](int j) { return unsigned(j / kStages) & 1; };
@@ -42,7 +42,7 @@ struct PingPong {
     turns.pass(false);
     wgmma::wait<0>();
     w.ring.release_k(stage(0));
-    mma::mask_scores<Causal>(s, 0, w.rows0, w.qrow0, w.seq);
+    mma::mask_scores<Causal>(s, w.key(0), w.rows0, w.qrow0, w.seq);
     softmax.tile(s, w.scale_log2, acc);
     flashtma::pack_p(s, a);
     for (int j = 1; j < w.tiles; ++j) {  // turn j: S_j and P_{j-1} V_{j-1}, both waited for
@@ -57,7 +57,7 @@ struct PingPong {
       wgmma::wait<0>();
       w.ring.release_k(stage(j));
       w.ring.release_v(stage(j - 1));
-      mma::mask_scores<Causal>(s, j * 8 * NT, w.rows0, w.qrow0, w.seq);
+      mma::mask_scores<Causal>(s, w.key(j), w.rows0, w.qrow0, w.seq);
       softmax.tile(s, w.scale_log2, acc);
       flashtma::pack_p(s, a);
     }
@@ -70,7 +70,7 @@ struct PingPong {
     turns.pass(true);
     wgmma::wait<0>();
     w.ring.release_v(stage(w.tiles - 1));
-    softmax.write(acc, o, lse, w.qrow0, w.seq);
+    w.out.write(softmax, acc, w.qrow0);
   }
 #endif
 };

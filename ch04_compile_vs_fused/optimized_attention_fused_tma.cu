@@ -24,7 +24,7 @@ namespace {
 struct InOrder {
 #if defined(LAB_SM90A)
   template <int D, bool Causal>
-  __device__ static void consume(const flashtma::Work<D>& w, float* __restrict__ o, float* __restrict__ lse) {
+  __device__ static void consume(const flashtma::Work<D>& w) {
     constexpr int kStages = flashtma::Config<D>::kStages, NT = flashtma::Config<D>::kBc / 8;
     float acc[1][D / 8][4] = {};
     float(&od)[D / 2] = reinterpret_cast<float(&)[D / 2]>(acc);
@@ -41,7 +41,7 @@ struct InOrder {
       wgmma::wait<0>();
       w.ring.release_k(st);
 
-      mma::mask_scores<Causal>(s, j * 8 * NT, w.rows0, w.qrow0, w.seq);
+      mma::mask_scores<Causal>(s, w.key(j), w.rows0, w.qrow0, w.seq);
       softmax.tile(s, w.scale_log2, acc);
       std::uint32_t a[NT / 2][4];
       flashtma::pack_p(s, a);
@@ -53,7 +53,7 @@ struct InOrder {
       wgmma::wait<0>();
       w.ring.release_v(st);
     }
-    softmax.write(acc, o, lse, w.qrow0, w.seq);
+    w.out.write(softmax, acc, w.qrow0);
   }
 #endif
 };

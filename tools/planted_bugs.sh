@@ -16,11 +16,13 @@
 # updates a block while the block's first LayerNorm gradients are still being summed; in the 3xTF32
 # attention backward a causal mask letting one future key through, and in the GPT-2 step with that
 # attention the operands' small parts dropped (plain TF32 attention); and in the LayerNorm backward
-# whose rows two SMs split, the other half's sum of dy gamma xhat left out of a row's dx.
+# whose rows two SMs split, the other half's sum of dy gamma xhat left out of a row's dx; and in the
+# Hopper attention whose keys are split across blocks, a chunk's mask taken at the row's first key
+# tile instead of the chunk's.
 # Exit status 0 when every bug was caught.
 set -u
 if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
-  sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
   [ $# -ge 1 ] && exit 0 || exit 2
 fi
 logdir=$1
@@ -115,6 +117,8 @@ plant causal_3xtf32 ch04_compile_vs_fused/flash_3xtf32.cuh optimized_attention_b
   '(Causal && key > query)))' '(Causal && key > query + 1)))'
 plant gpt2_attention_tf32 ch04_compile_vs_fused/mma_ptx.cuh optimized_gpt2_step_fused_tc_attention \
   'return {big, __float_as_uint(x - __uint_as_float(big)) & 0xffffe000u};' 'return {big, 0u};'
+plant split_key_offset ch04_compile_vs_fused/optimized_attention_fused_split.cu optimized_attention_fused_split \
+  'mma::mask_scores<Causal>(s, w.key(j), ' 'mma::mask_scores<Causal>(s, j * flashtma::Config<D>::kBc, '
 
 if [ $planted -eq 0 ]; then
   echo "planted_bugs: no bug is named ${only[*]}" >&2
