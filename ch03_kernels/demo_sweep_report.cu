@@ -3,7 +3,8 @@
 // this chapter (baseline, optimized, library), over batch x sequence x dimension, it times the
 // operation and writes one JSON record per measurement:
 //   {operation, implementation, program, batch_size, sequence_length, tensor_dimension, time_ms,
-//    memory_mb, inference_speed, gpu_efficiency, throughput_gbps, peak_gbps, verified, status}
+//    memory_mb, inference_speed, gpu_efficiency, throughput_gbps, peak_gbps, same_size_copy_gbps,
+//    verified, status}
 // and prints a table per operation. The definitions (also in the chapter README):
 //   time_ms          median of --reps runs, each timed with CUDA events after an L2 flush
 //   throughput_gbps  the operation's minimal bytes (each input read once, each output written
@@ -15,6 +16,10 @@
 //   memory_mb        the most device memory the operation's buffers (inputs, outputs, scratch)
 //                    held at once, in MiB (2^20 bytes); the CUDA context and libraries excluded
 //   inference_speed  calls per second, 1000 / time_ms, as the users' guide defines it
+//   same_size_copy_gbps  a copy kernel moving the operation's bytes (half read, half written),
+//                    timed the same way: what a copy reaches at this size, where a few
+//                    microseconds of launch and ramp-up weigh on it as on the operation (a copy
+//                    of 16 MB runs at about 70% of peak_gbps on an H100, one of 8 MB at 48%)
 // A shape maps onto a topic as (batch * seq * dim) elements for the element-wise operations and
 // the MSE, and (batch * seq) rows of dim for LayerNorm and the cross-entropy (dim classes).
 // Results up to --verify-mb of traffic are checked against the double reference before timing.
@@ -36,6 +41,7 @@
 #include "lab/device.hpp"
 #include "lab/harness.hpp"
 #include "lab/lab.hpp"
+#include "lab/stats.hpp"
 
 namespace {
 
@@ -65,7 +71,7 @@ struct Settings {
 struct Record {
   std::string operation, implementation, program, status = "ok";
   std::int64_t batch = 0, seq = 0, dim = 0;
-  std::optional<double> time_ms, memory_mb, throughput_gbps;
+  std::optional<double> time_ms, memory_mb, throughput_gbps, same_size_copy_gbps;
   bool verified = false;
   bool final_optimized = false;  // the topic's last optimized step: the speedup column's numerator
 };
@@ -105,6 +111,36 @@ Record measure(const lab::Variant& v, const lab::Shape& shape, const Settings& c
   return r;
 }
 
+// GB/s of a plain copy kernel moving `bytes` in all (bytes / 2 read, bytes / 2 written), the
+// median of `reps` runs each timed like the operations (events, after an L2 flush); one
+// measurement a size. Empty when the two buffers do not fit.
+class SameSizeCopy {
+ public:
+  SameSizeCopy(int reps, lab::L2Flusher& flusher) : reps_(reps), flusher_(flusher) {}
+  std::optional<double> gbps(double bytes) {
+    const std::size_t half = static_cast<std::size_t>(bytes / 2) / 16 * 16;
+    if (half == 0) return std::nullopt;
+    if (const auto it = done_.find(half); it != done_.end()) return it->second;
+    std::optional<double> rate;
+    try {
+      lab::DeviceBuffer<std::uint8_t> src(half, /*tracked=*/false), dst(half, /*tracked=*/false);
+      LAB_CHECK(cudaMemsetAsync(src.data(), 0x3C, half, stream_));
+      const std::vector<double> ms = lab::flushed_samples_ms(
+          [&] { lab::copy_through(dst.data(), src.data(), half, stream_); },
+          stream_, &flusher_, reps_);
+      rate = 2.0 * half / (lab::stats::median(ms) * 1e-3) / 1e9;
+    } catch (const lab::OutOfMemory&) {
+    }
+    return done_[half] = rate;
+  }
+
+ private:
+  int reps_;
+  lab::L2Flusher& flusher_;
+  lab::Stream stream_;
+  std::map<std::size_t, std::optional<double>> done_;
+};
+
 nlohmann::json to_json(const Record& r, double peak_gbps) {
   auto opt = [](const std::optional<double>& x) { return x ? nlohmann::json(*x) : nlohmann::json(nullptr); };
   nlohmann::json j = {{"operation", r.operation},
@@ -120,13 +156,15 @@ nlohmann::json to_json(const Record& r, double peak_gbps) {
                                                            : nlohmann::json(nullptr)},
                       {"throughput_gbps", opt(r.throughput_gbps)},
                       {"peak_gbps", peak_gbps},
+                      {"same_size_copy_gbps", opt(r.same_size_copy_gbps)},
                       {"verified", r.verified},
                       {"status", r.status}};
   return j;
 }
 
 // One table per operation: a row per shape, for each implementation its time, GB/s and
-// efficiency, and the final optimized variant's speedup over the baseline.
+// efficiency, a copy of the same bytes (GB/s and efficiency), and the final optimized variant's
+// speedup over the baseline.
 void print_tables(const std::vector<Record>& records, const std::vector<std::string>& ops, double peak_gbps) {
   for (const auto& op : ops) {
     std::vector<std::string> impls;
@@ -137,14 +175,14 @@ void print_tables(const std::vector<Record>& records, const std::vector<std::str
     std::cout << "\n" << op << " (time ms / GB/s / % of the " << fixed(peak_gbps, 0) << " GB/s copy)\n";
     std::printf("%6s %6s %6s", "batch", "seq", "dim");
     for (const auto& p : impls) std::printf(" | %-28s", p.c_str());
-    std::printf(" | %s\n", "speedup (final optimized over baseline)");
+    std::printf(" | %-18s | %s\n", "copy, same bytes", "speedup (final optimized over baseline)");
     std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, std::map<std::string, const Record*>> rows;
     for (const auto& r : records)
       if (r.operation == op) rows[{r.batch, r.seq, r.dim}][r.program] = &r;
     for (const auto& [key, by_program] : rows) {
       std::printf("%6lld %6lld %6lld", (long long)std::get<0>(key), (long long)std::get<1>(key),
                   (long long)std::get<2>(key));
-      std::optional<double> base, best;
+      std::optional<double> base, best, copy;
       for (const auto& p : impls) {
         const auto it = by_program.find(p);
         if (it == by_program.end() || !it->second->time_ms) {
@@ -155,9 +193,13 @@ void print_tables(const std::vector<Record>& records, const std::vector<std::str
         const std::string cell = fixed(*r.time_ms, 4) + " / " + fixed(*r.throughput_gbps, 0) + " / " +
                                  fixed(100.0 * *r.throughput_gbps / peak_gbps, 1) + "%";
         std::printf(" | %-28s", cell.c_str());
+        if (r.same_size_copy_gbps) copy = *r.same_size_copy_gbps;
         if (r.implementation == "baseline") base = *r.time_ms;
         if (r.final_optimized) best = *r.time_ms;
       }
+      const std::string copy_cell =
+          copy ? fixed(*copy, 0) + " / " + fixed(100.0 * *copy / peak_gbps, 1) + "%" : std::string("-");
+      std::printf(" | %-18s", copy_cell.c_str());
       if (base && best)
         std::printf(" | %.2fx\n", *base / *best);
       else
@@ -193,6 +235,7 @@ int run(const Settings& in) {
   const lab::Peaks peaks = lab::measured_peaks(dev);
   const double peak_gbps = peaks.copy_gbs;
   lab::L2Flusher flusher(dev.l2_bytes, dev.sms);
+  SameSizeCopy copy(cfg.reps, flusher);
   std::size_t total = 0;
   for (const auto& vs : variants) total += vs.size() * cfg.batch.size() * cfg.seq.size() * cfg.dim.size();
   std::cerr << dev.describe() << "\n"
@@ -216,6 +259,7 @@ int run(const Settings& in) {
             r.program = v->program;
             r.final_optimized = v->role == lab::Role::optimized && v == last_optimized(variants[o]);
             r.batch = b, r.seq = s, r.dim = d;
+            r.same_size_copy_gbps = copy.gbps(v->topic->work(shape).bytes);
             std::fprintf(stderr, "[%zu/%zu] %s %s %lldx%lldx%lld: %s\n", ++done, total, r.operation.c_str(),
                          r.program.c_str(), (long long)b, (long long)s, (long long)d,
                          r.time_ms ? (fixed(*r.time_ms, 4) + " ms, " + fixed(*r.throughput_gbps, 0) + " GB/s" +

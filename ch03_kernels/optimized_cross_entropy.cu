@@ -88,8 +88,8 @@ __global__ void __launch_bounds__(rows::block_threads<kLanes>(), kLanes > 32 ? 4
   __shared__ float sums[32];
   __shared__ bool last;
   const int lane = threadIdx.x % kLanes;
-  // The whole row in registers (the same for every row); never past 32 lanes (over 8192 classes).
-  const bool held = kLanes <= 32 && classes <= kLanes * V * kHeld;
+  // A warp's row (up to 8192 classes) is held in registers when it fits, the same for every row.
+  const bool held = classes <= kLanes * V * kHeld;
   const std::size_t tiles = (std::size_t(rows) + kRows - 1) / kRows;
   float my_loss = 0.f;  // the losses of this thread's rows in its group's lane 0; 0 elsewhere
   for (std::size_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
@@ -99,7 +99,12 @@ __global__ void __launch_bounds__(rows::block_threads<kLanes>(), kLanes > 32 ? 4
     const float* x = logits + row * classes;
     float picked = 0.f;  // x[label], in the one lane whose chunk holds it
     float row_lse;
-    if constexpr (kLanes <= 32)
+    // Below 32 lanes the row is always held (loss::row_lanes gives a row fewer lanes only when
+    // they hold it), so those kernels have no streamed path: its registers had cut them to 3
+    // resident blocks an SM (80 registers a thread; now 48, 5 blocks).
+    if constexpr (kLanes < 32)
+      row_lse = held_lse<kLanes, V>(x, lane, classes, label, picked, sums);
+    else if constexpr (kLanes == 32)
       row_lse = held ? held_lse<kLanes, V>(x, lane, classes, label, picked, sums)
                      : streamed_lse<kLanes, V>(x, lane, classes, label, picked, scratch);
     else

@@ -47,8 +47,6 @@ struct Plan {
   std::vector<flashtma::Item> items;
   std::vector<Combine> combines;
   int slots = 0;
-  int chunk = 0;        // L: the longest chunk, in key tiles
-  int head_group = 0;   // heads sorted together (see make_plan)
   double estimate = 0;  // the simulated time, in tiles
 };
 
@@ -99,7 +97,6 @@ Plan make_plan(const attn::Dims& a, int br, int bc, int sms, std::size_t l2_byte
                   : int(std::clamp<std::size_t>(l2_bytes / 8 / head_bytes, 1, std::size_t(a.bh())));
   auto plan_for = [&](int L) {
     Plan plan;
-    plan.chunk = L, plan.head_group = group;
     for (int h = 0; h < a.bh(); ++h)
       for (int t = 0; t < qtiles; ++t) {
         const std::vector<int> sizes = chunk_sizes(key_tiles(t), L, latest(t));

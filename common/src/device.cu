@@ -53,6 +53,12 @@ __global__ void read_flush_kernel(const int4* __restrict__ p, std::size_t n, int
   if (acc == 0x7F3A9C15) *sink = acc;
 }
 
+// One 16-byte load and store a thread.
+__global__ void copy_kernel(const int4* __restrict__ src, int4* __restrict__ dst, std::size_t n) {
+  const std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
+  if (i < n) dst[i] = src[i];
+}
+
 // Eight independent FMA chains per thread keep every FP32 pipe busy; the result is stored only if
 // it hits an impossible value, so the compiler must compute it but memory traffic is nil.
 constexpr int kFmaChains = 8;
@@ -94,6 +100,14 @@ void device_fill_int(std::int32_t* p, std::size_t n, std::uint64_t key, std::int
 
 void read_through(const void* p, std::size_t bytes, int* sink, int sms, cudaStream_t s) {
   read_flush_kernel<<<sms * 8, 256, 0, s>>>(static_cast<const int4*>(p), bytes / sizeof(int4), sink);
+  LAB_CHECK_LAUNCH();
+}
+
+void copy_through(void* dst, const void* src, std::size_t bytes, cudaStream_t s) {
+  const std::size_t n = bytes / sizeof(int4);
+  if (!n) return;
+  copy_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, s>>>(static_cast<const int4*>(src),
+                                                                      static_cast<int4*>(dst), n);
   LAB_CHECK_LAUNCH();
 }
 

@@ -142,6 +142,23 @@ TEST(Gpu, FlusherCoversTwiceTheL2) {
   s.sync();
 }
 
+// The sweep report's reference copy moves every 16-byte word of a size that no power of two
+// divides beyond 16, and writes nothing past it.
+TEST(Gpu, CopyThroughCopiesEveryWordAndNoMore) {
+  LAB_REQUIRE_GPU();
+  const std::size_t words = 4099, n = words * 4;  // floats: 16 bytes a word
+  lab::DeviceBuffer<float> src(n), dst(n + 4);
+  lab::Rng(5).uniform(src);
+  lab::poison(dst);
+  LAB_CHECK(cudaDeviceSynchronize());  // the fills ran on the default stream
+  lab::Stream s;
+  lab::copy_through(dst.data(), src.data(), words * 16, s);
+  s.sync();
+  const std::vector<float> a = src.download(), b = dst.download();
+  for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(a[i], b[i]) << "float " << i;
+  for (std::size_t i = n; i < n + 4; ++i) EXPECT_TRUE(std::isnan(b[i])) << "float " << i << " was written";
+}
+
 // A flush evicts what a kernel just wrote: re-reading a buffer of half the L2 is slower right
 // after a flush than right after a previous read (when it is still in the L2).
 __global__ void read_sum(const float* p, std::size_t n, float* out) {
