@@ -5,6 +5,8 @@
 # The sources here are never touched.
 #
 #   tools/planted_bugs.sh LOGDIR [NAME...]     (NAMEs: plant only these bugs; default all)
+#   tools/planted_bugs.sh --check-patterns     (no GPU, no build: every bug's text to replace occurs
+#                                               exactly once in its file; a CPU test runs this)
 #
 # The bugs: an edge column left unwritten (coalescing), the variance divided by dim - 1
 # (LayerNorm), the label's logit scaled by 1.001 (cross-entropy), a causal mask letting one
@@ -19,18 +21,25 @@
 # whose rows two SMs split, the other half's sum of dy gamma xhat left out of a row's dx; and in the
 # Hopper attention whose keys are split across blocks, a chunk's mask taken at the row's first key
 # tile instead of the chunk's.
-# Exit status 0 when every bug was caught.
+# Exit status 0 when every bug was caught (with --check-patterns: when every text was found once).
 set -u
 if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
-  sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
   [ $# -ge 1 ] && exit 0 || exit 2
 fi
+root=$(cd "$(dirname "$0")/.." && pwd)
+check_only=0
+only=()
+if [ "$1" = "--check-patterns" ]; then
+  check_only=1
+  scratch=$root  # read, never written
+  logdir=
+else
 logdir=$1
 shift
 only=("$@")
 mkdir -p "$logdir" || { echo "planted_bugs: cannot create $logdir" >&2; exit 2; }
 logdir=$(cd "$logdir" && pwd)
-root=$(cd "$(dirname "$0")/.." && pwd)
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/lab-planted.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
 tar -C "$root" --exclude='./build*' --exclude='./.git' -cf - . | tar -C "$scratch" -xf -
@@ -38,6 +47,7 @@ build="$scratch/build"
 echo "== configure (scratch copy in $scratch)"
 cmake -S "$scratch" -B "$build" -DCMAKE_BUILD_TYPE=Release >"$logdir/configure.log" 2>&1 ||
   { echo "planted_bugs: configure failed: see $logdir/configure.log" >&2; exit 2; }
+fi
 
 caught=0
 planted=0
@@ -50,6 +60,16 @@ plant() {
     return
   fi
   planted=$((planted + 1))
+  if [ $check_only -eq 1 ]; then
+    local n
+    n=$(FROM="$from" python3 -c 'import os, sys; print(open(sys.argv[1]).read().count(os.environ["FROM"]))' "$path")
+    if [ "$n" = 1 ]; then
+      caught=$((caught + 1))
+    else
+      missed+=("$name($file: the text to replace occurs $n times, not once)")
+    fi
+    return
+  fi
   cp "$path" "$path.orig"
   if ! FROM="$from" TO="$to" python3 - "$path" <<'EOF'
 import os, sys
@@ -90,7 +110,7 @@ plant variance_divisor ch03_kernels/optimized_layernorm.cu optimized_layernorm \
   'rsqrtf(rows::group_sum<kLanes>(sq, scratch) / dim + ln::kEps)' \
   'rsqrtf(rows::group_sum<kLanes>(sq, scratch) / (dim - 1) + ln::kEps)'
 plant label_logit ch03_kernels/optimized_cross_entropy.cu optimized_cross_entropy \
-  'acc.lse() - x[label]' 'acc.lse() - 1.001f * x[label]'
+  'row_lse - picked : NAN' 'row_lse - 1.001f * picked : NAN'
 plant causal_fp32 ch04_compile_vs_fused/flash_fp32.cuh optimized_attention_fused \
   '(Causal && col > row0 + 4 * ty + i)' '(Causal && col > row0 + 4 * ty + i + 1)'
 plant causal_bf16 ch04_compile_vs_fused/mma_tiles.cuh optimized_attention_fused_tc \
@@ -99,8 +119,8 @@ plant bf16_pair_swapped ch04_compile_vs_fused/mma_ptx.cuh optimized_attention_fu
   '__floats2bfloat162_rn(lo, hi)' '__floats2bfloat162_rn(hi, lo)'
 plant gpt2_ln_backward ch04_compile_vs_fused/gpt2_fused.cuh optimized_gpt2_step_fused \
   'rs * (g[k] - mean_g - xh[k] * mean_gx)' 'rs * (g[k] - mean_g - 0.99f * xh[k] * mean_gx)'
-plant gpt2_weight_decay ch04_compile_vs_fused/gpt2_fused.cuh optimized_gpt2_step_fused \
-  'float(1 - p.hp.lr * p.hp.weight_decay)' 'float(1 - 0.9 * p.hp.lr * p.hp.weight_decay)'
+plant gpt2_weight_decay ch04_compile_vs_fused/flat_adamw.cuh optimized_gpt2_step_fused \
+  'float(1 - lr * weight_decay)' 'float(1 - 0.9 * lr * weight_decay)'
 plant gpt2_tf32_split ch04_compile_vs_fused/optimized_gpt2_step_fused_3xtf32.cu optimized_gpt2_step_fused_3xtf32 \
   'small[i] = to_tf32(v - b);' 'small[i] = 0.f;'
 plant gpt2_saved_overlap ch04_compile_vs_fused/gpt2_model.cpp optimized_gpt2_step_fused \
@@ -117,12 +137,17 @@ plant causal_3xtf32 ch04_compile_vs_fused/flash_3xtf32.cuh optimized_attention_b
   '(Causal && key > query)))' '(Causal && key > query + 1)))'
 plant gpt2_attention_tf32 ch04_compile_vs_fused/mma_ptx.cuh optimized_gpt2_step_fused_tc_attention \
   'return {big, __float_as_uint(x - __uint_as_float(big)) & 0xffffe000u};' 'return {big, 0u};'
-plant split_key_offset ch04_compile_vs_fused/optimized_attention_fused_split.cu optimized_attention_fused_split \
+plant split_key_offset ch04_compile_vs_fused/optimized_attention_fused_overlap.cu optimized_attention_fused_split \
   'mma::mask_scores<Causal>(s, w.key(j), ' 'mma::mask_scores<Causal>(s, j * flashtma::Config<D>::kBc, '
 
 if [ $planted -eq 0 ]; then
   echo "planted_bugs: no bug is named ${only[*]}" >&2
   exit 2
+fi
+if [ $check_only -eq 1 ]; then
+  echo "planted_bugs: $caught of $planted texts found once${missed:+; ${missed[*]}}"
+  [ ${#missed[@]} -eq 0 ]
+  exit
 fi
 echo "planted_bugs: $caught caught, ${#missed[@]} missed${missed:+: ${missed[*]}}"
 [ ${#missed[@]} -eq 0 ]

@@ -321,3 +321,43 @@ class TorchGpt2(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class PlantedBugs(unittest.TestCase):
+    """planted_bugs.sh replaces a text in a source; when the source moves on, the bug would silently
+    not be planted. --check-patterns finds every text exactly once, without a GPU or a build."""
+
+    SCRIPT = os.path.join(os.path.dirname(HERE), "planted_bugs.sh")
+    ROOT = os.path.dirname(os.path.dirname(HERE))
+
+    def run_script(self, script):
+        import subprocess
+        return subprocess.run(["bash", script, "--check-patterns"], capture_output=True, text=True)
+
+    def test_every_text_occurs_once(self):
+        r = self.run_script(self.SCRIPT)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertRegex(r.stdout, r"planted_bugs: (\d+) of \1 texts found once")
+
+    def test_a_text_gone_from_its_source_is_reported(self):
+        import re
+        import shutil
+        with open(self.SCRIPT) as f:
+            files = sorted(set(re.findall(r"^plant \S+ (\S+) ", f.read(), re.M)))
+        self.assertIn("ch03_kernels/optimized_cross_entropy.cu", files)
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "tools"))
+            shutil.copy(self.SCRIPT, os.path.join(d, "tools"))
+            for rel in files:
+                os.makedirs(os.path.dirname(os.path.join(d, rel)), exist_ok=True)
+                shutil.copy(os.path.join(self.ROOT, rel), os.path.join(d, rel))
+            script = os.path.join(d, "tools", "planted_bugs.sh")
+            self.assertEqual(self.run_script(script).returncode, 0)  # the copy is complete
+            path = os.path.join(d, "ch03_kernels/optimized_cross_entropy.cu")
+            with open(path) as f:
+                text = f.read()
+            with open(path, "w") as f:
+                f.write(text.replace("row_lse - picked", "row_lse-picked"))
+            r = self.run_script(script)
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertIn("label_logit(ch03_kernels/optimized_cross_entropy.cu: the text to replace occurs 0 times", r.stdout)
