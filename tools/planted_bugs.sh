@@ -60,30 +60,19 @@ plant() {
     return
   fi
   planted=$((planted + 1))
+  local n
+  n=$(FROM="$from" python3 -c 'import os, sys; print(open(sys.argv[1]).read().count(os.environ["FROM"]))' "$path")
+  if [ "$n" != 1 ]; then
+    missed+=("$name($file: the text to replace occurs $n times, not once)")
+    return
+  fi
   if [ $check_only -eq 1 ]; then
-    local n
-    n=$(FROM="$from" python3 -c 'import os, sys; print(open(sys.argv[1]).read().count(os.environ["FROM"]))' "$path")
-    if [ "$n" = 1 ]; then
-      caught=$((caught + 1))
-    else
-      missed+=("$name($file: the text to replace occurs $n times, not once)")
-    fi
+    caught=$((caught + 1))  # found once: plantable
     return
   fi
   cp "$path" "$path.orig"
-  if ! FROM="$from" TO="$to" python3 - "$path" <<'EOF'
-import os, sys
-p = sys.argv[1]
-s = open(p).read()
-n = s.count(os.environ["FROM"])
-if n != 1:
-    sys.exit(f"planted_bugs: {p}: the text to replace occurs {n} times, not once")
-open(p, "w").write(s.replace(os.environ["FROM"], os.environ["TO"]))
-EOF
-  then
-    missed+=("$name(not planted: the source changed)")
-    return
-  fi
+  FROM="$from" TO="$to" python3 -c 'import os, sys; p = sys.argv[1]; s = open(p).read()
+open(p, "w").write(s.replace(os.environ["FROM"], os.environ["TO"]))' "$path"
   printf '== %-26s %s: %s\n' "$name" "$program" "$to"
   if ! cmake --build "$build" -j "$(nproc)" --target "$program" >"$log" 2>&1; then
     missed+=("$name(build failed)")

@@ -168,7 +168,8 @@ Peaks measured_peaks(const DeviceFacts& dev, bool remeasure) {
     if (auto p = load_peaks(dir, dev.uuid); p && implausible_peaks(dev, *p).empty()) return *p;
   std::size_t free_b = 0, total_b = 0;
   LAB_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  const std::size_t bytes = std::min<std::size_t>(std::size_t{1} << 30, free_b / 4);
+  // A whole number of MiB: cudaMemcpy is slower on sizes that are not (see copy_through).
+  const std::size_t bytes = std::min<std::size_t>(std::size_t{1} << 30, free_b / 4) >> 20 << 20;
   Peaks p;
   p.copy_gbs = measure_copy_bandwidth_gbs(bytes);
   p.fp32_tflops = measure_fp32_tflops(dev);

@@ -2,6 +2,9 @@
 import importlib.util
 import json
 import os
+import re
+import shutil
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -319,9 +322,6 @@ class TorchGpt2(unittest.TestCase):
         self.assertIn("--check", r.stderr)
 
 
-if __name__ == "__main__":
-    unittest.main()
-
 
 class PlantedBugs(unittest.TestCase):
     """planted_bugs.sh replaces a text in a source; when the source moves on, the bug would silently
@@ -331,7 +331,6 @@ class PlantedBugs(unittest.TestCase):
     ROOT = os.path.dirname(os.path.dirname(HERE))
 
     def run_script(self, script):
-        import subprocess
         return subprocess.run(["bash", script, "--check-patterns"], capture_output=True, text=True)
 
     def test_every_text_occurs_once(self):
@@ -340,8 +339,6 @@ class PlantedBugs(unittest.TestCase):
         self.assertRegex(r.stdout, r"planted_bugs: (\d+) of \1 texts found once")
 
     def test_a_text_gone_from_its_source_is_reported(self):
-        import re
-        import shutil
         with open(self.SCRIPT) as f:
             files = sorted(set(re.findall(r"^plant \S+ (\S+) ", f.read(), re.M)))
         self.assertIn("ch03_kernels/optimized_cross_entropy.cu", files)
@@ -361,3 +358,7 @@ class PlantedBugs(unittest.TestCase):
             r = self.run_script(script)
             self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
             self.assertIn("label_logit(ch03_kernels/optimized_cross_entropy.cu: the text to replace occurs 0 times", r.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
