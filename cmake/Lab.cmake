@@ -1,8 +1,14 @@
 # Build helpers for the lab. A chapter's CMakeLists.txt is the line lab_chapter(chNN) (and, after
 # it, any extra targets of the chapter's own, as ch02's SASS listing): every
-# baseline_*.cu, optimized_*.cu and library_*.cu file in the folder becomes a program of the same
-# name, its variant joins the chapter's test binary, and the program is recorded in the manifest
-# (build/manifest.json) that compare reads. Nothing lists variants by hand.
+# baseline_*.cu, optimized_*.cu and library_*.cu file in the folder, or in its subfolders, becomes
+# a program of the same name, its variant joins the chapter's test binary, and the program is
+# recorded in the manifest (build/manifest.json) that compare reads. Nothing lists variants by hand.
+#
+# A ladder: a subfolder whose variant files begin with a number (`03_optimized_attention_fused.cu`)
+# holds one topic's steps in the order `ls` shows them. The number is only a sort key: the program
+# drops it (`optimized_attention_fused`), and a step's number is its place among the folder's
+# optimized files, which the build hands the file as LAB_STEP. So the file names are the one list
+# of the order: a step inserted between 03 and 04 is a file `03a_...`, and no other file changes.
 
 # find_package that fails with the Debian package to install.
 macro(lab_require_package pkg debian_pkg)
@@ -22,47 +28,71 @@ endfunction()
 
 # lab_chapter(ch01 [LINK lib...]): the programs, the test binary, and the `ch01` target of the
 # current folder. LINK: libraries every target of the chapter links besides lab (ch04: lab_jit).
+# Programs are built into the chapter's build folder whichever subfolder holds their source, so
+# `make ch04 && ./ch04_compile_vs_fused/optimized_attention_fused` works wherever the file lives.
 function(lab_chapter short)
   cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "LINK")
   set(extra ${arg_LINK})
   get_filename_component(folder "${CMAKE_CURRENT_SOURCE_DIR}" NAME)
   string(REGEX REPLACE "^ch0*" "" number "${short}")
-  file(GLOB variant_sources CONFIGURE_DEPENDS
-       "${CMAKE_CURRENT_SOURCE_DIR}/baseline_*.cu"
-       "${CMAKE_CURRENT_SOURCE_DIR}/optimized_*.cu"
-       "${CMAKE_CURRENT_SOURCE_DIR}/library_*.cu")
-  # Every other .cu file of the folder, and every .cpp (host code: a model's reference), is code
-  # that several variants share, compiled once into the chapter's library, chNN_shared; each is
-  # named for what it holds (rows.cu, mlp.cu, gpt2_reference.cpp).
-  file(GLOB all_sources CONFIGURE_DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/*.cu" "${CMAKE_CURRENT_SOURCE_DIR}/*.cpp")
+  set(root "${CMAKE_CURRENT_SOURCE_DIR}")
+  # Every source of the chapter but its tests' and results': the folder and its subfolders.
+  file(GLOB_RECURSE all_sources CONFIGURE_DEPENDS RELATIVE "${root}" "${root}/*.cu" "${root}/*.cpp")
+  list(FILTER all_sources EXCLUDE REGEX "^(tests|results)/")
+  list(SORT all_sources)
+  set(variant_sources "")
   set(support_sources "")
-  foreach(src IN LISTS all_sources)
-    get_filename_component(stem "${src}" NAME)
-    if(NOT stem MATCHES "^(baseline|optimized|library|demo)_")
-      list(APPEND support_sources "${src}")
+  set(demo_sources "")
+  foreach(rel IN LISTS all_sources)
+    get_filename_component(name "${rel}" NAME)
+    if(name MATCHES "^([0-9]+[a-z]*_)?(baseline|optimized|library)_.*\\.cu$")
+      list(APPEND variant_sources "${root}/${rel}")
+    elseif(name MATCHES "^demo_.*\\.cu$")
+      list(APPEND demo_sources "${root}/${rel}")
+    else()
+      # Code that several variants share, compiled once into the chapter's library, chNN_shared;
+      # each file is named for what it holds (rows.cu, mlp.cu, gpt2_reference.cpp).
+      list(APPEND support_sources "${root}/${rel}")
     endif()
   endforeach()
   if(support_sources)
     add_library(${short}_shared STATIC ${support_sources})
     target_link_libraries(${short}_shared PUBLIC lab ${extra})
-    target_include_directories(${short}_shared PUBLIC "${CMAKE_CURRENT_SOURCE_DIR}")
+    target_include_directories(${short}_shared PUBLIC "${root}")
     lab_target_defaults(${short}_shared)
     set(support ${short}_shared)
   else()
     set(support "")
   endif()
   set_property(GLOBAL PROPERTY LAB_SUPPORT_${short} "${support};${extra}")
-  file(GLOB test_sources CONFIGURE_DEPENDS
-       "${CMAKE_CURRENT_SOURCE_DIR}/tests/*.cu" "${CMAKE_CURRENT_SOURCE_DIR}/tests/*.cpp")
-  list(SORT variant_sources)
+  file(GLOB test_sources CONFIGURE_DEPENDS "${root}/tests/*.cu" "${root}/tests/*.cpp")
   add_custom_target(${short})
   set(objects "")
+  set(ladder_folder "")
   foreach(src IN LISTS variant_sources)
-    get_filename_component(program "${src}" NAME_WE)
+    get_filename_component(file "${src}" NAME_WE)
+    get_filename_component(dir "${src}" DIRECTORY)
+    # The program's name: the file's, less a ladder's sort key.
+    string(REGEX REPLACE "^[0-9]+[a-z]*_" "" program "${file}")
+    # A ladder's step: the file's place among its folder's optimized files (sorted above).
+    set(step_definition "")
+    if(NOT file STREQUAL program)
+      if(NOT dir STREQUAL ladder_folder)
+        set(ladder_folder "${dir}")
+        set(ladder_step 0)
+      endif()
+      if(program MATCHES "^optimized_")
+        math(EXPR ladder_step "${ladder_step} + 1")
+        set(step_definition "LAB_STEP=${ladder_step}")
+      endif()
+    endif()
     # The variant is compiled once and linked into its program and into the chapter's tests.
     add_library(${program}_variant OBJECT "${src}")
     target_link_libraries(${program}_variant PUBLIC lab ${support} ${extra})
-    target_include_directories(${program}_variant PUBLIC "${CMAKE_CURRENT_SOURCE_DIR}")
+    target_include_directories(${program}_variant PUBLIC "${root}")
+    if(step_definition)
+      target_compile_definitions(${program}_variant PRIVATE ${step_definition})
+    endif()
     lab_target_defaults(${program}_variant)
     # A variant that needs Hopper's architecture-specific instructions (wgmma) says so in its file,
     # on a line "// lab-arch: sm_90a". When the build is for sm_90 it is compiled for sm_90a and
@@ -86,11 +116,11 @@ function(lab_chapter short)
 
   # demo_*.cu: programs with their own main that show something no pair can (listed by compare,
   # run directly). They link the chapter's variants, so a demo can run them from the registry.
-  file(GLOB demo_sources CONFIGURE_DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/demo_*.cu")
   foreach(src IN LISTS demo_sources)
     get_filename_component(program "${src}" NAME_WE)
     add_executable(${program} "${src}" ${objects})
     target_link_libraries(${program} PRIVATE lab ${support} ${extra} CLI11::CLI11 nlohmann_json::nlohmann_json)
+    target_include_directories(${program} PRIVATE "${root}")
     set_target_properties(${program} PROPERTIES LINKER_LANGUAGE CXX)
     lab_target_defaults(${program})
     add_dependencies(${short} ${program})
@@ -133,6 +163,22 @@ function(lab_chapter short)
                    -DOUT=${CMAKE_CURRENT_BINARY_DIR}/programs.md
                    -P ${PROJECT_SOURCE_DIR}/cmake/check_readme_programs.cmake)
   set_tests_properties(${short}.readme_programs PROPERTIES LABELS "cpu;${short}" TIMEOUT 120)
+  # A subfolder's README with a table of programs (ch04's attention/README.md) lists its own.
+  file(GLOB sub_readmes CONFIGURE_DEPENDS "${root}/*/README.md")
+  foreach(readme IN LISTS sub_readmes)
+    file(STRINGS "${readme}" has_table REGEX "<!-- results:programs:begin -->" LIMIT_COUNT 1)
+    if(NOT has_table)
+      continue()
+    endif()
+    get_filename_component(sub_dir "${readme}" DIRECTORY)
+    get_filename_component(sub "${sub_dir}" NAME)
+    add_test(NAME ${short}.readme_programs.${sub}
+             COMMAND ${CMAKE_COMMAND} -DCOMPARE=$<TARGET_FILE:compare> -DMANIFEST=${PROJECT_BINARY_DIR}/manifest.json
+                     -DCHAPTER=${short} -DSUBFOLDER=${sub} -DREADME=${readme}
+                     -DOUT=${CMAKE_CURRENT_BINARY_DIR}/programs_${sub}.md
+                     -P ${PROJECT_SOURCE_DIR}/cmake/check_readme_programs.cmake)
+    set_tests_properties(${short}.readme_programs.${sub} PROPERTIES LABELS "cpu;${short}" TIMEOUT 120)
+  endforeach()
 endfunction()
 
 # A chapter's GoogleTest binary, chNN_<suffix>: the chapter's variant objects (and sources) with a

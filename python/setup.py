@@ -37,7 +37,7 @@ setup(
         CUDAExtension(
             name="cuda_perf_lab._C",
             sources=sources(),
-            include_dirs=[os.path.join(ROOT, d) for d in ("common", "ch03_kernels", "ch04_compile_vs_fused",
+            include_dirs=[os.path.join(ROOT, d) for d in ("common", "jit", "ch03_kernels", "ch04_compile_vs_fused",
                                                           "python/csrc")],
             extra_compile_args={"cxx": ["-O3", "-std=c++20"], "nvcc": NVCC},
             libraries=["cublas"],

@@ -100,21 +100,21 @@ plant variance_divisor ch03_kernels/optimized_layernorm.cu optimized_layernorm \
   'rsqrtf(rows::group_sum<kLanes>(sq, scratch) / (dim - 1) + ln::kEps)'
 plant label_logit ch03_kernels/optimized_cross_entropy.cu optimized_cross_entropy \
   'row_lse - picked : NAN' 'row_lse - 1.001f * picked : NAN'
-plant causal_fp32 ch04_compile_vs_fused/flash_fp32.cuh optimized_attention_fused \
+plant causal_fp32 ch04_compile_vs_fused/attention/kernels/flash_fp32.cuh optimized_attention_fused \
   '(Causal && col > row0 + 4 * ty + i)' '(Causal && col > row0 + 4 * ty + i + 1)'
-plant causal_bf16 ch04_compile_vs_fused/mma_tiles.cuh optimized_attention_fused_tc \
+plant causal_bf16 ch04_compile_vs_fused/attention/kernels/mma_tiles.cuh optimized_attention_fused_tc \
   '(Causal && col > qrow0 + 16 * mt + 8 * (e / 2))' '(Causal && col > qrow0 + 16 * mt + 8 * (e / 2) + 1)'
-plant bf16_pair_swapped ch04_compile_vs_fused/mma_ptx.cuh optimized_attention_fused_tc \
+plant bf16_pair_swapped ch04_compile_vs_fused/attention/kernels/mma_ptx.cuh optimized_attention_fused_tc \
   '__floats2bfloat162_rn(lo, hi)' '__floats2bfloat162_rn(hi, lo)'
-plant gpt2_ln_backward ch04_compile_vs_fused/gpt2_fused.cuh optimized_gpt2_step_fused \
+plant gpt2_ln_backward ch04_compile_vs_fused/gpt2/fused/kernels.cuh optimized_gpt2_step_fused \
   'rs * (g[k] - mean_g - xh[k] * mean_gx)' 'rs * (g[k] - mean_g - 0.99f * xh[k] * mean_gx)'
-plant gpt2_weight_decay ch04_compile_vs_fused/flat_adamw.cuh optimized_gpt2_step_fused \
+plant gpt2_weight_decay ch04_compile_vs_fused/gpt2/fused/flat_adamw.cuh optimized_gpt2_step_fused \
   'float(1 - lr * weight_decay)' 'float(1 - 0.9 * lr * weight_decay)'
-plant gpt2_tf32_split ch04_compile_vs_fused/optimized_gpt2_step_fused_3xtf32.cu optimized_gpt2_step_fused_3xtf32 \
+plant gpt2_tf32_split ch04_compile_vs_fused/gpt2/steps/03_optimized_gpt2_step_fused_3xtf32.cu optimized_gpt2_step_fused_3xtf32 \
   'small[i] = to_tf32(v - b);' 'small[i] = 0.f;'
-plant gpt2_saved_overlap ch04_compile_vs_fused/gpt2_model.cpp optimized_gpt2_step_fused \
+plant gpt2_saved_overlap ch04_compile_vs_fused/gpt2/gpt2_model.cpp optimized_gpt2_step_fused \
   'plan.grads_used += floats[s];' 'plan.grads_used += 0 * floats[s];'
-plant gpt2_optimizer_early ch04_compile_vs_fused/gpt2_fused.cuh optimized_gpt2_step_fused \
+plant gpt2_optimizer_early ch04_compile_vs_fused/gpt2/fused/step.cuh optimized_gpt2_step_fused \
   'layer_norm_backward(dln.data(), s.x, P + ob.ln1_w, s.mean1, s.rstd1, dx.data(),
                           G + ob.ln1_w, G + ob.ln1_b, true, stream);
       done(l);' 'done(l);
@@ -122,11 +122,11 @@ plant gpt2_optimizer_early ch04_compile_vs_fused/gpt2_fused.cuh optimized_gpt2_s
                           G + ob.ln1_w, G + ob.ln1_b, true, stream);'
 plant ln_backward_split_sums ch03_kernels/optimized_layernorm_backward.cu optimized_layernorm_backward \
   'mean_gx = (r.s2 + peer_sums[n % 4][1]) / dim' 'mean_gx = (r.s2 + 0.f * peer_sums[n % 4][1]) / dim'
-plant causal_3xtf32 ch04_compile_vs_fused/flash_3xtf32.cuh optimized_attention_backward_fused_3xtf32 \
+plant causal_3xtf32 ch04_compile_vs_fused/attention/kernels/flash_3xtf32.cuh optimized_attention_backward_fused_3xtf32 \
   '(Causal && key > query)))' '(Causal && key > query + 1)))'
-plant gpt2_attention_tf32 ch04_compile_vs_fused/mma_ptx.cuh optimized_gpt2_step_fused_tc_attention \
+plant gpt2_attention_tf32 ch04_compile_vs_fused/attention/kernels/mma_ptx.cuh optimized_gpt2_step_fused_tc_attention \
   'return {big, __float_as_uint(x - __uint_as_float(big)) & 0xffffe000u};' 'return {big, 0u};'
-plant split_key_offset ch04_compile_vs_fused/optimized_attention_fused_overlap.cu optimized_attention_fused_split \
+plant split_key_offset ch04_compile_vs_fused/attention/hopper/overlapped.cuh optimized_attention_fused_split \
   'mma::mask_scores<Causal>(s, w.key(j), ' 'mma::mask_scores<Causal>(s, j * flashtma::Config<D>::kBc, '
 
 if [ $planted -eq 0 ]; then

@@ -2,7 +2,7 @@
 """The lab's GPT-2 model in PyTorch, and the check that the lab's training step computes what
 PyTorch computes from the same weights and data (check 4 of the transformer issue).
 
-The model is the one ch04_compile_vs_fused/gpt2_model.hpp defines, module for module, so that its
+The model is the one ch04_compile_vs_fused/gpt2/gpt2_model.hpp defines, module for module, so that its
 state dict has the lab's names, shapes and order (the lab's flat parameter buffer is this model's
 parameters concatenated): token and learned position embeddings (1024 positions), pre-LayerNorm
 blocks (causal multi-head attention with a fused QKV projection and an output projection, both

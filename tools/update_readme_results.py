@@ -7,7 +7,7 @@ instead, for a second table a chapter's demo or another tool wrote (its file sta
 FILE` wrote (its file starts "Listed by `compare --list"); a CPU test fails when it is stale.
 
   tools/update_readme_results.py ch01_basics/README.md results.md
-  tools/update_readme_results.py ch04_compile_vs_fused/README.md attention.md --section attention
+  tools/update_readme_results.py ch04_compile_vs_fused/attention/README.md attention.md --section attention
   tools/update_readme_results.py ch01_basics/README.md programs.md --section programs
 """
 import argparse

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "attention.cuh"
+#include "attention/attention.cuh"
 #include "lab/testing.hpp"
 
 namespace {

@@ -9,8 +9,8 @@
 #include <numeric>
 #include <vector>
 
-#include "gpt2.cuh"
-#include "gpt2_model.hpp"
+#include "gpt2/gpt2.cuh"
+#include "gpt2/gpt2_model.hpp"
 #include "lab/rng.hpp"
 #include "lab/testing.hpp"
 #include "lab/verify.hpp"

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <numeric>
 
-#include "gpt2.cuh"
+#include "gpt2/gpt2.cuh"
 #include "lab/registry.hpp"
 #include "lab/testing.hpp"
 

@@ -4,6 +4,7 @@
 // by hand.
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -206,6 +207,59 @@ TopicInfo topic_info() {
   return t;
 }
 
+// The variant class protocol (register_variant_class below), as concepts. The required members
+// make VariantClass; each optional member is looked up by its name, and a class that names one
+// must give it the protocol's signature: a `supports` that forgot the DeviceFacts, a `declared`
+// that is not static or a `counters` without the seconds is a compile error, not a member the
+// registry silently never calls. (A name misspelt outright, `suports`, is a member the protocol
+// does not know: C++ cannot list a class's members, so that one the compiler cannot catch.)
+namespace protocol {
+template <class V>
+using ProblemOf = typename V::Topic::Problem;
+using Counters = std::vector<std::pair<std::string, double>>;
+
+template <class V>
+concept Runs = requires(V& v, ProblemOf<V>& p, cudaStream_t s) { v.run(p, s); };
+template <class V>
+concept Prepares = std::is_constructible_v<V, ProblemOf<V>&, cudaStream_t> || std::is_constructible_v<V, ProblemOf<V>&> ||
+                   std::is_default_constructible_v<V>;
+template <class V>
+concept NamesDeclared = requires { &V::declared; };
+template <class V>
+concept Declares = requires { { V::declared() } -> std::convertible_to<Declared>; };
+template <class V>
+concept NamesSupports = requires { &V::supports; };
+template <class V>
+concept Supports = requires(const Shape& s, const DeviceFacts& d) { { V::supports(s, d) } -> std::convertible_to<std::string>; };
+template <class V>
+concept NamesCounters = requires { &V::counters; };
+template <class V>
+concept Counts = requires(V& v, const ProblemOf<V>& p, double seconds) { { v.counters(p, seconds) } -> std::convertible_to<Counters>; };
+}  // namespace protocol
+
+template <class V>
+concept VariantClass = requires { typename V::Topic; typename protocol::ProblemOf<V>; } && protocol::Runs<V> &&
+                       protocol::Prepares<V> && (!protocol::NamesDeclared<V> || protocol::Declares<V>) &&
+                       (!protocol::NamesSupports<V> || protocol::Supports<V>) &&
+                       (!protocol::NamesCounters<V> || protocol::Counts<V>);
+
+// Each clause of VariantClass as its own assertion, so that the compiler names the one that failed.
+template <class V>
+constexpr bool check_variant_class() {
+  static_assert(requires { typename V::Topic; }, "a variant class declares `using Topic = <its topic>;`");
+  static_assert(protocol::Runs<V>, "a variant class has `void run(Topic::Problem&, cudaStream_t)`");
+  static_assert(protocol::Prepares<V>, "a variant class is constructible from (Topic::Problem&, cudaStream_t), "
+                                       "(Topic::Problem&) or nothing: its prepare step");
+  static_assert(!protocol::NamesDeclared<V> || protocol::Declares<V>,
+                "a variant class's `declared` is `static lab::Declared declared()`");
+  static_assert(!protocol::NamesSupports<V> || protocol::Supports<V>,
+                "a variant class's `supports` is `static std::string supports(const lab::Shape&, const lab::DeviceFacts&)`");
+  static_assert(!protocol::NamesCounters<V> || protocol::Counts<V>,
+                "a variant class's `counters` is `std::vector<std::pair<std::string, double>> "
+                "counters(const Topic::Problem&, double seconds)`");
+  return VariantClass<V>;
+}
+
 namespace detail {
 
 // A variant written as one run function: no state of its own.
@@ -229,7 +283,7 @@ class ClassInstance final : public Instance {
   ClassInstance(P& p, cudaStream_t s) : v_(make(p, s)) {}
   void run(Problem& p, cudaStream_t s) override { v_.run(static_cast<P&>(p), s); }
   std::vector<std::pair<std::string, double>> counters(const Problem& p, double seconds) override {
-    if constexpr (requires(V& v, const P& q) { v.counters(q, seconds); })
+    if constexpr (protocol::NamesCounters<V>)
       return v_.counters(static_cast<const P&>(p), seconds);
     else
       return {};
@@ -284,6 +338,7 @@ const Variant& register_variant(Registry& reg, std::string program, Role role, i
 template <class V>
 const Variant& register_variant_class(Registry& reg, std::string program, Role role, int step,
                                       std::string description) {
+  static_assert(check_variant_class<V>());
   using T = typename V::Topic;
   // Two files whose classes share a name outside an anonymous namespace are one class to the
   // linker (one definition): the second registration would reuse the first file's class.
@@ -293,9 +348,9 @@ const Variant& register_variant_class(Registry& reg, std::string program, Role r
                 "is the same class to the linker; define variant classes in an anonymous namespace");
   registered_in = &reg;
   Variant v = detail::variant_record<T>(reg, std::move(program), role, step, std::move(description));
-  if constexpr (requires { V::declared(); }) v.declared = V::declared();
+  if constexpr (protocol::NamesDeclared<V>) v.declared = V::declared();
   v.supports = [](const Shape& s, const DeviceFacts& d) {
-    if constexpr (requires { V::supports(s, d); })
+    if constexpr (protocol::NamesSupports<V>)
       return std::string(V::supports(s, d));
     else
       return std::string();
@@ -308,6 +363,15 @@ const Variant& register_variant_class(Registry& reg, std::string program, Role r
 
 
 }  // namespace lab
+
+// LAB_STEP: a ladder step's number. The build gives it to each numbered variant file of a ladder
+// folder (`03_optimized_x.cu`: its place among the folder's optimized files; cmake/Lab.cmake), so
+// that the file names are the one list of a ladder's order:
+//   LAB_VARIANT_STEP(Attention, LAB_STEP, "fused (flash) fp32: ...") { ... }
+// Anywhere else the name below is what the compiler reports as undeclared.
+#ifndef LAB_STEP
+#define LAB_STEP lab_step_is_defined_only_for_a_numbered_file_in_a_ladder_folder
+#endif
 
 #define LAB_DETAIL_VARIANT(Topic, role, step, description, ...)                                            \
   static void lab_variant_run(Topic::Problem& p, cudaStream_t stream);                                      \

@@ -91,7 +91,17 @@ std::string program_name_from_path(std::string_view path) {
   const auto slash = path.find_last_of("/\\");
   if (slash != std::string_view::npos) path.remove_prefix(slash + 1);
   const auto dot = path.find('.');
-  return std::string(path.substr(0, dot));
+  path = path.substr(0, dot);
+  // A ladder's sort key ("03_", "03a_": digits, then lower-case letters, then '_') is not part of
+  // the program's name (cmake/Lab.cmake strips it the same way).
+  std::size_t i = 0;
+  while (i < path.size() && path[i] >= '0' && path[i] <= '9') ++i;
+  if (i > 0) {
+    std::size_t j = i;
+    while (j < path.size() && path[j] >= 'a' && path[j] <= 'z') ++j;
+    if (j < path.size() && path[j] == '_') path.remove_prefix(j + 1);
+  }
+  return std::string(path);
 }
 
 const Declared Problem::kNothingDeclared{};

@@ -50,6 +50,12 @@ TEST(Registry, ProgramNameFromPath) {
   EXPECT_EQ(lab::program_name_from_path("/a/b/ch01_basics/optimized_coalescing.cu"), "optimized_coalescing");
   EXPECT_EQ(lab::program_name_from_path("baseline_x.cu"), "baseline_x");
   EXPECT_EQ(lab::program_name_from_path("C:\\src\\library_y.cu"), "library_y");
+  // A ladder's sort key is not part of the name: ch04's steps keep their programs' names.
+  EXPECT_EQ(lab::program_name_from_path("ch04/attention/forward/03_optimized_attention_fused.cu"),
+            "optimized_attention_fused");
+  EXPECT_EQ(lab::program_name_from_path("ladder/03a_optimized_inserted.cu"), "optimized_inserted");
+  EXPECT_EQ(lab::program_name_from_path("ladder/00_baseline_x.cu"), "baseline_x");
+  EXPECT_EQ(lab::program_name_from_path("ladder/03A_optimized_x.cu"), "03A_optimized_x");  // not a sort key
 }
 
 TEST(Registry, ChapterFolders) {
@@ -115,6 +121,36 @@ struct CountingVariant {
     return s[0] < 2 ? "needs two rows or more" : "";
   }
 };
+
+// The variant protocol's concepts, both ways, checked when this file compiles: each class below
+// breaks one rule, and registering it (register_variant_class) would not compile
+// (tests/compile_fail/ proves that with the compiler itself).
+struct RunsOnly {
+  using Topic = FakeTopic;
+  void run(FakeTopic::Problem&, cudaStream_t) {}
+};
+struct SupportsWithoutTheDevice : RunsOnly {
+  static std::string supports(const lab::Shape&) { return ""; }
+};
+struct DeclaredNotStatic : RunsOnly {
+  lab::Declared declared() const { return {}; }
+};
+struct CountersWithoutTheSeconds : RunsOnly {
+  std::vector<std::pair<std::string, double>> counters(const FakeTopic::Problem&) { return {}; }
+};
+struct RunWithoutTheStream {
+  using Topic = FakeTopic;
+  void run(FakeTopic::Problem&) {}
+};
+struct NoWayToPrepare : RunsOnly {
+  explicit NoWayToPrepare(int) {}
+};
+static_assert(lab::VariantClass<CountingVariant> && lab::VariantClass<RunsOnly>);
+static_assert(!lab::VariantClass<SupportsWithoutTheDevice>);
+static_assert(!lab::VariantClass<DeclaredNotStatic>);
+static_assert(!lab::VariantClass<CountersWithoutTheSeconds>);
+static_assert(!lab::VariantClass<RunWithoutTheStream>);
+static_assert(!lab::VariantClass<NoWayToPrepare>);
 
 TEST(Registry, AVariantClassOwnsItsStateAndDeclaresWhatItIs) {
   lab::Registry reg;

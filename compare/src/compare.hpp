@@ -46,6 +46,9 @@ void describe_programs(Manifest& m, double timeout_s);
 struct Selection {
   std::optional<std::string> chapter;  // "1", "01", "ch01" or "ch01_basics"
   std::optional<std::string> topic;  // neither: every program
+  // With a chapter: the programs whose source lies in this subfolder of the chapter's folder
+  // ("attention": ch04_compile_vs_fused/attention/ and the folders below it).
+  std::optional<std::string> subfolder;
 };
 // Programs of the selection, ordered by chapter, topic, then baseline, optimized steps, optimized,
 // library (demos last). Throws std::invalid_argument naming what exists when nothing matches.

@@ -131,9 +131,14 @@ int main(int argc, char** argv) {
                                 "--markdown FILE: the chapter README's table of programs)");
   auto* ch_opt = app.add_option("--chapter", chapter, "a chapter: number (1) or folder (ch01_basics)");
   auto* topic_opt = app.add_option("--topic", topic, "one topic, e.g. coalescing");
+  std::string subfolder;
+  auto* subfolder_opt = app.add_option("--subfolder", subfolder,
+                                       "with --list --chapter: only the programs in this subfolder of the chapter "
+                                       "(ch04's attention, gpt2, compiler)");
   auto* all_opt = app.add_flag("--all", all, "every chapter");
   all_opt->excludes(ch_opt)->excludes(topic_opt);
   list_opt->excludes(topic_opt)->excludes(all_opt);
+  subfolder_opt->needs(list_opt)->needs(ch_opt);
   app.add_option("--repetitions", o.repetitions, "Google Benchmark repetitions per program run (default 3)")
       ->check(CLI::Range(1, 1000));
   app.add_option("--rounds", o.rounds, "interleaved rounds (ABAB), one process per program each; samples per side = repetitions x rounds (default 4)")
@@ -232,7 +237,12 @@ int main(int argc, char** argv) {
     try {
       compare::Selection s;
       s.chapter = chapter;
-      const std::string table = compare::programs_markdown(compare::select_programs(m, s));
+      std::string command = "compare --list --chapter N --markdown FILE";
+      if (!subfolder.empty()) {
+        s.subfolder = subfolder;
+        command = "compare --list --chapter N --subfolder " + subfolder + " --markdown FILE";
+      }
+      const std::string table = compare::programs_markdown(compare::select_programs(m, s), command);
       return write_file(md_path, table) ? 0 : 2;
     } catch (const std::exception& e) {
       std::cerr << "compare: error: " << e.what() << "\n";

@@ -123,6 +123,11 @@ std::vector<const Program*> select_programs(const Manifest& m, const Selection& 
   for (const auto& p : m.programs) {
     if (s.chapter && !chapter_matches(p, *s.chapter)) continue;
     if (s.topic && p.topic != *s.topic) continue;
+    if (s.subfolder) {
+      std::string under = *s.subfolder;
+      while (!under.empty() && under.back() == '/') under.pop_back();
+      if (!p.source.starts_with(p.folder + "/" + under + "/")) continue;
+    }
     out.push_back(&p);
   }
   if (out.empty()) {
@@ -136,7 +141,8 @@ std::vector<const Program*> select_programs(const Manifest& m, const Selection& 
     have += "; topics:";
     for (const auto& t : topics) have += " " + t;
     throw std::invalid_argument(std::string("nothing matches ") + (s.chapter ? "--chapter " + *s.chapter + " " : "") +
-                                (s.topic ? "--topic " + *s.topic : "") + " (" + have + ")");
+                                (s.topic ? "--topic " + *s.topic + " " : "") +
+                                (s.subfolder ? "--subfolder " + *s.subfolder + " " : "") + "(" + have + ")");
   }
   std::stable_sort(out.begin(), out.end(), [](const Program* a, const Program* b) {
     if (a->chapter != b->chapter) return a->chapter < b->chapter;

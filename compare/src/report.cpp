@@ -267,9 +267,9 @@ void print_agreement(std::ostream& out, const Agreement& a) {
   out << "  the runs " << (a.agrees() ? "agree" : "DISAGREE") << "\n";
 }
 
-std::string programs_markdown(const std::vector<const Program*>& programs) {
+std::string programs_markdown(const std::vector<const Program*>& programs, const std::string& command) {
   std::ostringstream o;
-  o << "Listed by `compare --list --chapter N --markdown FILE` from each program's `--describe`, in the order\n"
+  o << "Listed by `" << command << "` from each program's `--describe`, in the order\n"
        "compare runs them (intermediate steps between the baseline and the final optimized variant).\n\n"
        "| topic | program | role | what it does |\n| --- | --- | --- | --- |\n";
   std::string last_topic;

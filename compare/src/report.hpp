@@ -31,7 +31,9 @@ std::string markdown(const Analysis& a, const Meta& m, const Collected* c = null
 // description), in the order compare runs them: what a chapter README shows between its
 // <!-- results:programs:begin --> and <!-- results:programs:end --> markers. Throws
 // std::runtime_error naming a program that is not built (it cannot describe itself).
-std::string programs_markdown(const std::vector<const Program*>& programs);
+// The table of programs a README shows, `command` the compare command that lists them.
+std::string programs_markdown(const std::vector<const Program*>& programs,
+                              const std::string& command = "compare --list --chapter N --markdown FILE");
 std::string csv(const Analysis& a, const Meta& m);
 nlohmann::json to_json(const Collected& c, const Analysis& a, const Meta& m);
 // The one reader of a run file: parses it and checks what every consumer relies on (an object with

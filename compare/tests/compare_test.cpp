@@ -479,6 +479,27 @@ TEST_F(FakeLab, UnknownChapterNamesWhatExists) {
   EXPECT_EQ(compare::select_programs(man, s).size(), 2u);
 }
 
+TEST_F(FakeLab, SubfolderSelectsTheProgramsUnderIt) {
+  const auto m = manifest({"baseline_fake", "optimized_fake"});
+  auto man = compare::load_manifest(m.string());
+  compare::describe_programs(man, 10);
+  man.programs[1].source = "ch01_basics/ladder/01_optimized_fake.cu";  // a program in a subfolder
+  compare::Selection s;
+  s.chapter = "1";
+  s.subfolder = "ladder";
+  auto picked = compare::select_programs(man, s);
+  ASSERT_EQ(picked.size(), 1u);
+  EXPECT_EQ(picked[0]->name, "optimized_fake");
+  s.subfolder = "ladder/";  // a trailing slash names the same folder
+  EXPECT_EQ(compare::select_programs(man, s).size(), 1u);
+  s.subfolder = "ladde";  // a prefix of a folder's name is not that folder
+  EXPECT_THROW(compare::select_programs(man, s), std::invalid_argument);
+  const std::string table = compare::programs_markdown(picked, "compare --list --chapter N --subfolder ladder --markdown FILE");
+  EXPECT_NE(table.find("--subfolder ladder"), std::string::npos) << table;
+  EXPECT_NE(table.find("`optimized_fake`"), std::string::npos) << table;
+  EXPECT_EQ(table.find("`baseline_fake`"), std::string::npos) << table;
+}
+
 // --- the command line, end to end ----------------------------------------------------------
 
 TEST_F(FakeLab, CommandLineWritesEveryOutput) {

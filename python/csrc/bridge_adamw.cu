@@ -5,7 +5,7 @@
 #include <string>
 
 #include "bridge.hpp"
-#include "flat_adamw.cuh"
+#include "gpt2/fused/flat_adamw.cuh"
 
 namespace bridge {
 

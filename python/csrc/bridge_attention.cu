@@ -2,11 +2,11 @@
 // variants and the GPT-2 step call them (see bridge.hpp).
 #include <stdexcept>
 
-#include "attention.cuh"
+#include "attention/attention.cuh"
 #include "bridge.hpp"
-#include "flash_3xtf32.cuh"
-#include "flash_bf16.cuh"
-#include "flash_fp32.cuh"
+#include "attention/kernels/flash_3xtf32.cuh"
+#include "attention/kernels/flash_bf16.cuh"
+#include "attention/kernels/flash_fp32.cuh"
 
 namespace bridge {
 

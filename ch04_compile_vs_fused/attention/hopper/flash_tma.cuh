@@ -1,0 +1,328 @@
+// The warp-specialised attention forward's frame on Hopper (sm_90a), shared by the chapter's TMA
+// steps (optimized_attention_fused_tma.cu, _pingpong.cu, _overlap.cu), which differ only in how a
+// consumer warpgroup schedules its products (their Schedule::consume), and _split.cu, which lists
+// the blocks itself (Listed): the block's shape, the shared-memory ring of K and V stages with
+// their mbarriers, the producer warp that fills it through the TMA, the kernel that splits the
+// block into the two roles, and the host side (the bf16 inputs and their tensor maps, the launch,
+// the variant class).
+//
+// The block: kConsumers warpgroups of 64 queries and one producer warpgroup; 128-key tiles; as many
+// stages as shared memory holds two of (about 160 KB of the 227). At d = 64 three consumers (192
+// queries) fit the register file at 160 registers each; at d = 128 two, at 240 (64 for a tile's
+// scores, 64 for the output, 32 for P, and what the overlapped schedule keeps of the next tile).
+// The producer gives its registers back (setmaxnreg.dec to 24) and the consumers take them (inc):
+// (kConsumers x kConsumerRegs + kProducerRegs) x 128 threads of the SM's 65536.
+// Q, K, V: bf16, [bh][seq][d]; O fp32 [bh][seq][d]; lse fp32 [bh][seq]. d is 64 or 128.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "attention/attention.cuh"
+#include "attention/kernels/flash_tiles.cuh"
+#include "lab/device.hpp"
+#include "lab/tma.hpp"
+#include "attention/kernels/mma_tiles.cuh"
+#if defined(LAB_SM90A)
+#include "lab/tma.cuh"
+#include "attention/kernels/wgmma.cuh"
+#endif
+
+namespace flashtma {
+
+template <int D>
+struct Config {
+  static constexpr int kConsumers = D == 64 ? 3 : 2;
+  static constexpr int kBr = 64 * kConsumers, kBc = 128, kRegions = D / 64;  // regions: 64 columns of d
+  static constexpr int kThreads = 128 * (kConsumers + 1);
+  static constexpr int kStages = D == 64 ? 4 : 2;
+  static constexpr int kQBytes = kBr * D * 2, kTileBytes = kBc * D * 2;  // bf16
+  static constexpr int kConsumerRegs = kConsumers == 2 ? 240 : 160, kProducerRegs = 24;
+  static constexpr int kBarriers = 1 + 4 * kStages;  // Q; full and empty for K and for V, per stage
+  static constexpr int kSmemBytes = 1024 + kQBytes + 2 * kStages * kTileBytes + 8 * kBarriers;  // 1024: alignment
+  static_assert((kConsumers * kConsumerRegs + kProducerRegs) * 128 <= 65536, "the register file");
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory");
+};
+
+// One block's work where a variant lists the blocks itself (Listed; a split of the keys): the
+// queries of query tile `tile` of head `head` against key tiles [key_tile0, key_tile0 + tiles), its
+// output to the head's O and lse (slot -1) or to partial slot `slot` (kBr rows of O, kBr of lse).
+struct Item {
+  int head, tile, key_tile0, tiles, slot;
+};
+// A variant's own list of blocks, block b taking items[b]; without one (items null) the grid is
+// (query tiles, heads), each block all the keys its queries see.
+struct Listed {
+  const Item* items = nullptr;
+  int blocks = 0;
+  float* part_o = nullptr;    // slots x kBr x d
+  float* part_lse = nullptr;  // slots x kBr
+};
+
+#if defined(LAB_SM90A)
+namespace tma = lab::tma;
+
+// The block's shared memory: Q (kRegions regions of kBr rows x 128 bytes), kStages K tiles and
+// kStages V tiles (kRegions regions of kBc rows each), all 128-byte swizzled by the TMA, then the
+// barriers. Stage st of tile j is j % kStages, its phase parity (j / kStages) & 1.
+template <int D>
+struct Ring {
+  using C = Config<D>;
+  std::uint8_t *q, *k, *v;
+  std::uint64_t *q_full, *k_full, *k_empty, *v_full, *v_empty;
+  __device__ explicit Ring(std::uint8_t* raw) {
+    q = raw + ((1024 - tma::smem_address(raw) % 1024) % 1024);  // the swizzle needs 1024-byte alignment
+    k = q + C::kQBytes;
+    v = k + C::kStages * C::kTileBytes;
+    q_full = reinterpret_cast<std::uint64_t*>(v + C::kStages * C::kTileBytes);
+    k_full = q_full + 1, k_empty = k_full + C::kStages, v_full = k_empty + C::kStages, v_empty = v_full + C::kStages;
+  }
+  __device__ const std::uint8_t* k_tile(int st) const { return k + st * C::kTileBytes; }
+  __device__ const std::uint8_t* v_tile(int st) const { return v + st * C::kTileBytes; }
+  // A consumer warp is done with a stage's K (or V): its lane 0 arrives (kConsumers x 4 arrivals
+  // free the stage). The wgmma that read it has completed (wgmma::wait) in every lane.
+  __device__ void release_k(int st) const {
+    if (threadIdx.x % 32 == 0) tma::arrive(k_empty + st);
+  }
+  __device__ void release_v(int st) const {
+    if (threadIdx.x % 32 == 0) tma::arrive(v_empty + st);
+  }
+};
+
+// Where a consumer's rows of O and lse go: `o` and `lse` hold rows [row0, row0 + rows) of the head
+// (the head's own, row0 = 0 and rows = seq; or a split block's partial slot, row0 its first query).
+struct Out {
+  float* o;
+  float* lse;
+  int row0, rows;
+  template <int DN>
+  __device__ __forceinline__ void write(const mma::Softmax<1>& softmax, const float (&acc)[1][DN][4], int qrow0) const {
+    softmax.write(acc, o, lse, qrow0 - row0, rows);
+  }
+};
+
+// What a consumer warpgroup is given: the ring, its 64 queries, the block's keys (tile count and
+// first key), where its rows of Q lie and where its output goes.
+template <int D>
+struct Work {
+  Ring<D> ring;
+  int consumer;   // 0 .. kConsumers - 1
+  int rows0;      // its first query
+  int qrow0;      // this lane's rows: qrow0, qrow0 + 8
+  int key0;       // the first key of the block's first K/V tile
+  int tiles;      // K/V tiles of the block
+  int seq;
+  float scale_log2;
+  Out out;
+  // The first key of the block's j-th tile (the mask's col0).
+  __device__ int key(int j) const { return key0 + j * Config<D>::kBc; }
+  __device__ const std::uint8_t* q_rows() const { return ring.q + 64 * consumer * 128; }
+  // S = Q K^T for the K tile in stage st: one m64n128k16 per 16 of d (region kk / 4, its (kk % 4)-th
+  // 32 bytes), issued and committed as one group, not waited for.
+  __device__ void issue_scores(float (&s)[64], int st) const {
+    const std::uint8_t* kt = ring.k_tile(st);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+      wgmma::mma_ss_n128(s, wgmma::descriptor(q_rows() + (kk / 4) * Config<D>::kBr * 128) + 2 * (kk % 4),
+                         wgmma::descriptor(kt + (kk / 4) * Config<D>::kBc * 128) + 2 * (kk % 4), kk > 0);
+  }
+  // O += P V for the V tile in stage st: V read N-major (as it lies in memory, d contiguous), 16
+  // keys (2048 bytes) a wgmma, P from registers.
+  __device__ void issue_pv(float (&od)[D / 2], const std::uint32_t (&a)[Config<D>::kBc / 16][4], int st) const {
+    const std::uint8_t* vt = ring.v_tile(st);
+#pragma unroll
+    for (int kk = 0; kk < Config<D>::kBc / 16; ++kk) {
+      const std::uint64_t b = wgmma::descriptor_mn(vt + kk * 2048, Config<D>::kBc * 128);
+      if constexpr (D == 128)
+        wgmma::mma_rs_n128<1>(od, a[kk], b);
+      else
+        wgmma::mma_rs_n64<1>(od, a[kk], b);
+    }
+  }
+};
+
+// The ping-pong schedule's turns (steps _pingpong and _overlap): consumer warpgroup c issues its
+// products only on its turn, then hands the turn to c + 1 (the last to 0), so the tensor cores take
+// the warpgroups' products one group after another and each warpgroup's softmax runs while the
+// others' products do. A turn is a named barrier of two warpgroups (ids 1.. kConsumers; 0 is
+// __syncthreads): c waits on barrier 1 + c (bar.sync, 128 threads) until its predecessor arrives
+// there (bar.arrive, 128 more). The last warpgroup opens barrier 1 once at the start, and skips its
+// final hand-over, so that every barrier ends where it began.
+template <int D>
+struct Turns {
+  int consumer;
+  static constexpr int kConsumers = Config<D>::kConsumers;
+  __device__ void start() const {
+    if (consumer == kConsumers - 1) asm volatile("bar.arrive 1, 256;\n" ::: "memory");
+  }
+  __device__ void wait() const { asm volatile("bar.sync %0, 256;\n" ::"r"(1 + consumer) : "memory"); }
+  __device__ void pass(bool final) const {
+    if (final && consumer == kConsumers - 1) return;
+    asm volatile("bar.arrive %0, 256;\n" ::"r"(1 + (consumer + 1) % kConsumers) : "memory");
+  }
+};
+
+// P in bf16: the A fragments of m64nDk16, 16 keys each, from a tile's probabilities.
+template <int NT>
+__device__ __forceinline__ void pack_p(const float (&s)[1][NT][4], std::uint32_t (&a)[NT / 2][4]) {
+#pragma unroll
+  for (int kk = 0; kk < NT / 2; ++kk) {
+    a[kk][0] = mma::pack_bf16(s[0][2 * kk][0], s[0][2 * kk][1]);
+    a[kk][1] = mma::pack_bf16(s[0][2 * kk][2], s[0][2 * kk][3]);
+    a[kk][2] = mma::pack_bf16(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
+    a[kk][3] = mma::pack_bf16(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
+  }
+}
+
+// The producer: one thread copies Q, then K and V tiles key_tile0 .. key_tile0 + tiles - 1 into
+// the ring, each copy once the consumers have freed its stage (a fresh stage counts as freed).
+template <int D>
+__device__ __forceinline__ void produce(const Ring<D>& r, const CUtensorMap* qmap, const CUtensorMap* kmap,
+                                        const CUtensorMap* vmap, int row0, int head, int key_tile0, int tiles) {
+  using C = Config<D>;
+  tma::prefetch_map(qmap), tma::prefetch_map(kmap), tma::prefetch_map(vmap);
+  tma::arrive_expect_bytes(r.q_full, C::kQBytes);
+  for (int g = 0; g < C::kRegions; ++g) tma::load_tile(r.q + g * C::kBr * 128, qmap, 64 * g, row0, head, r.q_full);
+  for (int j = 0; j < tiles; ++j) {
+    const int st = j % C::kStages;
+    const unsigned parity = ((j / C::kStages) & 1) ^ 1;
+    tma::wait(r.k_empty + st, parity);
+    tma::arrive_expect_bytes(r.k_full + st, C::kTileBytes);
+    for (int g = 0; g < C::kRegions; ++g)
+      tma::load_tile(r.k + st * C::kTileBytes + g * C::kBc * 128, kmap, 64 * g, (key_tile0 + j) * C::kBc, head,
+                       r.k_full + st);
+    tma::wait(r.v_empty + st, parity);
+    tma::arrive_expect_bytes(r.v_full + st, C::kTileBytes);
+    for (int g = 0; g < C::kRegions; ++g)
+      tma::load_tile(r.v + st * C::kTileBytes + g * C::kBc * 128, vmap, 64 * g, (key_tile0 + j) * C::kBc, head,
+                       r.v_full + st);
+  }
+}
+
+// The kernel: barriers set up by one thread, then warpgroup 0 produces and the others run
+// Schedule::consume<D, Causal>(work). Without a list, block (x, y) takes query tile x of head y and
+// all the keys it sees; causal blocks run longest first within a head (the last query tile has the
+// most keys), the heads one after another (optimized_attention_fused_split.cu lists its
+// blocks longest first across the heads).
+template <int D, bool Causal, class Schedule>
+__global__ void __launch_bounds__(Config<D>::kThreads, 1)
+    forward(const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap kmap,
+            const __grid_constant__ CUtensorMap vmap, const Listed list, float* __restrict__ o,
+            float* __restrict__ lse, int seq, float scale_log2) {
+  using C = Config<D>;
+  extern __shared__ std::uint8_t smem_raw[];
+  const Ring<D> ring(smem_raw);
+  Item item;
+  if (list.items) {
+    item = list.items[blockIdx.x];
+  } else {
+    const int tile = Causal ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
+    const int last = Causal ? min(seq, (tile + 1) * C::kBr) : seq;  // keys [0, last) matter
+    item = {int(blockIdx.y), tile, 0, (last + C::kBc - 1) / C::kBc, -1};
+  }
+  const int row0 = item.tile * C::kBr, head = item.head;
+  const std::size_t slot = std::size_t(item.slot);
+  const Out out = item.slot < 0 ? Out{o + std::size_t(head) * seq * D, lse + std::size_t(head) * seq, 0, seq}
+                                : Out{list.part_o + slot * C::kBr * D, list.part_lse + slot * C::kBr, row0,
+                                      min(C::kBr, seq - row0)};
+  const int group = int(threadIdx.x) / 128;  // 0: the producer; 1..kConsumers: consumers
+  if (threadIdx.x == 0) {
+    tma::init(ring.q_full, 1);
+    for (int st = 0; st < C::kStages; ++st) {
+      tma::init(ring.k_full + st, 1), tma::init(ring.v_full + st, 1);  // the producer's arrive (and the bytes)
+      tma::init(ring.k_empty + st, 4 * C::kConsumers), tma::init(ring.v_empty + st, 4 * C::kConsumers);
+    }
+    tma::fence_init();
+  }
+  __syncthreads();
+  if (group == 0) {
+    wgmma::setmaxnreg_dec<C::kProducerRegs>();
+    if (threadIdx.x == 0) produce<D>(ring, &qmap, &kmap, &vmap, row0, head, item.key_tile0, item.tiles);
+  } else {  // setmaxnreg wants each role one branch of an if/else
+    wgmma::setmaxnreg_inc<C::kConsumerRegs>();
+    const int consumer = group - 1, rows0 = row0 + 64 * consumer;
+    const int qrow0 = rows0 + 16 * (int(threadIdx.x / 32) % 4) + int(threadIdx.x % 32) / 4;
+    const Work<D> work{ring, consumer, rows0, qrow0, item.key_tile0 * C::kBc, item.tiles, seq, scale_log2, out};
+    Schedule::template consume<D, Causal>(work);
+  }
+}
+#endif
+
+// A tensor map over a [bh][seq][d] bf16 tensor, read in boxes of 64 columns by `rows` rows of one
+// head (rows past seq arrive as zeros).
+inline CUtensorMap head_map(const __nv_bfloat16* base, const attn::Dims& a, int rows) {
+  return lab::tma::bf16_map_swizzle128(base, {std::uint64_t(a.d), std::uint64_t(a.seq), std::uint64_t(a.bh())},
+                                       {std::uint64_t(a.d) * 2, std::uint64_t(a.seq) * a.d * 2},
+                                       {64, std::uint32_t(rows), 1});
+}
+
+// The state of a variant on this frame: the bf16 copies of Q, K and V and the three tensor maps
+// over them (Q by the block's queries, K and V by a tile's keys).
+struct Inputs {
+  attn::Bf16Inputs in16;
+  CUtensorMap qmap{}, kmap{}, vmap{};
+  Inputs(const Attention::Problem& p, cudaStream_t stream) : in16(p, stream) {
+    const attn::Dims& a = p.dims;
+    if (a.d != 64 && a.d != 128) return;  // supports() says N/A
+    const int br = a.d == 64 ? Config<64>::kBr : Config<128>::kBr, bc = Config<128>::kBc;
+    qmap = head_map(in16.q.data(), a, br), kmap = head_map(in16.k.data(), a, bc), vmap = head_map(in16.v.data(), a, bc);
+  }
+};
+
+inline std::string supports(const lab::Shape& s, const lab::DeviceFacts& dev) {
+#if defined(LAB_SM90A)
+  if (dev.cc_major != 9 || dev.cc_minor != 0) return "wgmma and the TMA need an sm_90 GPU (this one is " + dev.arch() + ")";
+  const int d = attn::Dims(s).d;
+  return d == 64 || d == 128 ? "" : "the warp-specialised kernels are written for d = 64 and 128";
+#else
+  (void)s, (void)dev;
+  return std::string("wgmma needs a build for sm_90a (this one is for ") + lab::built_architectures() + ")";
+#endif
+}
+
+// Runs forward<D, causal, Schedule> over the problem: a block per kBr queries of each head, or the
+// blocks a variant lists.
+template <class Schedule>
+void run(const Inputs& in, Attention::Problem& p, cudaStream_t stream, const Listed& list = {}) {
+#if defined(LAB_SM90A)
+  const attn::Dims& a = p.dims;
+  auto launch = [&](auto dc, auto causal) {
+    constexpr int D = decltype(dc)::value;
+    using C = Config<D>;
+    auto kernel = forward<D, decltype(causal)::value, Schedule>;
+    LAB_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes));
+    const dim3 grid = list.items ? dim3(list.blocks) : dim3((a.seq + C::kBr - 1) / C::kBr, a.bh());
+    kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(in.qmap, in.kmap, in.vmap, list, p.o.data(), p.lse.data(),
+                                                        a.seq, a.scale() * flash::kLog2e);
+    LAB_CHECK(cudaGetLastError());
+  };
+  auto with_causal = [&](auto dc) {
+    if (a.causal)
+      launch(dc, std::true_type{});
+    else
+      launch(dc, std::false_type{});
+  };
+  if (a.d == 64)
+    with_causal(std::integral_constant<int, 64>{});
+  else
+    with_causal(std::integral_constant<int, 128>{});
+#else
+  (void)in, (void)p, (void)stream, (void)list;
+  throw lab::Error("the warp-specialised attention kernels are not built for sm_90a");
+#endif
+}
+
+// A forward variant on this frame, the variant class its file registers: its state is Inputs,
+// and Schedule (the file's lesson) is how its consumer warpgroups run.
+template <class Schedule>
+struct Forward {
+  using Topic = Attention;
+  Inputs in;
+  Forward(const Attention::Problem& p, cudaStream_t stream) : in(p, stream) {}
+  static lab::Declared declared() { return {.precision = "bf16", .writes = {"lse"}}; }
+  static std::string supports(const lab::Shape& s, const lab::DeviceFacts& dev) { return flashtma::supports(s, dev); }
+  void run(Attention::Problem& p, cudaStream_t stream) { flashtma::run<Schedule>(in, p, stream); }
+};
+
+}  // namespace flashtma

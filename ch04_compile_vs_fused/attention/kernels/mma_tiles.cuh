@@ -1,0 +1,164 @@
+// The fused attention kernels' schedule on tensor-core fragments (the instructions themselves are
+// in mma_ptx.cuh): FlashAttention-2's sweep over K/V tiles with its copy schedule, the causal and
+// sequence-end mask, the online softmax on accumulator fragments, and the output's epilogue.
+// The fragment layouts are the PTX ISA's ("Matrix Fragments for mma.m16n8k16"): lane l holds rows
+// l/4 and l/4 + 8, columns 2 (l%4) and 2 (l%4) + 1 of a 16 x 8 result.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_bf16.h>
+
+#include "attention/kernels/mma_ptx.cuh"
+#include "attention/kernels/online_softmax.cuh"
+
+namespace mma {
+
+// The forward's sweep over K/V tiles in FlashAttention-2's copy schedule, one shared buffer for K
+// and one for V: the next K tile is copied while the softmax and P V run, the next V tile while
+// the next Q K^T runs. The caller has committed two cp.async groups, Q with K tile 0, then V tile
+// 0. Per tile kt: scores(kt) reads K tile kt, softmax(kt) only registers, pv(kt) V tile kt;
+// load_k(kt) and load_v(kt) start the copies of tile kt.
+// kAsyncProxy: the tiles are read by wgmma, through the async proxy, which a fence after each
+// wait makes the copies visible to.
+template <bool kAsyncProxy = false, class LoadK, class LoadV, class Scores, class SoftmaxFn, class PV>
+__device__ __forceinline__ void sweep_kv(int tiles, LoadK load_k, LoadV load_v, Scores scores, SoftmaxFn softmax,
+                                         PV pv) {
+  auto landed = [] {
+    if constexpr (kAsyncProxy) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();
+  };
+  for (int kt = 0; kt < tiles; ++kt) {
+    cp_async_wait<1>();  // K tile kt has landed (V tile kt may still be on its way)
+    landed();
+    scores(kt);
+    __syncthreads();  // K tile kt is used up: copy K tile kt + 1
+    if (kt + 1 < tiles) load_k(kt + 1);
+    cp_async_commit();
+    softmax(kt);
+    cp_async_wait<1>();  // V tile kt has landed (only K tile kt + 1 may be in flight)
+    landed();
+    pv(kt);
+    __syncthreads();  // V tile kt is used up: copy V tile kt + 1
+    if (kt + 1 < tiles) load_v(kt + 1);
+    cp_async_commit();
+  }
+}
+
+// The forward kernels' softmax works on accumulator fragments. A warp owns MT m16 tiles of
+// queries; a tile's scores s[mt][n] (n-th 8 keys) and its output acc[mt][n] (n-th 8 columns of d)
+// are m16n8 accumulators, so a lane holds rows g and g + 8 (h = 0, 1) of each m-tile, columns 2t
+// and 2t + 1, and a row spans the quad of lanes with the same g.
+
+// -inf where a key is past seq or, causal, after the query. col0: the tile's first key; row0: the
+// block's first query (the tile needs no mask when every key is before it); qrow0: this lane's
+// first row (+ 16 mt + 8 h).
+template <bool Causal, int MT, int NT>
+__device__ __forceinline__ void mask_scores(float (&s)[MT][NT][4], int col0, int row0, int qrow0, int seq) {
+  const int t = threadIdx.x % 4;
+  if (col0 + 8 * NT <= seq && !(Causal && col0 + 8 * NT - 1 > row0)) return;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = col0 + 8 * n + 2 * t + (e & 1);
+        if (col >= seq || (Causal && col > qrow0 + 16 * mt + 8 * (e / 2))) s[mt][n][e] = -INFINITY;
+      }
+}
+
+// The MUFU's 2^x (online_softmax.cuh).
+using online_softmax::exp2_ftz;
+
+// The online softmax's state for a warp's MT m16 tiles of queries: each row's running max m (in
+// units of log2, that is, of s scale log2 e) and this lane's share l of its running sum (the quad's
+// shares are added by write). Rows are (mt, h): this lane's rows g + 16 mt + 8 h.
+template <int MT>
+struct Softmax {
+  float m[MT][2], l[MT][2];
+
+  __device__ __forceinline__ Softmax() {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.f;
+  }
+
+  // One tile of raw scores s = q.k taken in: they become exp2(s scale log2 e - m), one FFMA and one
+  // MUFU each, and the output is rescaled by exp2(m_old - m_new). Once the max has settled, most
+  // tiles change no row's max in the whole warp, and the rescale (MT d / 2 multiplies a lane) is
+  // skipped.
+  template <int NT, int DN>
+  __device__ __forceinline__ void tile(float (&s)[MT][NT][4], float scale_log2, float (&acc)[MT][DN][4]) {
+    float alpha[MT][2];
+    if (exponentiate(s, scale_log2, alpha)) rescale(acc, alpha);
+  }
+
+  // tile() in two halves, for a schedule whose products into the output are still running while
+  // the scores are exponentiated (FlashAttention-3's overlap): the first takes the scores in and
+  // returns whether any row of the warp needs its output rescaled by alpha; the second rescales.
+  template <int NT>
+  __device__ __forceinline__ bool exponentiate(float (&s)[MT][NT][4], float scale_log2, float (&alpha)[MT][2]) {
+    bool rescale = false;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int n = 0; n < NT; ++n) mx = fmaxf(mx, fmaxf(s[mt][n][2 * h], s[mt][n][2 * h + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(~0u, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(~0u, mx, 2));
+        const online_softmax::Max next =
+            online_softmax::new_max<online_softmax::Exp2Ftz>(m[mt][h], mx * scale_log2);
+        const float m_new = next.m;
+        alpha[mt][h] = next.alpha;
+        rescale |= m_new != m[mt][h];
+        float sum = 0.f;
+#pragma unroll
+        for (int n = 0; n < NT; ++n) {
+          s[mt][n][2 * h] = exp2_ftz(fmaf(s[mt][n][2 * h], scale_log2, -m_new));
+          s[mt][n][2 * h + 1] = exp2_ftz(fmaf(s[mt][n][2 * h + 1], scale_log2, -m_new));
+          sum += s[mt][n][2 * h] + s[mt][n][2 * h + 1];
+        }
+        l[mt][h] = online_softmax::running_sum(l[mt][h], alpha[mt][h], sum);
+        m[mt][h] = m_new;
+      }
+    return __any_sync(~0u, rescale);
+  }
+  template <int DN>
+  __device__ __forceinline__ static void rescale(float (&acc)[MT][DN][4], const float (&alpha)[MT][2]) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int n = 0; n < DN; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[mt][n][e] *= alpha[mt][e / 2];
+  }
+
+  // O = acc / l and lse = (m + log2 l) / log2 e for this lane's rows below seq; o and lse point at
+  // the head's first row.
+  template <int DN>
+  __device__ __forceinline__ void write(const float (&acc)[MT][DN][4], float* __restrict__ o, float* __restrict__ lse,
+                                        int qrow0, int seq) const {
+    constexpr float kLog2e = 1.4426950408889634f;
+    const int t = threadIdx.x % 4;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float sum = l[mt][h];
+        sum += __shfl_xor_sync(~0u, sum, 1);
+        sum += __shfl_xor_sync(~0u, sum, 2);
+        const int row = qrow0 + 16 * mt + 8 * h;
+        if (row >= seq) continue;
+        const float inv = 1.f / sum;
+#pragma unroll
+        for (int n = 0; n < DN; ++n)
+          *reinterpret_cast<float2*>(o + std::size_t(row) * (8 * DN) + 8 * n + 2 * t) =
+              make_float2(acc[mt][n][2 * h] * inv, acc[mt][n][2 * h + 1] * inv);
+        if (t == 0) lse[row] = (m[mt][h] + log2f(sum)) / kLog2e;
+      }
+  }
+};
+
+}  // namespace mma

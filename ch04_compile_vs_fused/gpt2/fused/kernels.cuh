@@ -1,0 +1,347 @@
+// The fused GPT-2 steps' kernels (the steps' schedule, step.cuh, launches them). Each says what it
+// fuses and why that is faster than the vanilla step's chain of kernels: a LayerNorm with the
+// residual add and bias before it, GELU with its bias, the heads laid out with their bias, the
+// loss with its gradient in one pass a row. They write the activations in the type the products
+// read (float or bf16, the Products policy's Operand: policies.cuh).
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <type_traits>
+
+#include "gpt2/eager/block_reduce.cuh"
+#include "gpt2/eager/gpt2_eager.cuh"
+#include "gpt2/gpt2.cuh"
+#include "lab/launch.hpp"
+
+namespace {
+
+namespace ops = gpt2::eager;
+using Buffer = lab::DeviceBuffer<float>;
+
+constexpr int kThreads = 256;
+constexpr int kMaxItems = 16;  // a row of up to 16 x 256 = 4096 floats in registers
+
+// x in T (bf16: rounded to nearest, ties to even), and back.
+template <class T>
+__device__ __forceinline__ T to(float x) {
+  if constexpr (std::is_same_v<T, float>) return x;
+  else return __float2bfloat16(x);
+}
+__device__ __forceinline__ float as_float(float x) { return x; }
+__device__ __forceinline__ float as_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+// Four consecutive values, the first at a multiple of 4: one 16-byte store in fp32, 8 in bf16.
+__device__ __forceinline__ void store4(float* p, float4 x) { *reinterpret_cast<float4*>(p) = x; }
+__device__ __forceinline__ void store4(__nv_bfloat16* p, float4 x) {
+  const __nv_bfloat162 lo = __floats2bfloat162_rn(x.x, x.y), hi = __floats2bfloat162_rn(x.z, x.w);
+  uint2 u;
+  u.x = *reinterpret_cast<const unsigned*>(&lo), u.y = *reinterpret_cast<const unsigned*>(&hi);
+  *reinterpret_cast<uint2*>(p) = u;
+}
+
+// Four consecutive values (the first at a multiple of 4) as fp32: one 16-byte load, 8 in bf16.
+__device__ __forceinline__ float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+__device__ __forceinline__ float4 load4(const __nv_bfloat16* p) {
+  const uint2 u = *reinterpret_cast<const uint2*>(p);
+  const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.x)),
+               hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.y));
+  return make_float4(lo.x, lo.y, hi.x, hi.y);
+}
+
+// Calls f(std::integral_constant<int, Items>{}) with the fewest items a thread that cover d.
+template <class F>
+void with_items(int d, F&& f) {
+  if (d <= kThreads) return f(std::integral_constant<int, 1>{});
+  if (d <= 2 * kThreads) return f(std::integral_constant<int, 2>{});
+  if (d <= 4 * kThreads) return f(std::integral_constant<int, 4>{});
+  if (d <= 8 * kThreads) return f(std::integral_constant<int, 8>{});
+  f(std::integral_constant<int, kMaxItems>{});
+}
+
+// x_out = x + (y + bias) (the residual; y and bias null: x itself), then ln = LayerNorm(x_out) with
+// its mean and rstd kept: a block a row, thread t holding columns t, t + 256, ... in registers.
+// x_out may be x. ln is written in the type the products read (Out): in bf16, half the bytes, and
+// no pass of the products' own to round it.
+template <int Items, class Out>
+__global__ void __launch_bounds__(kThreads)
+    residual_layer_norm_kernel(const float* x, const float* __restrict__ y, const float* __restrict__ bias,
+                               float* x_out, const float* __restrict__ w, const float* __restrict__ b,
+                               Out* __restrict__ ln, float* __restrict__ mean, float* __restrict__ rstd, int d) {
+  const std::size_t off = std::size_t(blockIdx.x) * d;
+  float v[Items], s = 0;
+#pragma unroll
+  for (int k = 0; k < Items; ++k) {
+    const int j = threadIdx.x + k * kThreads;
+    v[k] = 0;
+    if (j < d) v[k] = y ? x[off + j] + (y[off + j] + bias[j]) : x[off + j];
+    s += v[k];
+  }
+  const float mu = blockwide::sum<kThreads>(s) * (1.f / d);
+  float q = 0;
+#pragma unroll
+  for (int k = 0; k < Items; ++k)
+    if (threadIdx.x + k * kThreads < d) q += (v[k] - mu) * (v[k] - mu);
+  const float rs = rsqrtf(blockwide::sum<kThreads>(q) * (1.f / d) + float(gpt2::kLayerNormEps));
+#pragma unroll
+  for (int k = 0; k < Items; ++k) {
+    const int j = threadIdx.x + k * kThreads;
+    if (j >= d) continue;
+    if (y) x_out[off + j] = v[k];
+    ln[off + j] = to<Out>((v[k] - mu) * rs * w[j] + b[j]);
+  }
+  if (threadIdx.x == 0) mean[blockIdx.x] = mu, rstd[blockIdx.x] = rs;
+}
+
+// y = x in T (bf16: rounded to nearest, ties to even): a block's weights for its products.
+template <class T>
+__global__ void round_kernel(const float* __restrict__ x, T* __restrict__ y, std::size_t n) {
+  for (std::size_t i : lab::grid_stride(n)) y[i] = to<T>(x[i]);
+}
+
+// ln = LayerNorm(x) again from the mean and rstd the forward kept, for the backward: the forward's
+// expression on the same fp32 values, so the same output (a block a row).
+template <class Out>
+__global__ void __launch_bounds__(kThreads)
+    layer_norm_again_kernel(const float* __restrict__ x, const float* __restrict__ mean, const float* __restrict__ rstd,
+                            const float* __restrict__ w, const float* __restrict__ b, Out* __restrict__ ln, int d) {
+  const std::size_t off = std::size_t(blockIdx.x) * d;
+  const float mu = mean[blockIdx.x], rs = rstd[blockIdx.x];
+  for (int j = threadIdx.x; j < d; j += kThreads) ln[off + j] = to<Out>((x[off + j] - mu) * rs * w[j] + b[j]);
+}
+
+// The LayerNorm backward: dres += dx (or = dx when !accumulate), dx = rstd (g - mean(g) - xhat
+// mean(g xhat)) with g = dy w; and dw += sum dy xhat, db += sum dy over the block's rows, kept in
+// registers across its rows and added atomically once (dw, db zeroed before).
+template <int Items>
+__global__ void __launch_bounds__(kThreads)
+    layer_norm_backward_kernel(const float* __restrict__ dy, const float* __restrict__ x, const float* __restrict__ w,
+                               const float* __restrict__ mean, const float* __restrict__ rstd, float* dres, float* dw,
+                               float* db, std::size_t rows, int d, bool accumulate) {
+  float wj[Items], aw[Items] = {}, ab[Items] = {};
+#pragma unroll
+  for (int k = 0; k < Items; ++k) {
+    const int j = threadIdx.x + k * kThreads;
+    wj[k] = j < d ? w[j] : 0.f;
+  }
+  for (std::size_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const std::size_t off = row * d;
+    const float mu = mean[row], rs = rstd[row];
+    float g[Items], xh[Items], sg = 0, sgx = 0;
+#pragma unroll
+    for (int k = 0; k < Items; ++k) {
+      const int j = threadIdx.x + k * kThreads;
+      g[k] = 0, xh[k] = 0;
+      if (j < d) {
+        const float dyj = dy[off + j];
+        xh[k] = (x[off + j] - mu) * rs;
+        g[k] = dyj * wj[k];
+        aw[k] += dyj * xh[k];
+        ab[k] += dyj;
+      }
+      sg += g[k];
+      sgx += g[k] * xh[k];
+    }
+    const float mean_g = blockwide::sum<kThreads>(sg) * (1.f / d);
+    const float mean_gx = blockwide::sum<kThreads>(sgx) * (1.f / d);
+#pragma unroll
+    for (int k = 0; k < Items; ++k) {
+      const int j = threadIdx.x + k * kThreads;
+      if (j >= d) continue;
+      const float dx = rs * (g[k] - mean_g - xh[k] * mean_gx);
+      dres[off + j] = accumulate ? dres[off + j] + dx : dx;
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < Items; ++k) {
+    const int j = threadIdx.x + k * kThreads;
+    if (j < d) atomicAdd(&dw[j], aw[k]), atomicAdd(&db[j], ab[k]);
+  }
+}
+
+// The heads' layout: element i of a (B, h, T, dp) tensor, dp >= hd the width the flash kernels
+// take, is column head hd + c of row b T + t when c < hd, and padding (zero) when c >= hd.
+struct HeadIndex {
+  std::size_t row, col;
+  bool real;
+  __device__ HeadIndex(std::size_t i, int context, int h, int hd, int dp) {
+    const std::size_t c = i % dp, t = i / dp % context, bh = i / (std::size_t(dp) * context);
+    row = bh / h * context + t;
+    col = bh % h * hd + c;
+    real = c < std::size_t(hd);
+  }
+};
+
+// Q, K, V by head from the QKV product's rows (B T x 3d), each plus its bias, in the type the
+// attention reads (T); zeros in the padding.
+template <class T>
+__global__ void qkv_heads_kernel(const float* __restrict__ qkv, const float* __restrict__ bias, T* __restrict__ q,
+                                 T* __restrict__ k, T* __restrict__ v, std::size_t n, int context, int h, int hd,
+                                 int dp) {
+  const int d = h * hd;
+  for (std::size_t i : lab::grid_stride(n)) {
+    const HeadIndex at(i, context, h, hd, dp);
+    if (!at.real) {
+      q[i] = to<T>(0.f), k[i] = to<T>(0.f), v[i] = to<T>(0.f);
+      continue;
+    }
+    const float* r = qkv + at.row * 3 * d + at.col;
+    q[i] = to<T>(r[0] + bias[at.col]);
+    k[i] = to<T>(r[d] + bias[d + at.col]);
+    v[i] = to<T>(r[2 * d] + bias[2 * d + at.col]);
+  }
+}
+
+// O by head back into rows (B T x d), in the type the products read (T); the padding dropped.
+template <class T>
+__global__ void merge_heads_kernel(const float* __restrict__ o, T* __restrict__ att, std::size_t n, int context,
+                                   int h, int hd, int dp) {
+  for (std::size_t i : lab::grid_stride(n)) {
+    const HeadIndex at(i, context, h, hd, dp);
+    if (at.real) att[at.row * std::size_t(h) * hd + at.col] = to<T>(o[i]);
+  }
+}
+
+// The backward's way back: dQ, dK, dV by head into the rows of dQKV (B T x 3d).
+__global__ void qkv_rows_kernel(const float* __restrict__ dq, const float* __restrict__ dk,
+                                const float* __restrict__ dv, float* __restrict__ dqkv, std::size_t n, int context,
+                                int h, int hd, int dp) {
+  const int d = h * hd;
+  for (std::size_t i : lab::grid_stride(n)) {
+    const HeadIndex at(i, context, h, hd, dp);
+    if (!at.real) continue;
+    float* r = dqkv + at.row * 3 * d + at.col;
+    r[0] = dq[i], r[d] = dk[i], r[2 * d] = dv[i];
+  }
+}
+
+// dO by head from the projection's input gradient (B T x d), in the type the attention reads (T),
+// zeros in the padding, and delta = rowsum(dO o O) for the flash backward, O read from the merged
+// attention output the forward kept (in the products' type, A), dO in fp32: a warp a head row.
+template <class A, class T>
+__global__ void dout_heads_kernel(const float* __restrict__ datt, const A* __restrict__ att, T* __restrict__ dout,
+                                  float* __restrict__ delta, std::size_t head_rows, int context, int h, int hd,
+                                  int dp) {
+  const std::size_t hr = (std::size_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (hr >= head_rows) return;
+  float s = 0;
+  for (int c = lane; c < dp; c += 32) {
+    const HeadIndex at(hr * dp + c, context, h, hd, dp);
+    if (!at.real) {
+      dout[hr * dp + c] = to<T>(0.f);
+      continue;
+    }
+    const std::size_t r = at.row * std::size_t(h) * hd + at.col;
+    dout[hr * dp + c] = to<T>(datt[r]);
+    s += datt[r] * as_float(att[r]);
+  }
+  for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(~0u, s, o);
+  if (lane == 0) delta[hr] = s;
+}
+
+// The width the flash kernels take for a head of hd: 16, 32, 64 or 128 (0: none, hd > 128).
+constexpr int flash_width(int hd) {
+  for (int w : {16, 32, 64, 128})
+    if (hd <= w) return w;
+  return 0;
+}
+
+__device__ __forceinline__ float gelu(float x) { return 0.5f * x * (1.f + erff(x * 0.70710678118654752f)); }
+
+// h = y + bias, kept for the backward, and act = gelu(h), both in the type the products read (T):
+// 16-byte accesses to y (cols = 4d, a multiple of 4); the bias read a float at a time (its offset in
+// the parameters is a multiple of 4 floats only when d is). In bf16, h is rounded once, after its
+// bias, and GELU taken at the rounded value, the value the backward's GELU' will see (as autocast
+// computes them: the linear layer's output in bf16, GELU on it); in fp32, y may be h (in place).
+// act is not kept: the backward makes it again from h (gelu_kernel), a pass it would otherwise
+// spend reading it, and the step saves 4 d values a token a block.
+template <class T>
+__global__ void bias_gelu_kernel(const float* y, const float* __restrict__ bias, T* h, T* __restrict__ act,
+                                 std::size_t n4, int cols4) {
+  for (std::size_t i : lab::grid_stride(n4)) {
+    float4 t = load4(y + 4 * i);
+    const float* b = bias + i % cols4 * 4;
+    t.x = as_float(to<T>(t.x + b[0])), t.y = as_float(to<T>(t.y + b[1]));
+    t.z = as_float(to<T>(t.z + b[2])), t.w = as_float(to<T>(t.w + b[3]));
+    store4(h + 4 * i, t);
+    store4(act + 4 * i, make_float4(gelu(t.x), gelu(t.y), gelu(t.z), gelu(t.w)));
+  }
+}
+
+// act = gelu(h) again, for the backward: the same values the forward's pass wrote.
+template <class T>
+__global__ void gelu_kernel(const T* __restrict__ h, T* __restrict__ act, std::size_t n4) {
+  for (std::size_t i : lab::grid_stride(n4)) {
+    const float4 t = load4(h + 4 * i);
+    store4(act + 4 * i, make_float4(gelu(t.x), gelu(t.y), gelu(t.z), gelu(t.w)));
+  }
+}
+
+// g *= gelu'(h), in place: the gradient of the MLP's output becomes its pre-activation's.
+template <class T>
+__global__ void gelu_backward_kernel(float4* g, const T* __restrict__ h, std::size_t n4) {
+  auto dgelu = [](float x) {  // as the vanilla step's (gpt2_eager.cu)
+    const float cdf = 0.5f * (1.f + erff(x * 0.70710678118654752f));
+    const float pdf = expf(-0.5f * x * x) * 0.39894228040143268f;
+    return cdf + x * pdf;
+  };
+  for (std::size_t i : lab::grid_stride(n4)) {
+    float4 d = g[i];
+    const float4 t = load4(h + 4 * i);
+    d.x *= dgelu(t.x), d.y *= dgelu(t.y), d.z *= dgelu(t.z), d.w *= dgelu(t.w);
+    g[i] = d;
+  }
+}
+
+// The loss a row, and with Backward its gradient in the logits' place: one pass keeps a running
+// (max, sum of exp) per thread, the block combines them (lse = max + log sum), the target's owner
+// writes the row's loss lse - z[target], and a second pass writes (softmax - onehot) / rows, the
+// softmax as exp(z - max) / sum.
+struct MaxSum {  // as eager attention's softmax (attention_eager.cu), with expf: the loss's accuracy
+  float m, s;
+};
+__device__ __forceinline__ MaxSum combine(MaxSum a, MaxSum b) {
+  const float m = fmaxf(a.m, b.m);
+  if (m == -INFINITY) return {m, 0.f};
+  return {m, a.s * expf(a.m - m) + b.s * expf(b.m - m)};
+}
+template <bool Backward>
+__global__ void __launch_bounds__(kThreads)
+    cross_entropy_kernel(float* z, const std::int32_t* __restrict__ targets, float* __restrict__ losses, int vocab,
+                         float inv_rows) {
+  const std::size_t row = blockIdx.x;
+  float* zr = z + row * vocab;
+  const int target = targets[row];
+  MaxSum t{-INFINITY, 0.f};
+  for (int j = threadIdx.x; j < vocab; j += kThreads) t = combine(t, MaxSum{zr[j], 1.f});
+  for (int o = 16; o > 0; o /= 2) t = combine(t, MaxSum{__shfl_xor_sync(~0u, t.m, o), __shfl_xor_sync(~0u, t.s, o)});
+  __shared__ MaxSum warps[kThreads / 32];
+  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = t;
+  __syncthreads();
+  MaxSum all = warps[0];
+  for (int w = 1; w < kThreads / 32; ++w) all = combine(all, warps[w]);
+  if (threadIdx.x == target % kThreads) losses[row] = all.m + logf(all.s) - zr[target];
+  if constexpr (Backward) {
+    const float inv_s = 1.f / all.s;
+    for (int j = threadIdx.x; j < vocab; j += kThreads)
+      zr[j] = (expf(zr[j] - all.m) * inv_s - (j == target ? 1.f : 0.f)) * inv_rows;
+  }
+}
+
+// loss = the mean of the rows' losses: one block.
+__global__ void mean_kernel(const float* __restrict__ losses, float* __restrict__ loss, std::size_t rows) {
+  float s = 0;
+  for (std::size_t r = threadIdx.x; r < rows; r += kThreads) s += losses[r];
+  s = blockwide::sum<kThreads>(s);
+  if (threadIdx.x == 0) loss[0] = s / float(rows);
+}
+
+unsigned blocks_for(std::size_t work) { return lab::grid_for(work, kThreads); }
+
+// Q, K, V or O by head, padded to the flash width: B h T dp values.
+std::size_t heads_size(const gpt2::Config& c) { return c.tokens() * c.heads * flash_width(c.head_dim()); }
+
+}  // namespace

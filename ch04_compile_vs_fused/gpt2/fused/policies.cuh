@@ -1,0 +1,119 @@
+// The fused GPT-2 step's two policies, stated as concepts that FusedStep (step.cuh) checks with
+// static_assert: a member missing, or with another signature, is a compile error that names it.
+// Each fused step file supplies a Products policy (the linear layers' matrix products) and may
+// supply an Attention policy (the flash attention); the fp32 ones of the first fused step are here.
+//
+// A Products class has
+//   static constexpr const char* kPrecision: its arithmetic, as lab::Declared::precision names it;
+//   using Operand = float or __nv_bfloat16 (float when absent): the type its products read their
+//        operands in. The kernels that make the activations (the LayerNorms' outputs, the merged
+//        attention, GELU's output, and its input, the MLP's pre-activation) write them in that
+//        type, and the step saves them in it. The weights, in fp32 in the parameters, are
+//        rounded into a copy when the type is not float:
+//        a block's at the start of its forward, into memory kept with its saved tensors (so, at
+//        scale, in the gradients' buffer: no memory of its own), read by its forward and backward;
+//   Products(const gpt2::Config&, gpt2::Phase): its scratch, made in the variant's prepare step;
+//   void linear(cublasHandle_t, const Operand* X, const Operand* W, float* Y, int M, int N, int K,
+//               cudaStream_t): Y (M x N) = X (M x K) W^T, nn.Linear without its bias;
+//   void linear_backward(cublasHandle_t, const float* dY, const Operand* X, const Operand* W,
+//                        float* dX, float* dW, float* db, int M, int N, int K, cudaStream_t):
+//        dX = dY W, dW = dY^T X and db = the column sums of dY (none when db is null), all written;
+//   optionally head(...) and head_backward(...): the same for the head's products (the
+//        vocabulary's), where they differ from linear's.
+// Everything it launches goes on the stream it is given (cuBLAS: the handle's stream), so that the
+// step is captured as one CUDA graph.
+//
+// The attention is a second such class, FlashFp32 below unless the file gives another
+// (optimized_gpt2_step_fused_tc_attention.cu: the same algorithm on the tensor cores). It has
+//   static constexpr const char* kPrecision: its products' arithmetic ("fp32", "3xtf32", "bf16");
+//   using Operand (float when absent): the type of the Q, K, V and dO heads it reads, which the
+//        step lays out (and saves) in that type;
+//   a constructor from (const gpt2::Config&, gpt2::Phase): its scratch, if it needs any;
+//   void forward(q, k, v, o, lse, bh, seq, d, causal, scale, stream) and
+//   void backward(q, k, v, dout, lse, delta, dq, dk, dv, bh, seq, d, causal, scale, stream):
+//        attention/kernels/flash_fp32.cuh's forward and backward (o, lse, dq, dk, dv in fp32; dq added to: zeroed
+//        before).
+#pragma once
+
+#include <concepts>
+#include <cstddef>
+#include <type_traits>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "attention/kernels/flash_fp32.cuh"
+#include "gpt2/eager/gpt2_eager.cuh"
+#include "gpt2/gpt2.cuh"
+
+namespace {
+
+// The type a Products or Attention class reads its activations in: its Operand, float when absent.
+template <class T>
+struct operand_of {
+  using type = float;
+};
+template <class T>
+  requires requires { typename T::Operand; }
+struct operand_of<T> {
+  using type = typename T::Operand;
+};
+
+namespace policy {
+
+template <class T>
+concept Named = requires { { T::kPrecision } -> std::convertible_to<const char*>; };
+
+template <class P, class Op = typename operand_of<P>::type>
+concept Products = Named<P> && std::constructible_from<P, const gpt2::Config&, gpt2::Phase> &&
+                   requires(P& p, cublasHandle_t h, const Op* x, const float* dy, float* y, int m, cudaStream_t s) {
+                     p.linear(h, x, x, y, m, m, m, s);
+                     p.linear_backward(h, dy, x, x, y, y, y, m, m, m, s);
+                   };
+// A Products class that names head() or head_backward() gives them linear()'s signatures.
+template <class P, class Op = typename operand_of<P>::type>
+concept HeadProducts = requires(P& p, cublasHandle_t h, const Op* x, float* y, int m, cudaStream_t s) {
+  p.head(h, x, x, y, m, m, m, s);
+};
+template <class P, class Op = typename operand_of<P>::type>
+concept HeadBackwardProducts = requires(P& p, cublasHandle_t h, const Op* x, const float* dy, float* y, int m,
+                                        cudaStream_t s) { p.head_backward(h, dy, x, x, y, y, y, m, m, m, s); };
+template <class P>
+concept NamesHead = requires { &P::head; };
+template <class P>
+concept NamesHeadBackward = requires { &P::head_backward; };
+
+template <class A, class Op = typename operand_of<A>::type>
+concept Attention = Named<A> && std::constructible_from<A, const gpt2::Config&, gpt2::Phase> &&
+                    requires(A& a, const Op* q, float* o, float* lse, const float* clse, const float* delta,
+                             float* dq, int n, bool causal, float scale, cudaStream_t s) {
+                      a.forward(q, q, q, o, lse, n, n, n, causal, scale, s);
+                      a.backward(q, q, q, q, clse, delta, dq, dq, dq, n, n, n, causal, scale, s);
+                    };
+
+}  // namespace policy
+
+// The products as the vanilla step runs them: cuBLAS SGEMM (fp32 FMA on the SIMT units).
+struct Sgemm {
+  static constexpr const char* kPrecision = "fp32";
+  Sgemm(const gpt2::Config&, gpt2::Phase) {}
+  void linear(cublasHandle_t blas, const float* X, const float* W, float* Y, int M, int N, int K, cudaStream_t) {
+    gpt2::eager::linear(blas, X, W, Y, M, N, K);
+  }
+  void linear_backward(cublasHandle_t blas, const float* dY, const float* X, const float* W, float* dX, float* dW,
+                       float* db, int M, int N, int K, cudaStream_t stream) {
+    gpt2::eager::linear_backward(blas, dY, X, W, dX, dW, db, M, N, K, stream);
+  }
+};
+
+// The chapter's fp32 flash attention on the SIMT units (flash_fp32.cuh).
+struct FlashFp32 {
+  static constexpr const char* kPrecision = "fp32";
+  FlashFp32(const gpt2::Config&, gpt2::Phase) {}
+  static constexpr auto forward = flash::forward;
+  static constexpr auto backward = flash::backward;
+};
+
+static_assert(policy::Products<Sgemm> && policy::Attention<FlashFp32>);
+
+}  // namespace

@@ -1,0 +1,75 @@
+// What the fused GPT-2 steps keep for their backward, and where: each block's saved tensors
+// (Saved) and the head's (HeadSaved), carved from memory that the step places (FusedStep::place_saved
+// in step.cuh, from gpt2::plan_saved: mostly in the part of the gradients' buffer that the backward
+// has not yet written).
+#pragma once
+
+#include <cstddef>
+#include <type_traits>
+
+#include "gpt2/fused/kernels.cuh"
+#include "gpt2/gpt2.cuh"
+
+namespace {
+
+// Tensors carved one after another from memory at `at` (null: only counting), each 256-byte aligned;
+// `used` counts floats (the gradients' buffer, where most of them lie, is in floats).
+struct Carver {
+  float* at;
+  std::size_t used = 0;
+  template <class T = float>
+  T* take(std::size_t n) {
+    T* p = at ? reinterpret_cast<T*>(at + used) : nullptr;
+    used += (n * sizeof(T) + 255) / 256 * 64;
+    return p;
+  }
+};
+
+// What one block keeps for its backward: no T x T tensor; the log-sum-exp of each head row instead.
+// Q, K, V by head, heads padded to the flash width, in the attention's type (A); the merged
+// attention output, a product's operand, and the MLP's pre-activation (4 d values a token, the
+// largest tensor kept), in the products' type (P); the residual stream (both LayerNorms' inputs)
+// with their means and rstds in fp32. Not kept: the LayerNorms' outputs and GELU's, which the
+// backward makes again from these (the same values, in one pass each that reads no more than it
+// would read back: cheaper than keeping them, in memory, and no slower). Carved from memory the
+// step places (see FusedStep::place_saved).
+template <class P, class A>
+struct Saved {
+  float *x, *mean1, *rstd1, *lse, *mid, *mean2, *rstd2;
+  P *att, *h, *w;  // w: the block's parameters in P, when P is not float (null when it is)
+  A *q, *k, *v;
+  Saved(const gpt2::Config& c, Carver& m) {
+    const std::size_t n = c.tokens() * c.d, t = c.tokens(), nh = heads_size(c);
+    w = std::is_same_v<P, float> ? nullptr : m.take<P>(gpt2::stage_begin(c, 1) - gpt2::stage_begin(c, 0));
+    x = m.take(n), mean1 = m.take(t), rstd1 = m.take(t);
+    q = m.take<A>(nh), k = m.take<A>(nh), v = m.take<A>(nh), lse = m.take(t * c.heads), att = m.take<P>(n);
+    mid = m.take(n), mean2 = m.take(t), rstd2 = m.take(t), h = m.take<P>(4 * n);
+  }
+  static std::size_t floats(const gpt2::Config& c) {
+    Carver m{nullptr};
+    static_cast<void>(Saved(c, m));
+    return m.used;
+  }
+};
+
+// What the head keeps: the last block's output (the final LayerNorm's input, its output made again
+// as a block's are), the logits (which the loss kernel overwrites with their gradient), and its
+// stage's parameters in P when P is not float.
+template <class P>
+struct HeadSaved {
+  float *out = nullptr, *meanf = nullptr, *rstdf = nullptr, *logits = nullptr;
+  P* w = nullptr;
+  HeadSaved() = default;
+  HeadSaved(const gpt2::Config& c, Carver& m) {
+    const std::size_t n = c.tokens() * c.d, t = c.tokens();
+    if (!std::is_same_v<P, float>) w = m.take<P>(gpt2::param_count(c) - gpt2::stage_begin(c, c.layers));
+    out = m.take(n), meanf = m.take(t), rstdf = m.take(t), logits = m.take(t * c.vocab);
+  }
+  static std::size_t floats(const gpt2::Config& c) {
+    Carver m{nullptr};
+    static_cast<void>(HeadSaved(c, m));
+    return m.used;
+  }
+};
+
+}  // namespace

@@ -1,0 +1,365 @@
+// The fused GPT-2 step's schedule (FusedStep): what runs in which order on which stream, captured
+// as one CUDA graph. Its kernels are in kernels.cuh, what it keeps for the backward in saved.cuh,
+// and the two policies it is written over (the products, the attention) in policies.cuh. A fused
+// step file is one line of FusedStep<Products, Attention> and its policies.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <deque>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "gpt2/fused/flat_adamw.cuh"
+#include "gpt2/fused/kernels.cuh"
+#include "gpt2/fused/policies.cuh"
+#include "gpt2/fused/saved.cuh"
+#include "gpt2/gpt2.cuh"
+#include "lab/launch.hpp"
+
+namespace {
+
+template <class Products, class Attention = FlashFp32>
+struct FusedStep {
+  static_assert(policy::Products<Products>, "a Products policy: kPrecision, a constructor from "
+                "(const gpt2::Config&, gpt2::Phase), linear() and linear_backward() (policies.cuh)");
+  static_assert(!policy::NamesHead<Products> || policy::HeadProducts<Products>,
+                "a Products policy's head() has linear()'s signature");
+  static_assert(!policy::NamesHeadBackward<Products> || policy::HeadBackwardProducts<Products>,
+                "a Products policy's head_backward() has linear_backward()'s signature");
+  static_assert(policy::Attention<Attention>, "an Attention policy: kPrecision, a constructor from "
+                "(const gpt2::Config&, gpt2::Phase), forward() and backward() (policies.cuh)");
+  using Topic = Gpt2Step;
+  gpt2::Config c;
+  gpt2::Phase phase;
+  gpt2::Offsets off;
+  int rows, d, hd, dp;  // dp: the heads' width in the flash kernels (hd, or hd padded with zeros)
+  lab::CublasHandle blas;
+  lab::DeviceBuffer<std::uint8_t> blas_workspace;  // cuBLAS's, set explicitly: a graph may not allocate
+  using Op = typename operand_of<Products>::type;       // the products' activations: float or bf16
+  using HeadOp = typename operand_of<Attention>::type;  // the attention's Q, K, V, dO
+  using Block = Saved<Op, HeadOp>;
+  std::vector<Block> blocks;  // every block's saved tensors (the forward alone: one block's, reused)
+  HeadSaved<Op> head;
+  Buffer spill;  // the saved tensors that the gradients' buffer cannot take (see place_saved)
+  Buffer losses, coef;
+  Buffer qkv, o, tmp;           // forward scratch; the backward's dQKV lies in qkv
+  lab::DeviceBuffer<Op> ln, act;  // a LayerNorm's output and GELU's: made by the forward, and by the backward again
+  Buffer dx, dln, delta, wide;  // backward scratch; wide: dact (dh in place), later dq, dk, dv; in
+                                // the forward, the MLP's first product when h is kept in bf16
+  lab::DeviceBuffer<HeadOp> dout;
+  Products products;    // the linear layers' matrix products: the variant file's
+  Attention attention;  // the flash attention: FlashFp32, or the variant file's
+  // The step runs on `lead`, at the device's highest priority; AdamW runs on `side`, at its lowest,
+  // a stage at a time as soon as the backward has finished that stage's gradients (see step()).
+  lab::Stream lead{priority(true)}, side{priority(false)};
+  std::deque<lab::Event> forks;  // the points where one stream waits for another
+  lab::GraphExec graph;
+
+  static int priority(bool highest) {
+    int least = 0, greatest = 0;
+    LAB_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    return highest ? greatest : least;
+  }
+
+  // The products' arithmetic, and the attention's where it differs ("fp32+3xtf32-attention"):
+  // gpt2::ModelOptions::for_precision reads both.
+  static lab::Declared declared() {
+    const std::string attention = Attention::kPrecision;
+    if (attention == "fp32") return {.precision = Products::kPrecision};
+    return {.precision = std::string(Products::kPrecision) + "+" + attention + "-attention"};
+  }
+
+  static std::string supports(const lab::Shape& s, const lab::DeviceFacts&) {
+    const gpt2::Config c = gpt2::config_of(s);
+    const int hd = c.head_dim();
+    if (flash_width(hd) == 0) return "the flash kernels take head sizes up to 128, not " + std::to_string(hd);
+    if (c.d > kMaxItems * kThreads) return "the row kernels hold d_model <= 4096 in registers";
+    return "";
+  }
+
+  FusedStep(Gpt2Step::Problem& p, cudaStream_t stream)
+      : c(p.cfg), phase(p.phase), off(gpt2::offsets(c)), rows(int(c.tokens())), d(c.d), hd(c.head_dim()),
+        dp(flash_width(hd)), blas_workspace(std::size_t(32) << 20), losses(rows), coef(2), qkv(3 * c.tokens() * d),
+        o(heads_size(c)), tmp(c.tokens() * d), ln(c.tokens() * d), act(4 * c.tokens() * d), products(c, phase), attention(c, phase) {
+    place_saved(p);
+    const std::size_t n = c.tokens() * d, nh = heads_size(c);
+    if (phase != gpt2::Phase::forward) {
+      dx = Buffer(n), dln = Buffer(n), delta = Buffer(c.tokens() * c.heads), dout = lab::DeviceBuffer<HeadOp>(nh);
+      wide = Buffer(std::max(4 * n, 3 * nh));
+    } else if (kCopies) {
+      wide = Buffer(4 * n);
+    }
+    ops::use_stream(blas, lead);
+    LAB_CHECK(cublasSetWorkspace(blas, blas_workspace.data(), blas_workspace.size()));
+    graph.capture(
+        stream,
+        [&] {
+          wait(lead, stream);
+          step(p, lead);
+          wait(stream, lead);
+        },
+        cudaGraphInstantiateFlagUseNodePriority);
+  }
+
+  // `later` waits for what `earlier` has launched so far (in a capture: an edge of the graph).
+  void wait(cudaStream_t later, cudaStream_t earlier) {
+    forks.emplace_back().record(earlier);
+    LAB_CHECK(cudaStreamWaitEvent(later, forks.back()));
+  }
+
+  void run(Gpt2Step::Problem& p, cudaStream_t stream) {
+    if (phase == gpt2::Phase::step) {
+      // The step's bias corrections, from pageable memory: staged before the call returns.
+      const auto at = flat_adamw::Coef::at_step(p.hp.lr, p.hp.beta1, p.hp.beta2, p.step);
+      const std::array<float, 2> host{at.step_size, at.inv_sqrt_bc2};
+      LAB_CHECK(cudaMemcpyAsync(coef.data(), host.data(), sizeof(host), cudaMemcpyHostToDevice, stream));
+    }
+    graph.launch(stream);
+  }
+
+  // The saved tensors' memory. The forward alone keeps one block's and the head's, in a buffer of
+  // their own. With a backward, every block's and the head's are kept, in the gradients' buffer
+  // wherever gpt2::plan_saved finds room: the part of it that the backward has not yet written
+  // when they are read (a block's saved tensors below the block's own gradients, in those of the
+  // blocks before it and the embeddings'). At xl and context 256 that is every block but the first,
+  // 4.5 GB the step no longer allocates; what has no room there (the small model at context 1024:
+  // most of it) is spilled into a buffer of its own. The backward's kernels then write a block's
+  // gradients over the saved tensors of the blocks after it, which they have finished with.
+  void place_saved(Gpt2Step::Problem& p) {
+    if (phase == gpt2::Phase::forward) {
+      spill = Buffer(Block::floats(c) + HeadSaved<Op>::floats(c));
+      Carver m{spill.data()};
+      blocks.emplace_back(c, m);
+      head = HeadSaved<Op>(c, m);
+      return;
+    }
+    std::vector<std::size_t> floats(c.layers + 1, Block::floats(c));
+    floats.back() = HeadSaved<Op>::floats(c);
+    const gpt2::SavedPlan plan = gpt2::plan_saved(c, floats);
+    spill = Buffer(plan.spill);
+    auto at = [&](int stage) {
+      const gpt2::SavedPlace& where = plan.stages[stage];
+      return (where.in_grads ? p.grads.data() : spill.data()) + where.offset;
+    };
+    blocks.reserve(c.layers);
+    for (int l = 0; l < c.layers; ++l) {
+      Carver m{at(l)};
+      blocks.emplace_back(c, m);
+    }
+    Carver m{at(c.layers)};
+    head = HeadSaved<Op>(c, m);
+  }
+
+  Block& saved(int l) { return blocks[l % blocks.size()]; }
+
+  // A stage's weights as the products read them: the parameters themselves (fp32), or their copy
+  // in Op that the forward made at the start of the stage (`copy`, the stage's parameters from
+  // `begin` on). round_weights makes that copy (nothing to do in fp32).
+  static constexpr bool kCopies = !std::is_same_v<Op, float>;
+  const Op* weight(const float* P, std::size_t at, const Op* copy, std::size_t begin) const {
+    if constexpr (kCopies) return copy + (at - begin);
+    else return P + at;
+  }
+  void round_weights(const float* P, std::size_t begin, std::size_t end, Op* copy, cudaStream_t stream) {
+    if constexpr (kCopies) {
+      round_kernel<<<blocks_for(end - begin), kThreads, 0, stream>>>(P + begin, copy, end - begin);
+      LAB_CHECK(cudaGetLastError());
+    }
+  }
+
+  // The head's products: the Products class's own head(), or its linear().
+  void head_forward(const Op* X, const Op* W, float* Y, cudaStream_t stream) {
+    if constexpr (policy::NamesHead<Products>)
+      products.head(blas, X, W, Y, rows, c.vocab, d, stream);
+    else
+      products.linear(blas, X, W, Y, rows, c.vocab, d, stream);
+  }
+  void head_backward(const float* dY, const Op* X, const Op* W, float* dX, float* dW, cudaStream_t stream) {
+    if constexpr (policy::NamesHeadBackward<Products>)
+      products.head_backward(blas, dY, X, W, dX, dW, nullptr, rows, c.vocab, d, stream);
+    else
+      products.linear_backward(blas, dY, X, W, dX, dW, nullptr, rows, c.vocab, d, stream);
+  }
+
+  // (residual +) LayerNorm rows into ln: see residual_layer_norm_kernel.
+  void residual_layer_norm(const float* x, const float* y, const float* bias, float* x_out, const float* w,
+                           const float* b, Op* ln, float* mean, float* rstd, cudaStream_t stream) {
+    with_items(d, [&](auto items) {
+      residual_layer_norm_kernel<decltype(items)::value, Op>
+          <<<rows, kThreads, 0, stream>>>(x, y, bias, x_out, w, b, ln, mean, rstd, d);
+    });
+    LAB_CHECK(cudaGetLastError());
+  }
+  // ln = LayerNorm(x) again, for the backward: see layer_norm_again_kernel.
+  void layer_norm_again(const float* x, const float* mean, const float* rstd, const float* w, const float* b,
+                        cudaStream_t stream) {
+    layer_norm_again_kernel<<<rows, kThreads, 0, stream>>>(x, mean, rstd, w, b, ln.data(), d);
+    LAB_CHECK(cudaGetLastError());
+  }
+  void layer_norm_backward(const float* dy, const float* x, const float* w, const float* mean, const float* rstd,
+                           float* dres, float* dw, float* db, bool accumulate, cudaStream_t stream) {
+    LAB_CHECK(cudaMemsetAsync(dw, 0, d * sizeof(float), stream));
+    LAB_CHECK(cudaMemsetAsync(db, 0, d * sizeof(float), stream));
+    const unsigned grid = static_cast<unsigned>(std::min(rows, 512));  // 8 or more rows a block at scale
+    with_items(d, [&](auto items) {
+      layer_norm_backward_kernel<decltype(items)::value>
+          <<<grid, kThreads, 0, stream>>>(dy, x, w, mean, rstd, dres, dw, db, rows, d, accumulate);
+    });
+    LAB_CHECK(cudaGetLastError());
+  }
+
+  // The optimizer overlaps the backward: the backward finishes the gradients a stage at a time (the
+  // head's with the final LayerNorm's, then block L-1's down to block 0's, the embeddings' last), and
+  // a stage's parameters are read by no later kernel of the step. So AdamW updates each stage on the
+  // side stream as soon as its gradients are done, while the lead stream goes on with the blocks
+  // below. AdamW is memory-bound and the products are not: at the lowest priority its blocks take
+  // what the backward leaves idle (the tails of its waves, its short kernels) instead of a
+  // separate pass over 28 bytes a parameter at the end (at xl, 42 GB: 14 ms of the step).
+  void step(Gpt2Step::Problem& p, cudaStream_t stream) {
+    forward(p, stream);
+    if (phase == gpt2::Phase::forward) return;
+    const bool update = phase == gpt2::Phase::step;
+    backward(p, stream, [&](int stage) {
+      if (!update) return;
+      const std::size_t begin = gpt2::stage_begin(c, stage);
+      const std::size_t end = stage == c.layers ? p.params.size() : gpt2::stage_begin(c, stage + 1);
+      wait(side, stream);
+      adamw(p, begin, end, side);
+    });
+    if (!update) return;
+    adamw(p, 0, gpt2::stage_begin(c, 0), stream);  // the embeddings, whose gradients come last
+    wait(stream, side);
+  }
+  void adamw(Gpt2Step::Problem& p, std::size_t begin, std::size_t end, cudaStream_t stream) {
+    flat_adamw::step(p.params.data(), p.grads.data(), p.m.data(), p.v.data(), begin, end, {.device = coef.data()},
+                     flat_adamw::Hyper::of(p.hp.lr, p.hp.beta1, p.hp.beta2, p.hp.eps, p.hp.weight_decay), stream);
+  }
+
+  void forward(Gpt2Step::Problem& p, cudaStream_t stream) {
+    const float* P = p.params.data();
+    Block& s0 = saved(0);
+    ops::embedding(P + off.wte, p.tokens.data(), s0.x, rows, d, stream);
+    ops::add_positions(s0.x, P + off.wpe, c.batch, c.context, d, stream);
+    const gpt2::BlockOffsets& b0 = off.blocks[0];
+    residual_layer_norm(s0.x, nullptr, nullptr, s0.x, P + b0.ln1_w, P + b0.ln1_b, ln.data(),
+                        s0.mean1, s0.rstd1, stream);
+    const std::size_t n = c.tokens() * d;
+    const std::size_t nh = o.size();  // Q, K, V, O by head (padded)
+    for (int l = 0; l < c.layers; ++l) {
+      const gpt2::BlockOffsets& ob = off.blocks[l];
+      Block& s = saved(l);
+      const std::size_t at = gpt2::stage_begin(c, l);
+      auto W = [&](std::size_t offset) { return weight(P, offset, s.w, at); };
+      round_weights(P, at, gpt2::stage_begin(c, l + 1), s.w, stream);
+      // Attention: the QKV product, its bias while laying Q, K, V out by head, flash attention.
+      products.linear(blas, ln.data(), W(ob.qkv_w), qkv.data(), rows, 3 * d, d, stream);
+      qkv_heads_kernel<<<blocks_for(nh), kThreads, 0, stream>>>(qkv.data(), P + ob.qkv_b, s.q, s.k,
+                                                                s.v, nh, c.context, c.heads, hd, dp);
+      LAB_CHECK(cudaGetLastError());
+      attention.forward(s.q, s.k, s.v, o.data(), s.lse, c.batch * c.heads, c.context, dp, true,
+                        1.f / std::sqrt(float(hd)), stream);
+      merge_heads_kernel<<<blocks_for(nh), kThreads, 0, stream>>>(o.data(), s.att, nh, c.context, c.heads, hd, dp);
+      LAB_CHECK(cudaGetLastError());
+      // The projection; its bias, the residual and LayerNorm 2 in one pass.
+      products.linear(blas, s.att, W(ob.proj_w), tmp.data(), rows, d, d, stream);
+      residual_layer_norm(s.x, tmp.data(), P + ob.proj_b, s.mid, P + ob.ln2_w, P + ob.ln2_b,
+                          ln.data(), s.mean2, s.rstd2, stream);
+      // The MLP: its bias and GELU in one pass; the second bias, the residual and the next
+      // LayerNorm (the next block's first, or the final one) in one pass.
+      // The first product writes fp32: into h itself in fp32, else into scratch that the pass rounds.
+      float* y = kCopies ? wide.data() : reinterpret_cast<float*>(s.h);
+      products.linear(blas, ln.data(), W(ob.fc_w), y, rows, 4 * d, d, stream);
+      bias_gelu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y, P + ob.fc_b, s.h, act.data(), n,
+                                                               d);  // 4n values: n quads, d a row
+      LAB_CHECK(cudaGetLastError());
+      products.linear(blas, act.data(), W(ob.fc2_w), tmp.data(), rows, d, 4 * d, stream);
+      if (l + 1 < c.layers) {
+        Block& next = saved(l + 1);
+        const gpt2::BlockOffsets& on = off.blocks[l + 1];
+        residual_layer_norm(s.mid, tmp.data(), P + ob.fc2_b, next.x, P + on.ln1_w, P + on.ln1_b,
+                            ln.data(), next.mean1, next.rstd1, stream);
+      } else {
+        residual_layer_norm(s.mid, tmp.data(), P + ob.fc2_b, head.out, P + off.lnf_w, P + off.lnf_b,
+                            ln.data(), head.meanf, head.rstdf, stream);
+      }
+    }
+    // The head, and the loss (with its gradient when there is a backward) in one pass a row.
+    const std::size_t head_at = gpt2::stage_begin(c, c.layers);
+    round_weights(P, head_at, p.params.size(), head.w, stream);
+    head_forward(ln.data(), weight(P, off.head, head.w, head_at), head.logits, stream);
+    const float inv_rows = 1.f / float(rows);
+    if (phase == gpt2::Phase::forward)
+      cross_entropy_kernel<false><<<rows, kThreads, 0, stream>>>(head.logits, p.targets.data(), losses.data(),
+                                                                 c.vocab, inv_rows);
+    else
+      cross_entropy_kernel<true><<<rows, kThreads, 0, stream>>>(head.logits, p.targets.data(), losses.data(),
+                                                                c.vocab, inv_rows);
+    LAB_CHECK(cudaGetLastError());
+    mean_kernel<<<1, kThreads, 0, stream>>>(losses.data(), p.loss.data(), rows);
+    LAB_CHECK(cudaGetLastError());
+  }
+
+  // done(stage) is called once a stage's gradients are final (stage L: the head and the final
+  // LayerNorm; l < L: block l), in the order the backward finishes them.
+  template <class Done>
+  void backward(Gpt2Step::Problem& p, cudaStream_t stream, Done done) {
+    const float* P = p.params.data();
+    float* G = p.grads.data();
+    const std::size_t n = c.tokens() * d;
+    const std::size_t nh = o.size();  // Q, K, V, O by head (padded)
+    float* dact = wide.data();        // the MLP's output gradient, then (in place) its pre-activation's
+    float *dq = wide.data(), *dk = dq + nh, *dv = dk + nh;  // the attention's, once dact is done with
+    float* dqkv = qkv.data();         // the forward's QKV rows, free in the backward
+    // The logits hold dloss/dlogits (the cross-entropy kernel wrote it).
+    layer_norm_again(head.out, head.meanf, head.rstdf, P + off.lnf_w, P + off.lnf_b, stream);
+    head_backward(head.logits, ln.data(), weight(P, off.head, head.w, gpt2::stage_begin(c, c.layers)), dln.data(),
+                  G + off.head, stream);
+    layer_norm_backward(dln.data(), head.out, P + off.lnf_w, head.meanf, head.rstdf, dx.data(), G + off.lnf_w,
+                        G + off.lnf_b, false, stream);
+    done(c.layers);
+    for (int l = c.layers - 1; l >= 0; --l) {
+      const gpt2::BlockOffsets& ob = off.blocks[l];
+      const Block& s = saved(l);
+      auto W = [&, at = gpt2::stage_begin(c, l)](std::size_t offset) { return weight(P, offset, s.w, at); };
+      // The MLP: GELU's output made again from the pre-activation, the second product's backward,
+      // GELU's backward in place, the first product's.
+      gelu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(s.h, act.data(), n);
+      LAB_CHECK(cudaGetLastError());
+      products.linear_backward(blas, dx.data(), act.data(), W(ob.fc2_w), dact, G + ob.fc2_w, G + ob.fc2_b, rows, d,
+                               4 * d, stream);
+      gelu_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(reinterpret_cast<float4*>(dact), s.h, n);
+      LAB_CHECK(cudaGetLastError());
+      layer_norm_again(s.mid, s.mean2, s.rstd2, P + ob.ln2_w, P + ob.ln2_b, stream);
+      products.linear_backward(blas, dact, ln.data(), W(ob.fc_w), dln.data(), G + ob.fc_w, G + ob.fc_b, rows, 4 * d, d,
+                               stream);
+      layer_norm_backward(dln.data(), s.mid, P + ob.ln2_w, s.mean2, s.rstd2, dx.data(),
+                          G + ob.ln2_w, G + ob.ln2_b, true, stream);
+      // The attention: dO by head with delta, the flash backward, dQ dK dV back into rows.
+      products.linear_backward(blas, dx.data(), s.att, W(ob.proj_w), dln.data(), G + ob.proj_w, G + ob.proj_b,
+                               rows, d, d, stream);
+      const std::size_t head_rows = c.tokens() * c.heads;
+      dout_heads_kernel<<<static_cast<unsigned>(lab::ceil_div(head_rows * 32, kThreads)), kThreads, 0, stream>>>(
+          dln.data(), s.att, dout.data(), delta.data(), head_rows, c.context, c.heads, hd, dp);
+      LAB_CHECK(cudaGetLastError());
+      LAB_CHECK(cudaMemsetAsync(dq, 0, nh * sizeof(float), stream));
+      attention.backward(s.q, s.k, s.v, dout.data(), s.lse, delta.data(), dq, dk, dv, c.batch * c.heads, c.context,
+                         dp, true, 1.f / std::sqrt(float(hd)), stream);
+      qkv_rows_kernel<<<blocks_for(nh), kThreads, 0, stream>>>(dq, dk, dv, dqkv, nh, c.context, c.heads, hd, dp);
+      LAB_CHECK(cudaGetLastError());
+      layer_norm_again(s.x, s.mean1, s.rstd1, P + ob.ln1_w, P + ob.ln1_b, stream);
+      products.linear_backward(blas, dqkv, ln.data(), W(ob.qkv_w), dln.data(), G + ob.qkv_w, G + ob.qkv_b, rows, 3 * d,
+                               d, stream);
+      layer_norm_backward(dln.data(), s.x, P + ob.ln1_w, s.mean1, s.rstd1, dx.data(),
+                          G + ob.ln1_w, G + ob.ln1_b, true, stream);
+      done(l);
+    }
+    ops::embedding_backward(dx.data(), p.tokens.data(), G + off.wte, rows, c.vocab, d, stream);
+    ops::positions_backward(dx.data(), G + off.wpe, c.batch, c.context, d, stream);
+  }
+};
+
+}  // namespace
+

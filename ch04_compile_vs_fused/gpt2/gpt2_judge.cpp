@@ -1,0 +1,147 @@
+// How a step's outputs are judged against the model's reference (gpt2_reference.cpp): every element
+// within k sigma of the Monte Carlo runs' spread, k from Student's t for the number of runs and the
+// false-alarm rate asked (element_factor), and each tensor's L2 error within a factor of the largest
+// run's where it has enough degrees of freedom (l2_dof); and the reference's training curve
+// (train_reference), which the 200-step training test holds the steps to.
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "gpt2/gpt2_model.hpp"
+#include "lab/verify.hpp"
+
+namespace gpt2 {
+
+namespace {
+
+// P(|t| > k) for Student's t with nu degrees of freedom: its density integrated by Simpson's rule
+// over [k, k + 200 k] (the rest is below 1e-15 of the density's mass for nu >= 8).
+double t_two_sided_tail(double k, int nu) {
+  const double lc = std::lgamma((nu + 1) / 2.0) - std::lgamma(nu / 2.0) - 0.5 * std::log(nu * M_PI);
+  auto pdf = [&](double t) { return std::exp(lc - (nu + 1) / 2.0 * std::log1p(t * t / nu)); };
+  const int n = 200000;
+  const double hi = 201 * k, h = (hi - k) / n;
+  double s = pdf(k) + pdf(hi);
+  for (int i = 1; i < n; ++i) s += (i % 2 ? 4 : 2) * pdf(k + i * h);
+  return 2 * s * h / 3;
+}
+
+template <class F>
+void for_outputs(F&& f) {
+  f("grads", &Outputs<double>::grads, &Expected::grads_l2);
+  f("params", &Outputs<double>::params, &Expected::params_l2);
+  f("m", &Outputs<double>::m, &Expected::m_l2);
+  f("v", &Outputs<double>::v, &Expected::v_l2);
+}
+
+}  // namespace
+
+double element_factor(int runs, double p) {
+  double lo = 1, hi = 1e4;  // bisection on the tail, which falls monotonically
+  for (int i = 0; i < 60; ++i) {
+    const double mid = std::sqrt(lo * hi);
+    (t_two_sided_tail(mid, runs) > p ? lo : hi) = mid;
+  }
+  return hi;
+}
+
+double l2_dof(std::span<const double> sigma) {
+  double s2 = 0, s4 = 0;
+  for (const double s : sigma) s2 += s * s, s4 += s * s * s * s;
+  return s4 > 0 ? s2 * s2 / s4 : 0;
+}
+
+lab::Verdict judge(const Expected& e, const Config& c, float loss, std::span<const float> grads,
+                   std::span<const float> params, std::span<const float> m, std::span<const float> v) {
+  static const double k_default = element_factor(kMonteCarloRuns, kElementFalseAlarm);  // once
+  const double k = e.runs == kMonteCarloRuns ? k_default : element_factor(e.runs, kElementFalseAlarm);
+  const auto tensors = layout(c);
+  auto per_element = lab::Tolerance::per_element(0, 0, "the declared arithmetic's rounding, Monte Carlo");
+  // One tensor: every element within k sigma, and where the tensor's error has kL2MinDof degrees
+  // of freedom, its L2 error within kL2Factor times the largest of the runs'.
+  auto one = [&](std::string what, std::span<const float> got, std::span<const double> ref,
+                 std::span<const double> sigma, double l2_allowed) {
+    std::vector<double> slack(sigma.size());
+    for (std::size_t i = 0; i < sigma.size(); ++i) slack[i] = k * sigma[i];
+    lab::Verdict verdict = lab::compare(got, ref, per_element, what, {}, slack);
+    double sq = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) sq += (double(got[i]) - ref[i]) * (double(got[i]) - ref[i]);
+    if (verdict.pass && l2_dof(sigma) >= kL2MinDof && !(std::sqrt(sq) <= kL2Factor * l2_allowed)) {
+      verdict.pass = false;
+      std::ostringstream why;
+      why << what << ": L2 error " << std::sqrt(sq) << " above " << kL2Factor << " x " << l2_allowed
+          << " (the largest of " << e.runs << " Monte Carlo runs; " << std::lround(l2_dof(sigma))
+          << " degrees of freedom)";
+      verdict.reason = why.str();
+    }
+    return verdict;
+  };
+  // Hundreds of outputs are judged (four per tensor): the verdict is named for the first that
+  // fails, and its reason lists the others that fail, so a failure reads as one tensor.
+  std::vector<std::string> failing;
+  std::size_t judged = 0;
+  lab::Verdict all;
+  auto add = [&](const lab::Verdict& v) {
+    if (!v.pass) failing.push_back(v.what);
+    if (judged++ == 0) all = v; else all.also(v);
+  };
+  const double ref_loss = e.ref.loss, sigma_loss = e.sigma.loss;
+  add(one("loss", {&loss, 1}, {&ref_loss, 1}, {&sigma_loss, 1}, e.loss_l2));
+  const std::span<const float> got[] = {grads, params, m, v};
+  std::vector<std::string> kinds;
+  int which = 0;
+  for_outputs([&](const char* name, std::vector<double> Outputs<double>::*out, std::vector<double> Expected::*l2) {
+    const std::span<const float> g = got[which++];
+    const std::vector<double>& ref = e.ref.*out;
+    if (ref.empty()) return;
+    if (g.size() != ref.size()) throw std::invalid_argument(std::string("gpt2::judge: ") + name + " has the wrong size");
+    kinds.emplace_back(name);
+    for (std::size_t t = 0; t < tensors.size(); ++t) {
+      const auto& x = tensors[t];
+      add(one(std::string(name) + " " + x.name, g.subspan(x.offset, x.size),
+              std::span<const double>(ref).subspan(x.offset, x.size),
+              std::span<const double>((e.sigma.*out)).subspan(x.offset, x.size), (e.*l2)[t]));
+    }
+  });
+  if (failing.empty()) {
+    std::ostringstream w;
+    w << "loss";
+    for (const auto& k : kinds) w << ", " << k;
+    if (!kinds.empty()) w << " (" << tensors.size() << " tensors each)";
+    all.what = w.str();
+  } else {
+    all.what = failing.front();
+    std::ostringstream why;
+    why << all.reason << "; " << failing.size() << " of " << judged << " outputs fail";
+    const std::size_t named = std::min<std::size_t>(failing.size(), 6);
+    for (std::size_t i = 0; i < named; ++i) why << (i ? ", " : ": ") << failing[i];
+    if (failing.size() > named) why << " and " << failing.size() - named << " more";
+    all.reason = why.str();
+  }
+  return all;
+}
+
+template <class T>
+std::vector<double> train_reference(const Config& c, std::span<const float> params, std::span<const std::int32_t> corpus,
+                                    int steps, const AdamW& hp) {
+  std::vector<float> p(params.begin(), params.end()), m(p.size(), 0.f), v(p.size(), 0.f);
+  std::vector<std::int32_t> tokens, targets;
+  std::vector<double> losses;
+  for (int s = 0; s < steps; ++s) {
+    corpus_batch(corpus, c, s, tokens, targets);
+    const Outputs<T> out = reference<T>(c, Phase::step, p, tokens, targets, {m, v, s + 1}, hp);
+    losses.push_back(double(out.loss));
+    for (std::size_t i = 0; i < p.size(); ++i)
+      p[i] = float(out.params[i]), m[i] = float(out.m[i]), v[i] = float(out.v[i]);
+  }
+  return losses;
+}
+template std::vector<double> train_reference<double>(const Config&, std::span<const float>,
+                                                     std::span<const std::int32_t>, int, const AdamW&);
+template std::vector<double> train_reference<float>(const Config&, std::span<const float>,
+                                                    std::span<const std::int32_t>, int, const AdamW&);
+
+}  // namespace gpt2

@@ -1,0 +1,432 @@
+// The model's reference: forward, backward and the AdamW step, written once over a scalar type T
+// (gpt2_model.hpp). T = double is the reference value; T = float runs the same formulas in fp32
+// (the tests' stand-in for a GPU kernel, in another order of addition than any GPU kernel's); T =
+// Perturbed is Monte Carlo arithmetic (Parker 1997; Verificarlo): double precision in which the
+// result of every operation is multiplied by (1 + delta), delta uniform in [-k u, k u] with u =
+// 2^-24, fp32's unit roundoff, and k = 1 for + - * (a correct rounding), 2 for a division, 4 for
+// exp, log, erf, tanh, sqrt (the GPU's 2-ulp approximations: __expf, erff, rsqrtf). A handful of
+// such runs measure how much fp32 rounding moves each output: its conditioning, through the whole
+// model, measured instead of guessed. What the fused kernels compute differently is perturbed
+// explicitly: the online softmax's rescales (4u a 64-key tile), and the attention backward's row
+// sums, taken as rowsum(dP o P) in even runs and rowsum(dO o O) (the fused backward's) in odd ones.
+// expected() makes those runs; how a kernel's outputs are judged against them is gpt2_judge.cpp.
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+
+#include "gpt2/gpt2_model.hpp"
+#include "gpt2/reference_arithmetic.hpp"
+#include "lab/rng.hpp"
+#include "lab/verify.hpp"
+
+namespace gpt2 {
+
+namespace {
+
+using namespace arith;
+
+// ---- The layers -------------------------------------------------------------------------------
+
+template <class T>
+struct LnCache {
+  std::vector<T> xhat, rstd;
+};
+
+// y = (x - mean) rstd w + b, row by row.
+template <class T>
+void layernorm(const T* x, const T* w, const T* b, std::size_t rows, int d, T* y, LnCache<T>& cache) {
+  cache.xhat.assign(rows * d, cst<T>(0));
+  cache.rstd.assign(rows, cst<T>(0));
+  std::vector<T> xc(d);
+  for (std::size_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * d;
+    const T mean = sum_(xr, 1, d) * cst<T>(1.0 / d);
+    for (int j = 0; j < d; ++j) xc[j] = xr[j] - mean;
+    T var = dot_(xc.data(), 1, xc.data(), 1, d) * cst<T>(1.0 / d);
+    const T rstd = cst<T>(1) / sqrt_(var + cst<T>(kLayerNormEps));
+    cache.rstd[r] = rstd;
+    for (int j = 0; j < d; ++j) {
+      const T xh = xc[j] * rstd;
+      cache.xhat[r * d + j] = xh;
+      y[r * d + j] = xh * w[j] + b[j];
+    }
+  }
+}
+
+// dx (written), dw and db (written: the column sums over the rows).
+template <class T>
+void layernorm_backward(const T* dy, const T* w, const LnCache<T>& cache, std::size_t rows, int d, T* dx, T* dw,
+                        T* db) {
+  std::vector<T> g(d), gx(d);
+  for (std::size_t r = 0; r < rows; ++r) {
+    const T* xh = cache.xhat.data() + r * d;
+    for (int j = 0; j < d; ++j) g[j] = dy[r * d + j] * w[j];
+    const T mean_g = sum_(g.data(), 1, d) * cst<T>(1.0 / d);
+    const T mean_gx = dot_(g.data(), 1, xh, 1, d) * cst<T>(1.0 / d);
+    for (int j = 0; j < d; ++j) dx[r * d + j] = cache.rstd[r] * (g[j] - mean_g - xh[j] * mean_gx);
+  }
+  for (int j = 0; j < d; ++j) {
+    dw[j] = dot_(dy + j, d, cache.xhat.data() + j, d, rows);
+    db[j] = sum_(dy + j, d, rows);
+  }
+}
+
+// Y (M x N) = X (M x K) W^T + b, W as nn.Linear holds it (N x K); b may be null.
+template <class T>
+void linear(const T* X, const T* W, const T* b, std::size_t M, int N, int K, T* Y) {
+  for (std::size_t i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      const T s = product_dot_(X + i * K, 1, W + std::size_t(j) * K, 1, K);
+      Y[i * N + j] = b ? s + b[j] : s;
+    }
+}
+
+// dX = dY W (written), dW = dY^T X and db = column sums of dY (written; db may be null).
+template <class T>
+void linear_backward(const T* dY, const T* X, const T* W, std::size_t M, int N, int K, T* dX, T* dW, T* db) {
+  for (std::size_t i = 0; i < M; ++i)
+    for (int k = 0; k < K; ++k) dX[i * K + k] = product_dot_(dY + i * N, 1, W + k, K, N);
+  for (int j = 0; j < N; ++j)
+    for (int k = 0; k < K; ++k) dW[std::size_t(j) * K + k] = product_dot_(dY + j, N, X + k, K, M);
+  if (db)
+    for (int j = 0; j < N; ++j) db[j] = sum_(dY + j, N, M);
+}
+
+template <class T>
+T gelu(T x, ModelOptions::Gelu kind) {
+  if (kind == ModelOptions::Gelu::erf) return cst<T>(0.5) * x * (cst<T>(1) + erf_(x * cst<T>(0.7071067811865476)));
+  const T a = cst<T>(0.7978845608028654) * (x + cst<T>(0.044715) * x * x * x);
+  return cst<T>(0.5) * x * (cst<T>(1) + tanh_(a));
+}
+template <class T>
+T gelu_grad(T x, ModelOptions::Gelu kind) {
+  if (kind == ModelOptions::Gelu::erf)
+    return cst<T>(0.5) * (cst<T>(1) + erf_(x * cst<T>(0.7071067811865476))) +
+           x * exp_(cst<T>(-0.5) * x * x) * cst<T>(0.3989422804014327);
+  const T a = cst<T>(0.7978845608028654) * (x + cst<T>(0.044715) * x * x * x), t = tanh_(a);
+  return cst<T>(0.5) * (cst<T>(1) + t) +
+         cst<T>(0.5) * x * (cst<T>(1) - t * t) * cst<T>(0.7978845608028654) *
+             (cst<T>(1) + cst<T>(3 * 0.044715) * x * x);
+}
+
+// ---- The model --------------------------------------------------------------------------------
+
+template <class T>
+struct Block {
+  std::vector<T> x_in, ln1, qkv, probs, att, x_mid, ln2, fc, act;
+  LnCache<T> n1, n2;
+};
+
+template <class T>
+class Model {
+ public:
+  Model(const Config& c, std::span<const float> params, const ModelOptions& o)
+      : c_(c), o_(o), off_(offsets(c)), P_(params.begin(), params.end()) {
+    B_ = c.batch, T_ = c.context, d_ = c.d, h_ = c.heads, hd_ = c.head_dim(), V_ = c.vocab;
+    BT_ = c.tokens();
+  }
+
+  T forward(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets) {
+    tokens_ = tokens, targets_ = targets;
+    std::vector<T> x(BT_ * d_);
+    for (std::size_t i = 0; i < BT_; ++i) {
+      const std::size_t t = i % T_;
+      for (int j = 0; j < d_; ++j)
+        x[i * d_ + j] = p(off_.wte + std::size_t(tokens[i]) * d_ + j) + p(off_.wpe + t * d_ + j);
+    }
+    blocks_.assign(c_.layers, {});
+    for (int l = 0; l < c_.layers; ++l) x = block_forward(l, std::move(x));
+    x_final_ = std::move(x);
+    lnf_.assign(BT_ * d_, cst<T>(0));
+    layernorm(x_final_.data(), &P_[off_.lnf_w], &P_[off_.lnf_b], BT_, d_, lnf_.data(), nf_);
+    std::vector<T> logits(BT_ * V_);
+    {
+      const Fp32Products head(o_.head_in_fp32);
+      linear<T>(lnf_.data(), &P_[off_.head], nullptr, BT_, V_, d_, logits.data());
+    }
+    // Cross-entropy, mean over the positions; probs kept for the backward.
+    probs_.assign(BT_ * V_, cst<T>(0));
+    std::vector<T> losses(BT_), e(V_);
+    for (std::size_t i = 0; i < BT_; ++i) {
+      const T* z = logits.data() + i * V_;
+      T m = z[0];
+      for (int j = 1; j < V_; ++j) m = max_(m, z[j]);
+      for (int j = 0; j < V_; ++j) e[j] = exp_(z[j] - m);
+      const T s = sum_(e.data(), 1, V_);
+      for (int j = 0; j < V_; ++j) probs_[i * V_ + j] = e[j] / s;
+      losses[i] = m + log_(s) - z[targets[i]];
+    }
+    return sum_(losses.data(), 1, BT_) * cst<T>(1.0 / double(BT_));
+  }
+
+  // Every parameter's gradient, flat, after forward().
+  std::vector<T> backward() {
+    std::vector<T> G(P_.size(), cst<T>(0));
+    std::vector<T> dlogits(BT_ * V_);
+    const T inv = cst<T>(1.0 / double(BT_));
+    for (std::size_t i = 0; i < BT_; ++i)
+      for (int j = 0; j < V_; ++j) {
+        const T pj = probs_[i * V_ + j];
+        dlogits[i * V_ + j] = (j == targets_[i] ? pj - cst<T>(1) : pj) * inv;
+      }
+    std::vector<T> dlnf(BT_ * d_), dx(BT_ * d_);
+    {
+      const Fp32Products head(o_.head_in_fp32);
+      linear_backward<T>(dlogits.data(), lnf_.data(), &P_[off_.head], BT_, V_, d_, dlnf.data(), &G[off_.head],
+                         nullptr);
+    }
+    layernorm_backward<T>(dlnf.data(), &P_[off_.lnf_w], nf_, BT_, d_, dx.data(), &G[off_.lnf_w], &G[off_.lnf_b]);
+    for (int l = c_.layers - 1; l >= 0; --l) dx = block_backward(l, std::move(dx), G);
+    // The embeddings: each row of wte gathers the positions that hold its token, each row of wpe
+    // the batch's positions t.
+    std::vector<std::vector<std::size_t>> where(V_);
+    for (std::size_t i = 0; i < BT_; ++i) where[tokens_[i]].push_back(i);
+    std::vector<T> terms;
+    for (int v = 0; v < V_; ++v)
+      for (int j = 0; j < d_ && !where[v].empty(); ++j) {
+        terms.clear();
+        for (std::size_t i : where[v]) terms.push_back(dx[i * d_ + j]);
+        G[off_.wte + std::size_t(v) * d_ + j] = sum_(terms.data(), 1, terms.size());
+      }
+    for (int t = 0; t < T_; ++t)
+      for (int j = 0; j < d_; ++j) G[off_.wpe + std::size_t(t) * d_ + j] = sum_(&dx[std::size_t(t) * d_ + j], T_ * d_, B_);
+    return G;
+  }
+
+ private:
+  T p(std::size_t i) const { return P_[i]; }
+
+  std::vector<T> block_forward(int l, std::vector<T> x) {
+    Block<T>& b = blocks_[l];
+    const BlockOffsets& o = off_.blocks[l];
+    b.x_in = std::move(x);
+    b.ln1.assign(BT_ * d_, cst<T>(0));
+    layernorm(b.x_in.data(), &P_[o.ln1_w], &P_[o.ln1_b], BT_, d_, b.ln1.data(), b.n1);
+    b.qkv.assign(BT_ * 3 * d_, cst<T>(0));
+    linear<T>(b.ln1.data(), &P_[o.qkv_w], &P_[o.qkv_b], BT_, 3 * d_, d_, b.qkv.data());
+    attention(b);
+    std::vector<T> proj(BT_ * d_);
+    linear<T>(b.att.data(), &P_[o.proj_w], &P_[o.proj_b], BT_, d_, d_, proj.data());
+    b.x_mid.assign(BT_ * d_, cst<T>(0));
+    for (std::size_t i = 0; i < BT_ * d_; ++i) b.x_mid[i] = b.x_in[i] + proj[i];
+    b.ln2.assign(BT_ * d_, cst<T>(0));
+    layernorm(b.x_mid.data(), &P_[o.ln2_w], &P_[o.ln2_b], BT_, d_, b.ln2.data(), b.n2);
+    b.fc.assign(BT_ * 4 * d_, cst<T>(0));
+    linear<T>(b.ln2.data(), &P_[o.fc_w], &P_[o.fc_b], BT_, 4 * d_, d_, b.fc.data());
+    if (o_.hidden_in_bf16)
+      for (T& h : b.fc) keep_in_bf16(h);
+    b.act.resize(b.fc.size());
+    for (std::size_t i = 0; i < b.fc.size(); ++i) b.act[i] = gelu(b.fc[i], o_.gelu);
+    std::vector<T> out(BT_ * d_);
+    linear<T>(b.act.data(), &P_[o.fc2_w], &P_[o.fc2_b], BT_, d_, 4 * d_, out.data());
+    for (std::size_t i = 0; i < BT_ * d_; ++i) out[i] = b.x_mid[i] + out[i];
+    return out;
+  }
+
+  // Causal attention of every (batch, head): probs (B h T T, zero above the diagonal) and att
+  // (BT x d, the heads side by side).
+  void attention(Block<T>& b) {
+    const std::size_t ld = 3 * std::size_t(d_);
+    const T scale = cst<T>(1.0 / std::sqrt(double(hd_)));
+    const double tiles = std::ceil(T_ / 64.0);  // the fused kernels' key tiles: one rescale each
+    b.probs.assign(std::size_t(B_) * h_ * T_ * T_, cst<T>(0));
+    b.att.assign(BT_ * d_, cst<T>(0));
+    std::vector<T> s(T_);
+    for (int bb = 0; bb < B_; ++bb)
+      for (int hh = 0; hh < h_; ++hh) {
+        const T* base = b.qkv.data() + std::size_t(bb) * T_ * ld + std::size_t(hh) * hd_;
+        T* P = b.probs.data() + (std::size_t(bb) * h_ + hh) * T_ * T_;
+        for (int i = 0; i < T_; ++i) {
+          for (int j = 0; j <= i; ++j) s[j] = attention_dot_(base + i * ld, 1, base + j * ld + d_, 1, hd_) * scale;
+          T m = s[0];
+          for (int j = 1; j <= i; ++j) m = max_(m, s[j]);
+          for (int j = 0; j <= i; ++j) s[j] = exp_(s[j] - m);
+          const T l = sum_(s.data(), 1, i + 1);
+          for (int j = 0; j <= i; ++j) {
+            T pij = s[j] / l;
+            widen(pij, 4 * tiles);
+            P[std::size_t(i) * T_ + j] = pij;
+          }
+          T* out = b.att.data() + (std::size_t(bb) * T_ + i) * d_ + std::size_t(hh) * hd_;
+          for (int c = 0; c < hd_; ++c)
+            out[c] = attention_dot_(P + std::size_t(i) * T_, 1, base + 2 * d_ + c, ld, i + 1);
+        }
+      }
+  }
+
+  // d of the block's input from d of its output; the block's parameter gradients into G.
+  std::vector<T> block_backward(int l, std::vector<T> dout, std::vector<T>& G) {
+    Block<T>& b = blocks_[l];
+    const BlockOffsets& o = off_.blocks[l];
+    // MLP: out = x_mid + fc2(gelu(fc(ln2(x_mid)))).
+    std::vector<T> dact(BT_ * 4 * d_), dln2(BT_ * d_), dx(BT_ * d_);
+    linear_backward<T>(dout.data(), b.act.data(), &P_[o.fc2_w], BT_, d_, 4 * d_, dact.data(), &G[o.fc2_w],
+                       &G[o.fc2_b]);
+    for (std::size_t i = 0; i < dact.size(); ++i) dact[i] = dact[i] * gelu_grad(b.fc[i], o_.gelu);
+    linear_backward<T>(dact.data(), b.ln2.data(), &P_[o.fc_w], BT_, 4 * d_, d_, dln2.data(), &G[o.fc_w], &G[o.fc_b]);
+    layernorm_backward<T>(dln2.data(), &P_[o.ln2_w], b.n2, BT_, d_, dx.data(), &G[o.ln2_w], &G[o.ln2_b]);
+    for (std::size_t i = 0; i < dx.size(); ++i) dout[i] = dout[i] + dx[i];  // d x_mid
+    // Attention: x_mid = x_in + proj(attention(qkv(ln1(x_in)))).
+    std::vector<T> datt(BT_ * d_), dqkv(BT_ * 3 * d_), dln1(BT_ * d_);
+    linear_backward<T>(dout.data(), b.att.data(), &P_[o.proj_w], BT_, d_, d_, datt.data(), &G[o.proj_w],
+                       &G[o.proj_b]);
+    attention_backward(b, datt, dqkv);
+    linear_backward<T>(dqkv.data(), b.ln1.data(), &P_[o.qkv_w], BT_, 3 * d_, d_, dln1.data(), &G[o.qkv_w],
+                       &G[o.qkv_b]);
+    layernorm_backward<T>(dln1.data(), &P_[o.ln1_w], b.n1, BT_, d_, dx.data(), &G[o.ln1_w], &G[o.ln1_b]);
+    for (std::size_t i = 0; i < dx.size(); ++i) dout[i] = dout[i] + dx[i];  // d x_in
+    return dout;
+  }
+
+  void attention_backward(const Block<T>& b, const std::vector<T>& datt, std::vector<T>& dqkv) {
+    const std::size_t ld = 3 * std::size_t(d_);
+    const T scale = cst<T>(1.0 / std::sqrt(double(hd_)));
+    std::vector<T> ds(std::size_t(T_) * T_), dp(T_);
+    for (int bb = 0; bb < B_; ++bb)
+      for (int hh = 0; hh < h_; ++hh) {
+        const std::size_t col = std::size_t(hh) * hd_;
+        const T* base = b.qkv.data() + std::size_t(bb) * T_ * ld + col;
+        const T* P = b.probs.data() + (std::size_t(bb) * h_ + hh) * T_ * T_;
+        const T* dO = datt.data() + std::size_t(bb) * T_ * d_ + col;
+        const T* O = b.att.data() + std::size_t(bb) * T_ * d_ + col;
+        T* dbase = dqkv.data() + std::size_t(bb) * T_ * ld + col;
+        std::fill(ds.begin(), ds.end(), cst<T>(0));
+        for (int i = 0; i < T_; ++i) {
+          for (int j = 0; j <= i; ++j)
+            dp[j] = attention_dot_(dO + std::size_t(i) * d_, 1, base + j * ld + 2 * d_, 1, hd_);
+          // delta_i = rowsum(dP o P), or rowsum(dO o O) as the fused backward computes it: equal
+          // in exact arithmetic, with different roundings (the Monte Carlo runs take both).
+          const T delta = second_form(T{}) ? dot_(dO + std::size_t(i) * d_, 1, O + std::size_t(i) * d_, 1, hd_)
+                                           : dot_(dp.data(), 1, P + std::size_t(i) * T_, 1, i + 1);
+          for (int j = 0; j <= i; ++j) ds[std::size_t(i) * T_ + j] = P[std::size_t(i) * T_ + j] * (dp[j] - delta);
+        }
+        for (int i = 0; i < T_; ++i)
+          for (int c = 0; c < hd_; ++c) {
+            // dQ_i = scale sum_j dS_ij K_j; dK_i = scale sum_{r >= i} dS_ri Q_r; dV_i = sum_{r >= i} P_ri dO_r.
+            dbase[i * ld + c] = attention_dot_(&ds[std::size_t(i) * T_], 1, base + d_ + c, ld, i + 1) * scale;
+            dbase[i * ld + d_ + c] =
+                attention_dot_(&ds[std::size_t(i) * T_ + i], T_, base + std::size_t(i) * ld + c, ld, T_ - i) * scale;
+            dbase[i * ld + 2 * d_ + c] =
+                attention_dot_(P + std::size_t(i) * T_ + i, T_, dO + std::size_t(i) * d_ + c, d_, T_ - i);
+          }
+      }
+  }
+
+  const Config& c_;
+  const ModelOptions& o_;
+  Offsets off_;
+  std::vector<T> P_;
+  int B_, T_, d_, h_, hd_, V_;
+  std::size_t BT_;
+  std::span<const std::int32_t> tokens_, targets_;
+  std::vector<Block<T>> blocks_;
+  std::vector<T> x_final_, lnf_, probs_;
+  LnCache<T> nf_;
+};
+
+}  // namespace
+
+template <class T>
+Outputs<T> reference(const Config& c, Phase phase, std::span<const float> params, std::span<const std::int32_t> tokens,
+                     std::span<const std::int32_t> targets, const OptimizerState& opt, const AdamW& hp,
+                     const ModelOptions& options) {
+  if (const std::string why = c.invalid(); !why.empty()) throw std::invalid_argument("gpt2::reference: " + why);
+  const std::size_t n = param_count(c);
+  if (params.size() != n) throw std::invalid_argument("gpt2::reference: params must hold param_count() floats");
+  if (tokens.size() != c.tokens() || targets.size() != c.tokens())
+    throw std::invalid_argument("gpt2::reference: tokens and targets must hold batch x context ids");
+  for (std::size_t i = 0; i < c.tokens(); ++i)
+    if (tokens[i] < 0 || tokens[i] >= c.vocab || targets[i] < 0 || targets[i] >= c.vocab)
+      throw std::invalid_argument("gpt2::reference: token ids must lie in [0, vocab)");
+  Outputs<T> out;
+  mc_product_error = options.product_error, mc_sum_error = options.sum_error;
+  mc_attention_product_error = options.attention_product_error;
+  mc_attention_sum_error = options.attention_sum_error;
+  float_products = options.products;
+  Model<T> model(c, params, options);
+  out.loss = model.forward(tokens, targets);
+  if (phase == Phase::forward) return out;
+  out.grads = model.backward();
+  if (phase == Phase::forward_backward) return out;
+  if (opt.m.size() != n || opt.v.size() != n || opt.step < 1)
+    throw std::invalid_argument("gpt2::reference: the optimizer state needs m and v of param_count() and step >= 1");
+  // torch.optim.AdamW's single-tensor step, in its order of operations.
+  const double bc1 = 1 - std::pow(hp.beta1, opt.step), bc2 = 1 - std::pow(hp.beta2, opt.step);
+  const T decay = cst<T>(1 - hp.lr * hp.weight_decay), b1 = cst<T>(hp.beta1), b2 = cst<T>(hp.beta2),
+          one_b1 = cst<T>(1 - hp.beta1), one_b2 = cst<T>(1 - hp.beta2), step_size = cst<T>(hp.lr / bc1),
+          inv_sqrt_bc2 = cst<T>(1 / std::sqrt(bc2)), eps = cst<T>(hp.eps), wd = cst<T>(hp.weight_decay);
+  out.params.resize(n), out.m.resize(n), out.v.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    T p = T(params[i]), g = out.grads[i];
+    if (options.decoupled_weight_decay)
+      p = p * decay;
+    else
+      g = g + wd * p;
+    const T m = b1 * T(opt.m[i]) + one_b1 * g, v = b2 * T(opt.v[i]) + one_b2 * g * g;
+    out.m[i] = m, out.v[i] = v;
+    out.params[i] = p - step_size * (m / (sqrt_(v) * inv_sqrt_bc2 + eps));
+  }
+  return out;
+}
+
+template Outputs<double> reference<double>(const Config&, Phase, std::span<const float>,
+                                           std::span<const std::int32_t>, std::span<const std::int32_t>,
+                                           const OptimizerState&, const AdamW&, const ModelOptions&);
+template Outputs<float> reference<float>(const Config&, Phase, std::span<const float>, std::span<const std::int32_t>,
+                                         std::span<const std::int32_t>, const OptimizerState&, const AdamW&,
+                                         const ModelOptions&);
+// Each run's stream starts at a random point of splitmix64's cycle. Starts r increments apart
+// (seed C + r gamma, until 2026-11-23) made run r run 0's stream shifted by r draws: every run drew
+// its noise from one window of the stream, and where an element's error comes from a few
+// operations and that window's draws were small, 8 runs agreed to 1/17 of their true spread (a 35
+// sigma false alarm on a wte gradient, inputs from seed 18107492607501).
+std::uint64_t mc_stream_start(std::uint64_t seed, int run) {
+  return lab::rng_detail::bits(seed, std::uint64_t(run));
+}
+
+Expected expected(const Config& c, Phase phase, std::span<const float> params, std::span<const std::int32_t> tokens,
+                  std::span<const std::int32_t> targets, const OptimizerState& opt, const AdamW& hp,
+                  const ModelOptions& options, int runs, std::uint64_t seed) {
+  if (runs < 2) throw std::invalid_argument("gpt2::expected: at least two Monte Carlo runs");
+  Expected e;
+  e.runs = runs;
+  e.ref = reference<double>(c, phase, params, tokens, targets, opt, hp, options);
+  const auto tensors = layout(c);
+  auto spread = [&](const std::vector<double>& ref, const std::vector<Perturbed>& run, std::vector<double>& sigma,
+                    std::vector<double>& l2) {
+    if (ref.empty()) return;
+    sigma.resize(ref.size());
+    l2.resize(tensors.size());
+    for (std::size_t t = 0; t < tensors.size(); ++t) {
+      double sq = 0;
+      for (std::size_t i = tensors[t].offset; i < tensors[t].offset + tensors[t].size; ++i) {
+        const double d = run[i].v - ref[i];
+        sigma[i] += d * d / runs;
+        sq += d * d;
+      }
+      l2[t] = std::max(l2[t], std::sqrt(sq));
+    }
+  };
+  double loss_sq = 0;
+  for (int r = 0; r < runs; ++r) {
+    mc_state = mc_stream_start(seed, r);
+    mc_odd_run = r % 2 == 1;
+    const Outputs<Perturbed> o = reference<Perturbed>(c, phase, params, tokens, targets, opt, hp, options);
+    const double dl = o.loss.v - e.ref.loss;
+    loss_sq += dl * dl / runs;
+    e.loss_l2 = std::max(e.loss_l2, std::fabs(dl));
+    spread(e.ref.grads, o.grads, e.sigma.grads, e.grads_l2);
+    spread(e.ref.params, o.params, e.sigma.params, e.params_l2);
+    spread(e.ref.m, o.m, e.sigma.m, e.m_l2);
+    spread(e.ref.v, o.v, e.sigma.v, e.v_l2);
+  }
+  e.sigma.loss = std::sqrt(loss_sq);
+  for (auto* v : {&e.sigma.grads, &e.sigma.params, &e.sigma.m, &e.sigma.v})
+    for (double& x : *v) x = std::sqrt(x);
+  return e;
+}
+
+}  // namespace gpt2

@@ -1,0 +1,184 @@
+// The scalar types the model's reference is written over (gpt2_reference.cpp), and their
+// operations by overload: double (the reference value), float (an fp32 stand-in for a kernel) and
+// Perturbed, Monte Carlo arithmetic (every operation's result times 1 + delta, delta uniform in
+// [-k u, k u]: a correct rounding k = 1, a division 2, the GPU's 2-ulp exp, log, erf, tanh, sqrt 4).
+// Also what the products and the kept values add to a step's rounding, as ModelOptions asks: tf32,
+// 3xTF32, bf16 and e4m3 products for the fp32 stand-in, widened roundings for the Monte Carlo runs.
+// Host code, included by gpt2_reference.cpp alone.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "gpt2/gpt2_model.hpp"
+#include "lab/verify.hpp"
+
+namespace gpt2::arith {
+
+constexpr double u = lab::fp32::kUnitRoundoff;
+
+// ---- Monte Carlo arithmetic --------------------------------------------------------------------
+
+// The perturbations' source: a splitmix64 stream, one per run (started by expected()).
+inline thread_local std::uint64_t mc_state = 0;
+inline thread_local bool mc_odd_run = false;
+inline double noise(double k) {
+  std::uint64_t z = (mc_state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  const double unit = double(z >> 11) * 0x1p-53;  // [0, 1)
+  return 1 + k * u * (2 * unit - 1);
+}
+
+struct Perturbed {
+  double v = 0;
+  Perturbed() = default;
+  Perturbed(double x) : v(x) {}  // NOLINT: an exact input converts
+};
+inline Perturbed operator+(Perturbed a, Perturbed b) { return (a.v + b.v) * noise(1); }
+inline Perturbed operator-(Perturbed a, Perturbed b) { return (a.v - b.v) * noise(1); }
+inline Perturbed operator*(Perturbed a, Perturbed b) { return a.v * b.v * noise(1); }
+inline Perturbed operator/(Perturbed a, Perturbed b) { return a.v / b.v * noise(2); }
+
+// ---- The scalar types' operations, by overload ------------------------------------------------
+
+template <class T>
+T cst(double c);
+template <>
+inline double cst<double>(double c) { return c; }
+template <>
+inline float cst<float>(double c) { return static_cast<float>(c); }
+template <>
+inline Perturbed cst<Perturbed>(double c) { return c * noise(1); }
+
+inline double exp_(double x) { return std::exp(x); }
+inline float exp_(float x) { return std::exp(x); }
+inline Perturbed exp_(Perturbed x) { return std::exp(x.v * noise(2)) * noise(4); }  // the argument scaled by log2 e
+inline double log_(double x) { return std::log(x); }
+inline float log_(float x) { return std::log(x); }
+inline Perturbed log_(Perturbed x) { return std::log(x.v) * noise(4); }
+inline double sqrt_(double x) { return std::sqrt(x); }
+inline float sqrt_(float x) { return std::sqrt(x); }
+inline Perturbed sqrt_(Perturbed x) { return std::sqrt(x.v) * noise(4); }
+inline double erf_(double x) { return std::erf(x); }
+inline float erf_(float x) { return std::erf(x); }
+inline Perturbed erf_(Perturbed x) { return std::erf(x.v) * noise(4); }
+inline double tanh_(double x) { return std::tanh(x); }
+inline float tanh_(float x) { return std::tanh(x); }
+inline Perturbed tanh_(Perturbed x) { return std::tanh(x.v) * noise(4); }
+inline double max_(double a, double b) { return std::max(a, b); }
+inline float max_(float a, float b) { return std::max(a, b); }
+inline Perturbed max_(Perturbed a, Perturbed b) { return std::max(a.v, b.v); }
+
+// k more roundings of x, for what a kernel computes in more steps than the formula here.
+inline void widen(double&, double) {}
+inline void widen(float&, double) {}
+inline void widen(Perturbed& x, double k) { x.v *= noise(k); }
+// The linear layers' extra rounding (ModelOptions::product_error, sum_error), set by reference()
+// for the run it makes.
+inline thread_local double mc_product_error = 0, mc_sum_error = 0;
+inline thread_local ModelOptions::Products float_products = ModelOptions::Products::fp32;
+
+// Which of two equal forms a run computes (the odd Monte Carlo runs take the second).
+inline bool second_form(double) { return false; }
+inline bool second_form(float) { return false; }
+inline bool second_form(Perturbed) { return mc_odd_run; }
+
+// sum_i x[i * stride] and sum_i a[i sa] b[i sb], n terms.
+template <class T>
+T sum_(const T* x, std::size_t stride, std::size_t n) {
+  T s = cst<T>(0);
+  for (std::size_t i = 0; i < n; ++i) s = s + x[i * stride];
+  return s;
+}
+template <class T>
+T dot_(const T* a, std::size_t sa, const T* b, std::size_t sb, std::size_t n) {
+  T s = cst<T>(0);
+  for (std::size_t i = 0; i < n; ++i) s = s + a[i * sa] * b[i * sb];
+  return s;
+}
+// dot_ with each product and each addition rounded a further product_error and sum_error units
+// (Monte Carlo runs only: widen does nothing to double and float).
+template <class T>
+T widened_dot_(const T* a, std::size_t sa, const T* b, std::size_t sb, std::size_t n, double product_error,
+               double sum_error) {
+  if (product_error == 0 && sum_error == 0) return dot_(a, sa, b, sb, n);
+  T s = cst<T>(0);
+  for (std::size_t i = 0; i < n; ++i) {
+    T p = a[i * sa] * b[i * sb];
+    widen(p, product_error);
+    s = s + p;
+    widen(s, sum_error);
+  }
+  return s;
+}
+// dot_ as a linear layer's matrix product computes it (ModelOptions::product_error, sum_error).
+template <class T>
+T product_dot_(const T* a, std::size_t sa, const T* b, std::size_t sb, std::size_t n) {
+  return widened_dot_(a, sa, b, sb, n, mc_product_error, mc_sum_error);
+}
+// dot_ as the attention's products compute it (ModelOptions::attention_product_error, ..._sum_error).
+inline thread_local double mc_attention_product_error = 0, mc_attention_sum_error = 0;
+template <class T>
+T attention_dot_(const T* a, std::size_t sa, const T* b, std::size_t sb, std::size_t n) {
+  return widened_dot_(a, sa, b, sb, n, mc_attention_product_error, mc_attention_sum_error);
+}
+
+// x rounded to tf32 (10 mantissa bits), to nearest, ties away from zero: cvt.rna.tf32.f32.
+inline float tf32(float x) {
+  return std::bit_cast<float>((std::bit_cast<std::uint32_t>(x) + 0x1000u) & 0xffffe000u);
+}
+// x rounded to `bits` significant bits (8: bf16; 4: e4m3's), to nearest, ties to even, as
+// __float2bfloat16 rounds (the exponent's range is fp32's: no overflow or subnormals modelled).
+inline float round_significand(float x, int bits) {
+  const int drop = 24 - bits;
+  const std::uint32_t b = std::bit_cast<std::uint32_t>(x), half = (1u << (drop - 1)) - 1 + ((b >> drop) & 1u);
+  return std::bit_cast<float>((b + half) & ~((1u << drop) - 1));
+}
+// A value a step keeps in bf16 (ModelOptions::hidden_in_bf16): the reference's exact, the Monte
+// Carlo runs' perturbed by bf16's rounding (2^16 u), the fp32 stand-in's rounded to 8 bits.
+inline void keep_in_bf16(double&) {}
+inline void keep_in_bf16(float& x) { x = round_significand(x, 8); }
+inline void keep_in_bf16(Perturbed& x) { widen(x, 0x1p16); }
+
+// The fp32 stand-in's product sums as ModelOptions::products asks.
+template <>
+inline float product_dot_<float>(const float* a, std::size_t sa, const float* b, std::size_t sb, std::size_t n) {
+  using P = ModelOptions::Products;
+  if (float_products == P::fp32) return dot_(a, sa, b, sb, n);
+  if (float_products == P::bf16 || float_products == P::e4m3) {
+    const int bits = float_products == P::bf16 ? 8 : 4;
+    float s = 0;
+    for (std::size_t i = 0; i < n; ++i) s += round_significand(a[i * sa], bits) * round_significand(b[i * sb], bits);
+    return s;
+  }
+  float s[3] = {0, 0, 0};
+  for (std::size_t i = 0; i < n; ++i) {
+    const float x = a[i * sa], y = b[i * sb], xb = tf32(x), yb = tf32(y);
+    if (float_products == P::tf32) {
+      s[2] += xb * yb;
+      continue;
+    }
+    const float xs = tf32(x - xb), ys = tf32(y - yb);
+    s[0] += xs * yb, s[1] += xb * ys, s[2] += xb * yb;
+  }
+  return s[0] + s[1] + s[2];
+}
+
+// While one lives, the linear layers' products are fp32's own (ModelOptions::head_in_fp32).
+struct Fp32Products {
+  double product_error = mc_product_error, sum_error = mc_sum_error;
+  ModelOptions::Products products = float_products;
+  explicit Fp32Products(bool on) {
+    if (on) mc_product_error = 0, mc_sum_error = 0, float_products = ModelOptions::Products::fp32;
+  }
+  ~Fp32Products() { mc_product_error = product_error, mc_sum_error = sum_error, float_products = products; }
+  Fp32Products(const Fp32Products&) = delete;
+  Fp32Products& operator=(const Fp32Products&) = delete;
+};
+
+}  // namespace gpt2::arith

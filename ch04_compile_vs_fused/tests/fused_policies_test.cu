@@ -1,0 +1,41 @@
+// The fused GPT-2 step's two policies (gpt2/fused/policies.cuh), both ways, checked when this file
+// compiles: the policies the steps use satisfy the concepts, and each class below, which breaks
+// one rule, does not (FusedStep<it> would then stop the build with the static_assert naming it).
+#include "gpt2/fused/policies.cuh"
+
+// The classes below exist to be tested by the concepts, never called.
+#pragma nv_diag_suppress 177
+
+namespace {
+
+struct LinearWithoutTheStream {
+  static constexpr const char* kPrecision = "fp32";
+  LinearWithoutTheStream(const gpt2::Config&, gpt2::Phase) {}
+  void linear(cublasHandle_t, const float*, const float*, float*, int, int, int) {}
+  void linear_backward(cublasHandle_t, const float*, const float*, const float*, float*, float*, float*, int, int, int,
+                       cudaStream_t) {}
+};
+struct NoPrecision {
+  NoPrecision(const gpt2::Config&, gpt2::Phase) {}
+  void linear(cublasHandle_t, const float*, const float*, float*, int, int, int, cudaStream_t) {}
+  void linear_backward(cublasHandle_t, const float*, const float*, const float*, float*, float*, float*, int, int, int,
+                       cudaStream_t) {}
+};
+struct HeadWithAnotherSignature : Sgemm {
+  using Sgemm::Sgemm;
+  void head(cublasHandle_t, const float*, const float*, float*, int, int, cudaStream_t) {}  // one size short
+};
+struct AttentionWithoutBackward {
+  static constexpr const char* kPrecision = "fp32";
+  AttentionWithoutBackward(const gpt2::Config&, gpt2::Phase) {}
+  static constexpr auto forward = flash::forward;
+};
+
+static_assert(policy::Products<Sgemm> && policy::Attention<FlashFp32>);
+static_assert(!policy::Products<LinearWithoutTheStream>);
+static_assert(!policy::Products<NoPrecision>);
+static_assert(policy::Products<HeadWithAnotherSignature> && policy::NamesHead<HeadWithAnotherSignature> &&
+              !policy::HeadProducts<HeadWithAnotherSignature>);
+static_assert(!policy::Attention<AttentionWithoutBackward>);
+
+}  // namespace

@@ -1,0 +1,20 @@
+# A compile-fail test: SOURCE must compile as it is, and must fail to compile with -DLAB_BROKEN,
+# the compiler's message matching MATCH (the check must name what is wrong, not merely fail).
+#   cmake -DCXX=... -DSOURCE=... -DINCLUDES="a|b" -DMATCH=regex -P expect_compile.cmake
+set(flags -std=c++20 -fsyntax-only)
+string(REPLACE "|" ";" include_list "${INCLUDES}")
+foreach(dir IN LISTS include_list)
+  list(APPEND flags "-I${dir}")
+endforeach()
+execute_process(COMMAND "${CXX}" ${flags} "${SOURCE}" RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "${SOURCE} does not compile as it is (the control):\n${out}")
+endif()
+execute_process(COMMAND "${CXX}" ${flags} -DLAB_BROKEN "${SOURCE}" RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+if(rc EQUAL 0)
+  message(FATAL_ERROR "${SOURCE} compiles with LAB_BROKEN: the check it tests lets the mistake through")
+endif()
+if(NOT out MATCHES "${MATCH}")
+  message(FATAL_ERROR "${SOURCE} fails with LAB_BROKEN, but the message does not match '${MATCH}':\n${out}")
+endif()
+message(STATUS "${SOURCE}: compiles, and with LAB_BROKEN fails naming the mistake")
