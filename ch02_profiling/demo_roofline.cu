@@ -173,8 +173,9 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(64, 32768));
     app.add_option("--from-compare", from_compare, "also place every program and shape of this compare --json run");
     app.add_flag("--no-builtin", no_builtin, "place only the compare run's programs, not the built-in kernels");
-    app.add_option("--csv", csv_path, "write the placed kernels as CSV");
-    app.add_option("--json", json_path, "write ceilings, ridge points and kernels as JSON (for tools/plot_roofline.py)");
+    app.add_option("--csv", csv_path, "write the placed kernels as CSV")->check(lab::cli::output_file());
+    app.add_option("--json", json_path, "write ceilings, ridge points and kernels as JSON (for tools/plot_roofline.py)")
+        ->check(lab::cli::output_file());
   };
   return lab::demo_main(argc, argv, {"demo_roofline", "roofline", kDescription, 2}, options, [&] {
     // Every input and output is checked before the GPU work: nothing is measured only to be lost.

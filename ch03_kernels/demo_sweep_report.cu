@@ -308,8 +308,9 @@ int main(int argc, char** argv) {
                        "check results against the double reference when the operation moves at most this many MB "
                        "(default 256; 0: never)")
             ->check(CLI::NonNegativeNumber);
-        app.add_option("--seed", cfg.seed, "seed of the inputs (default 1)");
-        app.add_option("--json", cfg.json, "write the records to this file (a JSON array)");
+        app.add_option("--seed", cfg.seed, "seed of the inputs (default 1)")->check(lab::cli::seed());
+        app.add_option("--json", cfg.json, "write the records to this file (a JSON array)")
+            ->check(lab::cli::output_file());
       },
       [&] { return run(cfg); });
 }

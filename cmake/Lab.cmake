@@ -196,6 +196,17 @@ function(lab_chapter_gtest_binary short suffix main labels timeout)
   add_dependencies(${short} ${target})
 endfunction()
 
+# A CPU test that PROGRAM, given ARGS ('|'-separated), exits 2 (bad usage) with output matching
+# MATCH: a value refused before the device is touched (where there is no GPU, a check made after
+# the device's would answer 3 instead).
+function(lab_expect_usage name program args match)
+  add_test(NAME ${name}
+           COMMAND ${CMAKE_COMMAND} -DPROG=$<TARGET_FILE:${program}> "-DARGS=${args}" -DEXPECT=2 "-DMATCH=${match}"
+                   -P ${PROJECT_SOURCE_DIR}/cmake/expect_exit.cmake)
+  string(REGEX MATCH "^ch[0-9]+" chapter_label "${name}")
+  set_tests_properties(${name} PROPERTIES LABELS "cpu;${chapter_label}")
+endfunction()
+
 # CPU tests of the program contract on the real binary (flags, exit statuses), and one GPU test
 # that runs the program's verification (reported as skipped, exit 3, where there is no GPU).
 function(lab_program_contract_tests program short)
@@ -217,6 +228,17 @@ function(lab_program_contract_tests program short)
   add_test(NAME ${short}.${program}.bad_benchmark_flag
            COMMAND ${CMAKE_COMMAND} -DPROG=${p} -DARGS=--benchmark_repetitions=abc -DEXPECT=2
                    "-DMATCH=benchmark_repetitions" -P ${script})
+  # Google Benchmark's values it would take badly, and an output file that could not be written:
+  # refused by the lab before the device (Google Benchmark 1.7.1 prints its usage and exits 0 on
+  # a format it does not write, aborts on a negative repetition count, runs nothing on 0).
+  lab_expect_usage(${short}.${program}.bad_benchmark_format ${program} "--benchmark_format=xml"
+                   "--benchmark_format=xml: not a format")
+  lab_expect_usage(${short}.${program}.bad_benchmark_repetitions ${program} "--benchmark_repetitions=0"
+                   "--benchmark_repetitions=0: not a whole number of at least 1")
+  lab_expect_usage(${short}.${program}.bad_benchmark_out ${program} "--benchmark_out=/nonexistent/x.json"
+                   "--benchmark_out /nonexistent/x.json: the folder /nonexistent does not exist")
+  lab_expect_usage(${short}.${program}.bad_trace ${program} "--trace|/nonexistent/t.json"
+                   "--trace /nonexistent/t.json: the folder /nonexistent does not exist")
   set_tests_properties(${short}.${program}.help ${short}.${program}.describe ${short}.${program}.unknown_flag
                        ${short}.${program}.bad_shapes ${short}.${program}.bad_cache ${short}.${program}.bad_seed
                        ${short}.${program}.bad_benchmark_flag

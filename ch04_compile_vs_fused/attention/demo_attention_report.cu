@@ -280,9 +280,10 @@ int main(int argc, char** argv) {
                        "check forward and backward against the double reference when the forward is at most this "
                        "many GFLOP (default 0.5; 0: never)")
             ->check(CLI::NonNegativeNumber);
-        app.add_option("--seed", cfg.seed, "seed of the inputs (default 1)");
-        app.add_option("--csv", cfg.csv, "write the rows to this CSV file");
-        app.add_option("--markdown", cfg.markdown, "write the speedup tables to this Markdown file");
+        app.add_option("--seed", cfg.seed, "seed of the inputs (default 1)")->check(lab::cli::seed());
+        app.add_option("--csv", cfg.csv, "write the rows to this CSV file")->check(lab::cli::output_file());
+        app.add_option("--markdown", cfg.markdown, "write the speedup tables to this Markdown file")
+            ->check(lab::cli::output_file());
       },
       [&] { return run(cfg); });
 }

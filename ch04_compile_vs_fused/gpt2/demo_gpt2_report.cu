@@ -471,12 +471,15 @@ int main(int argc, char** argv) {
         app.add_flag("--profile", cfg.profile,
                      "after the timing, where one full step's GPU time goes (CUPTI): matrix products, attention, "
                      "AdamW, the rest, for each configuration and implementation");
-        app.add_option("--seed", cfg.seed, "seed of the weights and data (default 1)");
-        app.add_option("--csv", cfg.csv, "write the rows to this CSV file (the benchmark's columns first)");
-        app.add_option("--markdown", cfg.markdown, "write the tables to this Markdown file");
+        app.add_option("--seed", cfg.seed, "seed of the weights and data (default 1)")->check(lab::cli::seed());
+        app.add_option("--csv", cfg.csv, "write the rows to this CSV file (the benchmark's columns first)")
+            ->check(lab::cli::output_file());
+        app.add_option("--markdown", cfg.markdown, "write the tables to this Markdown file")
+            ->check(lab::cli::output_file());
         app.add_option("--dump", cfg.dump,
                        "write one configuration's inputs and each implementation's full-step outputs to this "
-                       "folder (for tools/torch_gpt2.py --check), and time nothing");
+                       "folder (for tools/torch_gpt2.py --check), and time nothing")
+            ->check(lab::cli::output_dir());
       },
       [&] { return run(cfg); });
 }

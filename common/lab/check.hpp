@@ -59,6 +59,23 @@ class UsageError : public Error {
   explicit UsageError(const std::string& what) : Error(what, kExitUsage) {}
 };
 
+// Output paths named on a command line are checked before any work, so that a long run's results
+// are never lost to a typo; the check creates and truncates nothing (a run that stops early leaves
+// an existing file as it was). "" when `path` can be written as a file: an existing writable file,
+// or a new one in an existing writable folder; otherwise why not.
+std::string output_file_problem(const std::string& path);
+// "" when `path` can be an output folder: an existing writable folder, or one that
+// std::filesystem::create_directories can make (its nearest existing ancestor a writable folder).
+std::string output_dir_problem(const std::string& path);
+// The same, as a UsageError naming the flag: "--json /x/y.json: the folder /x does not exist".
+void check_output_file(const std::string& flag, const std::string& path);
+void check_output_dir(const std::string& flag, const std::string& path);
+
+// Why there is no usable CUDA device, from what the runtime says (cudaGetDeviceCount's result and
+// count, cudaDriverGetVersion's and cudaRuntimeGetVersion's versions): no NVIDIA driver at all, a
+// driver too old for this runtime, a driver that sees no GPU, or the runtime's own words.
+std::string no_device_reason(cudaError_t count_result, int count, int driver_version, int runtime_version);
+
 // Runs body() and returns its exit status; a lab::Error becomes its one-line message on stderr
 // ("error: ...") and its own exit status (usage 2, no device 3, out of memory 4, else 1), any
 // other exception the same with status 1. Every program's main goes through here.

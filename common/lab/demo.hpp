@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 
 #include "lab/check.hpp"
+#include "lab/cli.hpp"
 
 namespace lab {
 

@@ -38,8 +38,9 @@ struct Options {
 Options parse_options(const Variant& v, const std::vector<std::string>& args);
 std::string help_text(const Variant& v);
 // --seed's value: a whole number in [0, 2^64 - 1]; anything else (a sign, a letter, an overflow)
-// is a UsageError naming the flag.
+// is a UsageError naming the flag. seed_problem: "" for a good value, else why not.
 std::uint64_t parse_seed(std::string_view text);
+std::string seed_problem(std::string_view text);
 
 // The variant as JSON: program, topic, chapter, role, description, dims, shapes with their work.
 // compare reads it; it needs no GPU.

@@ -1,5 +1,9 @@
 #include "lab/check.hpp"
 
+#include <unistd.h>
+
+#include <filesystem>
+
 #include <iostream>
 #include <sstream>
 
@@ -94,6 +98,70 @@ std::string exit_status_help() {
 std::string verify_limits_text(const char* conjunction) {
   return std::to_string(static_cast<long long>(kVerifyBytesLimit) >> 30) + " GiB " + conjunction + " " +
          std::to_string(static_cast<long long>(kVerifyFlopsLimit / 1e9)) + " GFLOP";
+}
+
+
+std::string output_file_problem(const std::string& path) {
+  namespace fs = std::filesystem;
+  if (path.empty()) return "an empty path";
+  std::error_code ec;
+  const fs::path p(path);
+  const fs::file_status st = fs::status(p, ec);
+  if (fs::is_directory(st)) return "a folder, not a file";
+  if (fs::exists(st)) return ::access(path.c_str(), W_OK) == 0 ? "" : "the file exists and cannot be written";
+  const fs::path parent = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  const fs::file_status ps = fs::status(parent, ec);
+  if (!fs::exists(ps)) return "the folder " + parent.string() + " does not exist";
+  if (!fs::is_directory(ps)) return parent.string() + " is not a folder";
+  if (::access(parent.c_str(), W_OK) != 0) return "the folder " + parent.string() + " cannot be written";
+  return "";
+}
+
+std::string output_dir_problem(const std::string& path) {
+  namespace fs = std::filesystem;
+  if (path.empty()) return "an empty path";
+  std::error_code ec;
+  fs::path p = fs::absolute(fs::path(path), ec);
+  if (ec) return ec.message();
+  const fs::file_status st = fs::status(p, ec);
+  if (fs::exists(st)) {
+    if (!fs::is_directory(st)) return "a file, not a folder";
+    return ::access(p.c_str(), W_OK) == 0 ? "" : "the folder cannot be written";
+  }
+  // The nearest ancestor that exists must be a folder that can be written: create_directories
+  // makes the rest.
+  fs::path up = p.parent_path();
+  while (!up.empty() && !fs::exists(fs::status(up, ec))) {
+    if (up == up.parent_path()) break;
+    up = up.parent_path();
+  }
+  const fs::file_status us = fs::status(up, ec);
+  if (!fs::is_directory(us)) return up.string() + " is not a folder";
+  if (::access(up.c_str(), W_OK) != 0) return "the folder " + up.string() + " cannot be written";
+  return "";
+}
+
+void check_output_file(const std::string& flag, const std::string& path) {
+  if (const std::string why = output_file_problem(path); !why.empty())
+    throw UsageError(flag + " " + (path.empty() ? "''" : path) + ": " + why);
+}
+
+void check_output_dir(const std::string& flag, const std::string& path) {
+  if (const std::string why = output_dir_problem(path); !why.empty())
+    throw UsageError(flag + " " + (path.empty() ? "''" : path) + ": " + why);
+}
+
+std::string no_device_reason(cudaError_t count_result, int count, int driver_version, int runtime_version) {
+  auto version = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+  if (driver_version == 0) return "no NVIDIA driver is installed (the CUDA driver library, libcuda, was not found)";
+  if (driver_version < runtime_version)
+    return "the NVIDIA driver supports CUDA " + version(driver_version) + ", older than the CUDA " +
+           version(runtime_version) + " runtime this binary was built with: update the driver";
+  if (count_result == cudaErrorNoDevice || (count_result == cudaSuccess && count == 0))
+    return "the NVIDIA driver (CUDA " + version(driver_version) + ") sees no GPU";
+  if (count_result != cudaSuccess)
+    return std::string(cudaGetErrorName(count_result)) + ": " + cudaGetErrorString(count_result);
+  return "";
 }
 
 }  // namespace lab

@@ -68,9 +68,12 @@ DeviceFacts init_device() {
   const cudaError_t r = cudaGetDeviceCount(&n);
   if (r != cudaSuccess || n == 0) {
     cudaGetLastError();
-    const std::string why = r != cudaSuccess ? std::string(cudaGetErrorName(r)) + ": " + cudaGetErrorString(r)
-                                             : std::string("the driver reports 0 devices");
-    throw NoDevice("no usable CUDA device (" + why + "). This binary was built for " + built_architectures() +
+    int driver = 0, runtime = 0;
+    if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;  // 0: no driver installed
+    if (cudaRuntimeGetVersion(&runtime) != cudaSuccess) runtime = CUDART_VERSION;
+    cudaGetLastError();
+    const std::string why = no_device_reason(r, n, driver, runtime);
+    throw NoDevice("no usable CUDA device: " + why + ". This binary was built for " + built_architectures() +
                    " and needs an NVIDIA GPU of that architecture with a CUDA 13 driver.");
   }
   int ordinal = 0;

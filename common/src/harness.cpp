@@ -210,8 +210,6 @@ int run(const Variant& v, const Options& opt, const std::string& argv0) {
   const TopicInfo& t = *v.topic;
   const std::vector<Shape> timed = opt.shapes.empty() ? t.sweep : opt.shapes;
 
-  if (!opt.trace.empty() && !std::ofstream(opt.trace))
-    throw UsageError("--trace " + opt.trace + ": cannot create the file");
   // Google Benchmark's flags are parsed here, before the device is touched: a bad value is exit 2
   // on any machine (Google Benchmark names the flag and the value it could not read).
   std::vector<std::string> bargs{argv0};

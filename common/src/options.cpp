@@ -1,4 +1,5 @@
 // The program's command line: its flags, --help and --describe (no GPU needed for any of them).
+#include <optional>
 #include <sstream>
 
 #include <CLI/CLI.hpp>
@@ -77,18 +78,52 @@ struct Cli {
 
 }  // namespace
 
-std::uint64_t parse_seed(std::string_view text) {
+std::string seed_problem(std::string_view text) {
   std::uint64_t v = 0;
-  if (text.empty()) throw UsageError("--seed: empty (a whole number from 0 to 18446744073709551615)");
+  if (text.empty()) return "empty (a whole number from 0 to 18446744073709551615)";
   for (char c : text) {
-    if (c < '0' || c > '9')
-      throw UsageError("--seed " + std::string(text) + ": not a whole number from 0 to 18446744073709551615");
+    if (c < '0' || c > '9') return "not a whole number from 0 to 18446744073709551615";
     const std::uint64_t d = static_cast<std::uint64_t>(c - '0');
-    if (v > (UINT64_MAX - d) / 10) throw UsageError("--seed " + std::string(text) + ": above 18446744073709551615");
+    if (v > (UINT64_MAX - d) / 10) return "above 18446744073709551615";
     v = v * 10 + d;
   }
+  return "";
+}
+
+std::uint64_t parse_seed(std::string_view text) {
+  if (const std::string why = seed_problem(text); !why.empty())
+    throw UsageError(text.empty() ? "--seed: " + why : "--seed " + std::string(text) + ": " + why);
+  std::uint64_t v = 0;
+  for (char c : text) v = v * 10 + static_cast<std::uint64_t>(c - '0');
   return v;
 }
+
+namespace {
+
+// The value of a Google Benchmark flag given as --name=value (nullopt: not this flag).
+std::optional<std::string> flag_value(const std::string& arg, std::string_view name) {
+  if (!starts_with(arg, name) || arg.size() <= name.size() || arg[name.size()] != '=') return std::nullopt;
+  return arg.substr(name.size() + 1);
+}
+
+// The Google Benchmark flags the lab checks itself, before the device is touched: what Google
+// Benchmark would take badly (1.7.1 aborts on a negative repetition count, runs nothing on 0, and
+// prints its usage and exits 0 on a format it does not write) and an output file that could not
+// be written (Google Benchmark would then exit 1 after the whole run, which reads as a wrong result).
+void check_benchmark_flag(const std::string& arg) {
+  for (const char* name : {"--benchmark_format", "--benchmark_out_format"})
+    if (const auto v = flag_value(arg, name); v && *v != "console" && *v != "json" && *v != "csv")
+      throw UsageError(std::string(name) + "=" + *v + ": not a format Google Benchmark writes (console, json or csv)");
+  if (const auto v = flag_value(arg, "--benchmark_repetitions")) {
+    bool whole = !v->empty() && v->size() < 10;
+    for (char c : *v) whole = whole && c >= '0' && c <= '9';
+    if (!whole || std::stol(*v) < 1)
+      throw UsageError("--benchmark_repetitions=" + *v + ": not a whole number of at least 1");
+  }
+  if (const auto v = flag_value(arg, "--benchmark_out")) check_output_file("--benchmark_out", *v);
+}
+
+}  // namespace
 
 std::string help_text(const Variant& v) {
   Cli cli(v);
@@ -111,12 +146,14 @@ Options parse_options(const Variant& v, const std::vector<std::string>& args) {
   Options o = cli.o;
   for (const auto& a : cli.app.remaining()) {
     if (starts_with(a, "--benchmark_") || starts_with(a, "--v=")) {
+      check_benchmark_flag(a);
       o.benchmark_args.push_back(a);
       if (a == "--benchmark_format=json" || a == "--benchmark_format=csv") o.machine_readable = true;
     } else {
       throw UsageError("unknown argument '" + a + "' (see --help)");
     }
   }
+  if (cli.app.count("--trace")) check_output_file("--trace", o.trace);
   o.cache = parse_cache_mode(cli.cache);
   if (cli.app.count("--seed")) o.seed = parse_seed(cli.seed);
   for (const auto& s : cli.shape_text) {

@@ -1,6 +1,12 @@
 // The shared main's flags and exit statuses, without a GPU.
 #include "lab/harness.hpp"
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -126,3 +132,86 @@ TEST(Options, SeedTakesTheWholeUnsignedRange) {
     EXPECT_NE(std::string(e.what()).find("--seed -1"), std::string::npos) << e.what();
   }
 }
+
+namespace {
+
+// The message of the UsageError that parsing `args` throws ("" when it throws none).
+std::string usage_error(std::vector<std::string> args) {
+  try {
+    parse(std::move(args));
+  } catch (const lab::UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Options, GoogleBenchmarkValuesItWouldTakeBadlyAreRefusedFirst) {
+  // Google Benchmark prints its usage and exits 0 on a format it does not write, aborts on a
+  // negative repetition count and runs nothing on 0: the lab refuses them itself, naming the flag.
+  EXPECT_NE(usage_error({"--benchmark_format=xml"}).find("--benchmark_format=xml"), std::string::npos);
+  EXPECT_NE(usage_error({"--benchmark_out_format=xml"}).find("--benchmark_out_format=xml"), std::string::npos);
+  for (const char* bad : {"--benchmark_repetitions=0", "--benchmark_repetitions=-1", "--benchmark_repetitions=",
+                          "--benchmark_repetitions=2x", "--benchmark_repetitions=99999999999"})
+    EXPECT_NE(usage_error({bad}).find("--benchmark_repetitions"), std::string::npos) << bad;
+  for (const char* good : {"--benchmark_format=console", "--benchmark_format=csv", "--benchmark_out_format=json",
+                           "--benchmark_repetitions=1", "--benchmark_repetitions=25"})
+    EXPECT_EQ(usage_error({good}), "") << good;
+}
+
+TEST(Options, OutputFilesAreCheckedBeforeAnyWorkAndLeftAlone) {
+  const auto dir = std::filesystem::temp_directory_path() / ("lab_options_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string kept = (dir / "kept.json").string();
+  std::ofstream(kept) << "earlier results";
+  EXPECT_NE(usage_error({"--benchmark_out=/nonexistent/x.json"}).find("/nonexistent does not exist"), std::string::npos);
+  EXPECT_NE(usage_error({"--trace", ""}).find("--trace ''"), std::string::npos);
+  EXPECT_NE(usage_error({"--trace", "/nonexistent/t.json"}).find("--trace"), std::string::npos);
+  EXPECT_NE(usage_error({"--trace", dir.string()}).find("a folder, not a file"), std::string::npos);
+  // A good path passes and is not touched by the check, nor by a run that stops at once.
+  EXPECT_EQ(usage_error({"--trace", kept, "--benchmark_out=" + kept}), "");
+  EXPECT_EQ(run({"--trace", kept, "--benchmark_out=" + kept, "--shape", "0x5"}), lab::kExitUsage);
+  std::ifstream in(kept);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "earlier results");
+  EXPECT_EQ(usage_error({"--trace", (dir / "new.json").string()}), "");
+  EXPECT_FALSE(std::filesystem::exists(dir / "new.json"));  // the check creates nothing
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Options, OutputFolders) {
+  const auto dir = std::filesystem::temp_directory_path() / ("lab_outdir_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "a_file") << "x";
+  EXPECT_EQ(lab::output_dir_problem(dir.string()), "");
+  EXPECT_EQ(lab::output_dir_problem((dir / "new" / "deeper").string()), "");  // create_directories makes it
+  EXPECT_FALSE(std::filesystem::exists(dir / "new"));
+  EXPECT_NE(lab::output_dir_problem((dir / "a_file").string()).find("a file, not a folder"), std::string::npos);
+  EXPECT_NE(lab::output_dir_problem((dir / "a_file" / "sub").string()).find("is not a folder"), std::string::npos);
+  EXPECT_NE(lab::output_dir_problem("").find("empty"), std::string::npos);
+  EXPECT_THROW(lab::check_output_dir("--dump", (dir / "a_file").string()), lab::UsageError);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ExitStatus, NoDeviceSaysWhich) {
+  // No driver at all: cudaDriverGetVersion gives 0, whatever cudaGetDeviceCount said.
+  EXPECT_NE(lab::no_device_reason(cudaErrorInsufficientDriver, 0, 0, 13000).find("no NVIDIA driver is installed"),
+            std::string::npos);
+  // A driver too old for the runtime.
+  const std::string old = lab::no_device_reason(cudaErrorInsufficientDriver, 0, 12040, 13000);
+  EXPECT_NE(old.find("supports CUDA 12.4, older than the CUDA 13.0 runtime"), std::string::npos) << old;
+  // A driver that sees no GPU.
+  EXPECT_NE(lab::no_device_reason(cudaErrorNoDevice, 0, 13000, 13000).find("sees no GPU"), std::string::npos);
+  EXPECT_NE(lab::no_device_reason(cudaSuccess, 0, 13010, 13000).find("CUDA 13.1) sees no GPU"), std::string::npos);
+  // Anything else: the runtime's own words.
+  EXPECT_NE(lab::no_device_reason(cudaErrorDevicesUnavailable, 0, 13000, 13000).find("cudaErrorDevicesUnavailable"),
+            std::string::npos);
+}
+
+TEST(Options, SeedProblemsNameTheValue) {
+  EXPECT_EQ(lab::seed_problem("42"), "");
+  EXPECT_NE(lab::seed_problem("").find("empty"), std::string::npos);
+  EXPECT_NE(lab::seed_problem("-1").find("not a whole number"), std::string::npos);
+  EXPECT_NE(lab::seed_problem("18446744073709551616").find("above"), std::string::npos);
+}
+
+}  // namespace

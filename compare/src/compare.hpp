@@ -42,6 +42,11 @@ struct Manifest {
 Manifest load_manifest(const std::string& path);
 // Runs `--describe` on every built program (no GPU needed) to learn its topic, role and shapes.
 void describe_programs(Manifest& m, double timeout_s);
+// The --shape values checked by the programs themselves before anything runs: one program of each
+// topic among `programs` reads them as it would (`--describe --shape ...`, no GPU). False, with
+// `refused` naming the topic, the program and its own message, when one of them answers bad usage.
+bool shapes_refused(const std::vector<const Program*>& programs, const std::vector<std::string>& shapes,
+                    double timeout_s, std::string& refused);
 
 struct Selection {
   std::optional<std::string> chapter;  // "1", "01", "ch01" or "ch01_basics"

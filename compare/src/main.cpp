@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compare.hpp"
+#include "lab/cli.hpp"
 #include "lab/rng.hpp"
 #include "report.hpp"
 
@@ -145,12 +146,24 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 100));
   app.add_flag("--quick", quick, "smoke run: each topic's smallest shape, 5 repetitions, 1 round, short samples");
   app.add_option("--shape", o.shapes, "shapes passed to the programs instead of their sweeps (repeatable)");
-  app.add_option("--timeout", o.timeout_s, "seconds allowed to each program run (default 600)")->check(CLI::PositiveNumber);
+  app.add_option("--timeout", o.timeout_s, "seconds allowed to each program run (default 600)")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            char* end = nullptr;
+            const double x = std::strtod(v.c_str(), &end);
+            return !v.empty() && *end == '\0' && x > 0 && x <= 1e6 ? std::string()
+                                                                   : std::string("a number of seconds above 0 (at most 1e6)");
+          },
+          "SECONDS"));
   app.add_option("--cache", o.cache, "cold (default) or hot, passed to the programs")->check(CLI::IsMember({"cold", "hot"}));
-  app.add_option("--seed", seed, "input seed passed to every program (default: a fresh one, printed)");
-  app.add_option("--json", json_path, "write the results, raw samples included, as JSON");
-  app.add_option("--csv", csv_path, "write the rows as CSV");
-  app.add_option("--markdown", md_path, "write the rows as a Markdown table (for the chapter READMEs)");
+  app.add_option("--seed", seed, "input seed passed to every program (default: a fresh one, printed)")
+      ->check(lab::cli::seed());
+  // Output files are checked as the command line is read (never created or truncated by the check):
+  // a typo costs nothing, not the whole run's results.
+  app.add_option("--json", json_path, "write the results, raw samples included, as JSON")->check(lab::cli::output_file());
+  app.add_option("--csv", csv_path, "write the rows as CSV")->check(lab::cli::output_file());
+  app.add_option("--markdown", md_path, "write the rows as a Markdown table (for the chapter READMEs)")
+      ->check(lab::cli::output_file());
   app.add_option("--against", against_path, "compare this run with a saved --json run (regressions)");
   app.add_flag("--ignore-device", ignore_device, "with --against: accept a run from another device");
   app.add_flag("--no-color", no_color, "no color in the terminal table");
@@ -230,8 +243,8 @@ int main(int argc, char** argv) {
       list(m);
       return 0;
     }
-    if (chapter.empty() || md_path.empty()) {
-      std::cerr << "compare: error: --list writes a Markdown table for one chapter: --list --chapter N --markdown FILE\n";
+    if (chapter.empty()) {
+      std::cerr << "compare: error: --list --markdown FILE writes one chapter's table: add --chapter N\n";
       return 2;
     }
     try {
@@ -243,6 +256,10 @@ int main(int argc, char** argv) {
         command = "compare --list --chapter N --subfolder " + subfolder + " --markdown FILE";
       }
       const std::string table = compare::programs_markdown(compare::select_programs(m, s), command);
+      if (md_path.empty()) {  // the table to the terminal
+        std::cout << table;
+        return 0;
+      }
       return write_file(md_path, table) ? 0 : 2;
     } catch (const std::exception& e) {
       std::cerr << "compare: error: " << e.what() << "\n";
@@ -263,12 +280,21 @@ int main(int argc, char** argv) {
   std::vector<const compare::Program*> runnable;
   for (const auto* p : programs) {
     if (p->kind == "demo")
-      std::cerr << "compare: " << p->name << " is a demo, not a pair: run it directly (" << p->path << ")\n";
+      std::cerr << "compare: note: " << p->name << " is a demo, not a pair; run it directly (" << p->path << ")\n";
     else
       runnable.push_back(p);
   }
   programs = runnable;
   if (programs.empty()) return 0;
+  // --shape is checked by the programs themselves, before anything runs: one program of each topic
+  // reads the shapes as it would (--describe, no GPU), and a shape one of them refuses is exit 2 now.
+  if (!o.shapes.empty()) {
+    std::string refused;
+    if (!compare::shapes_refused(programs, o.shapes, 60, refused)) {
+      std::cerr << "compare: error: " << refused << "\n";
+      return 2;
+    }
+  }
   std::string against_text;
   if (!against_path.empty()) {
     // Read and checked before anything runs: a bad file is a usage error now, not after the run.

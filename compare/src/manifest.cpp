@@ -118,6 +118,27 @@ bool chapter_matches(const Program& p, const std::string& want) {
 
 }  // namespace
 
+bool shapes_refused(const std::vector<const Program*>& programs, const std::vector<std::string>& shapes,
+                    double timeout_s, std::string& refused) {
+  std::set<std::string> topics;
+  for (const Program* p : programs) {
+    if (p->kind == "demo" || !topics.insert(p->topic).second) continue;
+    std::vector<std::string> argv{p->path, "--describe"};
+    for (const auto& shape : shapes) argv.insert(argv.end(), {"--shape", shape});
+    const ProcessResult r = run_process(argv, timeout_s);
+    if (r.exit_code == lab::kExitOk) continue;
+    std::string why = r.err;
+    while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+    if (const auto at = why.rfind('\n'); at != std::string::npos) why = why.substr(at + 1);
+    if (why.rfind("error: ", 0) == 0) why = why.substr(7);
+    refused = "--shape, for topic " + p->topic + " (" + p->name + "): " +
+              (why.empty() ? "refused, exit status " + std::to_string(r.exit_code) : why) +
+              (topics.size() > 1 || programs.size() > 1 ? " (--topic picks the topic a shape is for)" : "");
+    return false;
+  }
+  return true;
+}
+
 std::vector<const Program*> select_programs(const Manifest& m, const Selection& s) {
   std::vector<const Program*> out;
   for (const auto& p : m.programs) {
@@ -140,6 +161,12 @@ std::vector<const Program*> select_programs(const Manifest& m, const Selection& 
     for (const auto& c : chapters) have += " " + c;
     have += "; topics:";
     for (const auto& t : topics) have += " " + t;
+    if (s.chapter && std::none_of(m.programs.begin(), m.programs.end(),
+                                  [&](const Program& p) { return chapter_matches(p, *s.chapter); })) {
+      std::string have;
+      for (const auto& c : chapters) have += (have.empty() ? "" : " ") + c;
+      throw std::invalid_argument("no chapter " + *s.chapter + " (chapters: " + have + ")");
+    }
     throw std::invalid_argument(std::string("nothing matches ") + (s.chapter ? "--chapter " + *s.chapter + " " : "") +
                                 (s.topic ? "--topic " + *s.topic + " " : "") +
                                 (s.subfolder ? "--subfolder " + *s.subfolder + " " : "") + "(" + have + ")");

@@ -1,5 +1,6 @@
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -586,7 +587,7 @@ TEST_F(FakeLab, DemosAreListedNotRun) {
   EXPECT_NE(listed.out.find("demo_fake  [demo]"), std::string::npos) << listed.out;
   const auto r = compare::run_process({COMPARE_BIN, "--manifest", m.string(), "--chapter", "1"}, 60);
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("demo_fake is a demo, not a pair: run it directly"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("compare: note: demo_fake is a demo, not a pair; run it directly"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find(" demo_fake:"), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("optimized_fake"), std::string::npos);
 }
@@ -629,6 +630,54 @@ TEST_F(FakeLab, CommandLineStatuses) {
   const auto r = compare::run_process({COMPARE_BIN, "--manifest", nogpu.string(), "--all"}, 60);
   EXPECT_EQ(r.exit_code, 3);
   EXPECT_NE(r.err.find("no usable CUDA device"), std::string::npos) << r.err;
+}
+
+// Bad values are refused as the command line is read: exit 2, one line naming the flag and why,
+// and no program started (nothing in the progress lines).
+TEST_F(FakeLab, CommandLineRefusesBadValuesBeforeRunningAnything) {
+  const auto m = manifest({"baseline_fake", "optimized_fake", "demo_fake"});
+  auto run_cli = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {COMPARE_BIN, "--manifest", m.string()});
+    return compare::run_process(args, 60);
+  };
+  auto refused = [&](std::vector<std::string> args, const std::string& why) {
+    const auto r = run_cli(args);
+    EXPECT_EQ(r.exit_code, 2) << args.back() << "\n" << r.err;
+    EXPECT_NE(r.err.find(why), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("round 1/"), std::string::npos) << "a program ran: " << r.err;
+    const auto lines = std::count(r.err.begin(), r.err.end(), '\n');
+    EXPECT_LE(lines, 2) << r.err;  // one line (and at most a note)
+  };
+  refused({"--chapter", "1", "--seed", "-1"}, "--seed: -1: not a whole number");
+  refused({"--chapter", "1", "--seed", ""}, "--seed: '': empty");
+  refused({"--chapter", "1", "--seed", "18446744073709551616"}, "above 18446744073709551615");
+  refused({"--chapter", "1", "--timeout", "0"}, "--timeout: a number of seconds above 0");
+  refused({"--chapter", "1", "--json", (dir_ / "no" / "r.json").string()}, "does not exist");
+  refused({"--chapter", "1", "--csv", dir_.string()}, "a folder, not a file");
+  refused({"--chapter", "1", "--markdown", "/nonexistent/r.md"}, "the folder /nonexistent does not exist");
+  refused({"--chapter", "1", "--shape", "0x0"}, "--shape, for topic fake (baseline_fake): --shape 0x0");
+  refused({"--chapter", "1", "--shape", "64x64", "--shape", "5"}, "--shape 5: expected 2 positive integers");
+  // The 300-digit number CLI11's own range check printed is gone.
+  EXPECT_EQ(run_cli({"--chapter", "1", "--timeout", "0"}).err.find("000000000000"), std::string::npos);
+  // A good shape runs (and the demo is a note, said as one).
+  const auto ok = run_cli({"--chapter", "1", "--shape", "64x64", "--repetitions", "3", "--rounds", "1"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_NE(ok.err.find("compare: note: demo_fake is a demo"), std::string::npos) << ok.err;
+  // An existing output file is left as it was by a run refused at once.
+  const auto kept = dir_ / "kept.json";
+  std::ofstream(kept) << "earlier results";
+  EXPECT_EQ(run_cli({"--chapter", "1", "--json", kept.string(), "--shape", "0x0"}).exit_code, 2);
+  EXPECT_EQ(read(kept), "earlier results");
+}
+
+TEST_F(FakeLab, ListOfAChapterPrintsItsTableOrNamesTheMissingChapter) {
+  const auto m = manifest({"baseline_fake", "optimized_fake"});
+  const auto r = compare::run_process({COMPARE_BIN, "--manifest", m.string(), "--list", "--chapter", "1"}, 60);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("| fake | `baseline_fake` | baseline |"), std::string::npos) << r.out;
+  const auto nine = compare::run_process({COMPARE_BIN, "--manifest", m.string(), "--list", "--chapter", "9"}, 60);
+  EXPECT_EQ(nine.exit_code, 2);
+  EXPECT_NE(nine.err.find("no chapter 9 (chapters: ch01_basics)"), std::string::npos) << nine.err;
 }
 
 }  // namespace

@@ -26,6 +26,17 @@ int main(int argc, char** argv) {
   const std::string what = rest.find('_') == std::string::npos ? "" : rest.substr(rest.find('_') + 1);
   int reps = 1;
   std::vector<std::string> shapes;
+  // As the lab's programs do, a shape is read (and refused, exit 2) before anything else, --describe
+  // included: here a shape is two positive extents, "RxC".
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string(argv[i]) == "--shape") {
+      const std::string s = argv[i + 1];
+      const auto x = s.find('x');
+      if (x == std::string::npos || std::atoi(s.c_str()) <= 0 || std::atoi(s.c_str() + x + 1) <= 0) {
+        std::cerr << "error: --shape " << s << ": expected 2 positive integers joined by 'x' (rowsxcols)\n";
+        return 2;
+      }
+    }
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--describe") {

@@ -4,8 +4,10 @@
 #include "lab/jit.hpp"
 
 #include <algorithm>
+#include <initializer_list>
 #include <cmath>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -80,11 +82,39 @@ Arity arity(const Expr& e) {
   return a;
 }
 
+namespace {
+// "name(a, b, ...)", built by appending (GCC 12 warns, wrongly, on "literal" + std::string&&).
+std::string call(const char* name, std::initializer_list<std::string> args) {
+  std::string s = name;
+  s += '(';
+  bool first = true;
+  for (const std::string& a : args) {
+    if (!first) s += ", ";
+    s += a;
+    first = false;
+  }
+  s += ')';
+  return s;
+}
+// "(a op b)".
+std::string infix(const std::string& a, const char* op, const std::string& b) {
+  std::string s = "(";
+  s += a;
+  s += ' ';
+  s += op;
+  s += ' ';
+  s += b;
+  s += ')';
+  return s;
+}
+}  // namespace
+
 std::string to_string(const Expr& e) {
   const Node& n = e.node();
+  auto arg = [&](int i) { return to_string(n.args[i]); };
   switch (n.op) {
-    case Op::input: return "in" + std::to_string(n.index);
-    case Op::column: return "vec" + std::to_string(n.index) + "[col]";
+    case Op::input: return numbered("in", n.index);
+    case Op::column: return numbered("vec", n.index) + "[col]";
     case Op::row: return "row";
     case Op::col: return "col";
     case Op::constant: {
@@ -92,18 +122,21 @@ std::string to_string(const Expr& e) {
       s << n.value;
       return s.str();
     }
-    case Op::neg: return "-" + to_string(n.args[0]);
-    case Op::exp: return "exp(" + to_string(n.args[0]) + ")";
-    case Op::log: return "log(" + to_string(n.args[0]) + ")";
-    case Op::tanh: return "tanh(" + to_string(n.args[0]) + ")";
-    case Op::erf: return "erf(" + to_string(n.args[0]) + ")";
-    case Op::sigmoid: return "sigmoid(" + to_string(n.args[0]) + ")";
-    case Op::sqrt: return "sqrt(" + to_string(n.args[0]) + ")";
-    case Op::max: return "max(" + to_string(n.args[0]) + ", " + to_string(n.args[1]) + ")";
-    case Op::greater: return "(" + to_string(n.args[0]) + " > " + to_string(n.args[1]) + ")";
-    case Op::select:
-      return "select(" + to_string(n.args[0]) + ", " + to_string(n.args[1]) + ", " + to_string(n.args[2]) + ")";
-    default: return "(" + to_string(n.args[0]) + " " + symbol(n.op) + " " + to_string(n.args[1]) + ")";
+    case Op::neg: {
+      std::string s = "-";
+      s += arg(0);
+      return s;
+    }
+    case Op::exp: return call("exp", {arg(0)});
+    case Op::log: return call("log", {arg(0)});
+    case Op::tanh: return call("tanh", {arg(0)});
+    case Op::erf: return call("erf", {arg(0)});
+    case Op::sigmoid: return call("sigmoid", {arg(0)});
+    case Op::sqrt: return call("sqrt", {arg(0)});
+    case Op::max: return call("max", {arg(0), arg(1)});
+    case Op::greater: return infix(arg(0), ">", arg(1));
+    case Op::select: return call("select", {arg(0), arg(1), arg(2)});
+    default: return infix(arg(0), symbol(n.op), arg(1));
   }
 }
 

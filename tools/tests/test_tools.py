@@ -360,5 +360,39 @@ class PlantedBugs(unittest.TestCase):
             self.assertIn("label_logit(ch03_kernels/optimized_cross_entropy.cu: the text to replace occurs 0 times", r.stdout)
 
 
+class BridgeTestRunner(unittest.TestCase):
+    """python/tests/run.py names everything the bridge's tests lack, not only the first thing."""
+
+    def load(self):
+        path = os.path.join(os.path.dirname(os.path.dirname(HERE)), "python", "tests", "run.py")
+        spec = importlib.util.spec_from_file_location("bridge_run", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+
+    def test_names_every_missing_piece(self):
+        mod = self.load()
+        real = importlib.util.find_spec
+        try:
+            mod.importlib.util.find_spec = lambda name, *a: None  # nothing installed
+            lacking = mod.missing()
+        finally:
+            mod.importlib.util.find_spec = real
+        text = "; ".join(lacking)
+        self.assertIn("pytest is not installed", text)
+        self.assertIn("PyTorch is not installed", text)
+        if not mod.glob.glob(os.path.join(os.path.dirname(mod.HERE), "cuda_perf_lab", "_C*.so")):
+            self.assertIn("cuda_perf_lab is not built", text)
+
+    def test_one_line_that_ctest_reads_as_a_skip(self):
+        if not self.load().missing():
+            self.skipTest("nothing is missing here: the bridge's tests would run (bridge.pytest runs them)")
+        path = os.path.join(os.path.dirname(os.path.dirname(HERE)), "python", "tests", "run.py")
+        r = subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0)
+        self.assertTrue(r.stdout.startswith("bridge tests skipped: "), r.stdout)
+        self.assertEqual(len(r.stdout.strip().splitlines()), 1, r.stdout)
+
+
 if __name__ == "__main__":
     unittest.main()
