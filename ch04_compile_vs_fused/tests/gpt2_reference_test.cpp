@@ -23,7 +23,7 @@ using gpt2::Phase;
 // The counts, which PyTorch's sum(p.numel()) gives for the same model, in millions.
 TEST(Gpt2Model, ParameterCountsArePyTorchs) {
   const std::pair<const char*, double> expected[] = {
-      {"small", 101.2}, {"medium", 323.8}, {"xl", 1509.2}, {"2.7B", 2571.5}};
+      {"small", 101.2}, {"medium", 323.8}, {"large", 735.3}, {"xl", 1509.2}, {"2.7B", 2571.5}};
   for (const auto& [name, millions] : expected) {
     const gpt2::NamedSize* size = nullptr;
     for (const auto& s : gpt2::kSizes)
