@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 
 #include <CLI/CLI.hpp>
 
@@ -15,32 +16,25 @@
 
 namespace lab::cli {
 
+namespace detail {
+// A CLI11 check from a function that says what is wrong with a value ("" when nothing is): its
+// message names the value ('' when empty), CLI11 puts the flag before it.
+inline CLI::Validator refusing(std::string (*problem)(const std::string&), std::string desc, std::string name) {
+  return CLI::Validator(
+      [problem](std::string& s) {
+        const std::string why = problem(s);
+        return why.empty() ? why : (s.empty() ? std::string("''") : s) + ": " + why;
+      },
+      std::move(desc), std::move(name));
+}
+inline std::string seed_problem_of(const std::string& s) { return seed_problem(s); }
+}  // namespace detail
+
 // A whole number from 0 to 2^64 - 1 (a sign, a letter, an empty value or an overflow is refused).
-inline CLI::Validator seed() {
-  return CLI::Validator(
-      [](std::string& s) {
-        const std::string why = seed_problem(s);
-        return why.empty() ? why : (s.empty() ? std::string("''") : s) + ": " + why;
-      },
-      "SEED", "seed");
-}
+inline CLI::Validator seed() { return detail::refusing(detail::seed_problem_of, "SEED", "seed"); }
 // A file that can be written: an existing writable file, or a new one in an existing writable folder.
-inline CLI::Validator output_file() {
-  return CLI::Validator(
-      [](std::string& s) {
-        const std::string why = output_file_problem(s);
-        return why.empty() ? why : (s.empty() ? std::string("''") : s) + ": " + why;
-      },
-      "FILE", "output file");
-}
+inline CLI::Validator output_file() { return detail::refusing(output_file_problem, "FILE", "output file"); }
 // A folder that exists and can be written, or that can be made.
-inline CLI::Validator output_dir() {
-  return CLI::Validator(
-      [](std::string& s) {
-        const std::string why = output_dir_problem(s);
-        return why.empty() ? why : (s.empty() ? std::string("''") : s) + ": " + why;
-      },
-      "DIR", "output folder");
-}
+inline CLI::Validator output_dir() { return detail::refusing(output_dir_problem, "DIR", "output folder"); }
 
 }  // namespace lab::cli

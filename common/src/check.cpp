@@ -141,15 +141,17 @@ std::string output_dir_problem(const std::string& path) {
   return "";
 }
 
+namespace {
+void refuse(const std::string& flag, const std::string& path, const std::string& why) {
+  if (!why.empty()) throw UsageError(flag + " " + (path.empty() ? "''" : path) + ": " + why);
+}
+}  // namespace
+
 void check_output_file(const std::string& flag, const std::string& path) {
-  if (const std::string why = output_file_problem(path); !why.empty())
-    throw UsageError(flag + " " + (path.empty() ? "''" : path) + ": " + why);
+  refuse(flag, path, output_file_problem(path));
 }
 
-void check_output_dir(const std::string& flag, const std::string& path) {
-  if (const std::string why = output_dir_problem(path); !why.empty())
-    throw UsageError(flag + " " + (path.empty() ? "''" : path) + ": " + why);
-}
+void check_output_dir(const std::string& flag, const std::string& path) { refuse(flag, path, output_dir_problem(path)); }
 
 std::string no_device_reason(cudaError_t count_result, int count, int driver_version, int runtime_version) {
   auto version = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
