@@ -14,7 +14,13 @@ the forward would have left it.
       --shape 12x768x12x1024x4x10000x3      # the GPT-2 step (tools/torch_gpt2.py's model), peak memory too
 
 Prints a table (topic, shape, implementation, ms, GB/s and TFLOP/s on the lab's counts) and writes it as
-JSON with --json. --compile adds torch.compile (default mode) for forward topics.
+JSON with --json. --compile adds torch.compile (default mode) for forward topics. For the GPT-2 step,
+--modes names the configurations to time: eager, default, reduce-overhead (CUDA graphs) and
+max-autotune (CUDA graphs and tuned products); each row records its first call's seconds (the
+compile), and a line per shape names the fastest, the one a speedup is to be measured against:
+
+  python3 tools/torch_reference.py build/ch04_compile_vs_fused/optimized_gpt2_step_fused_bf16_grads --bf16 \\
+      --modes eager,reduce-overhead,max-autotune --reps 10 --shape 12x768x12x1024x4x10000x3
 
 Set against the lab (no GPU needed): --from a saved --json run and --lab a compare --json run of
 the same session give, for every lab variant at a shape PyTorch was timed at, its time and
@@ -30,6 +36,7 @@ import argparse
 import json
 import subprocess
 import sys
+import time
 
 import torch_gpt2  # the GPT-2 model in PyTorch (tools/), and cuda_torch
 from torch_timing import l2_flush_buffer, time_call  # cold-L2 timing, as the lab's programs time
@@ -150,24 +157,28 @@ def builders(torch):
             if callable(v) and k not in ("rand", "unary", "attention_inputs", "naive", "sdpa")}
 
 
-def time_gpt2(torch, shapes, compile_too, flush, reps, bf16=False):
+def time_gpt2(torch, shapes, modes, flush, reps, bf16=False):
     """The GPT-2 training step (layers x d x heads x context x batch x vocab x phase): the lab's model
-    in PyTorch (tools/torch_gpt2.py), eager and with torch.compile(model) as the users' benchmark
-    compiles it (the optimizer stays eager: torch.optim.AdamW with lr 1e-3 and weight decay 0.01).
+    in PyTorch (tools/torch_gpt2.py), eager and with torch.compile(model) in each of `modes` (MODES:
+    "default", "reduce-overhead" with CUDA graphs, "max-autotune" with CUDA graphs and Triton's tuned
+    matrix products); the optimizer stays outside the compiled model, torch.optim.AdamW with lr 1e-3
+    and weight decay 0.01 (fused in bf16, as a user who wants speed runs it).
     Phase 1 is the loss under no_grad, 2 adds backward() (the gradients set to None first, as
     zero_grad does), 3 adds AdamW's step. One model an implementation and configuration, its phases
     timed in increasing order (so torch.compile compiles the inference graph and the training graph
     once each), then freed; peak memory is counted from before the model was built, as the lab counts
     its parameters. shapes: (the shape's text, its seven numbers). Yields (the shape's text,
-    implementation, ms or None for OOM, peak MiB or None). bf16: mixed precision as the issue's
+    implementation, ms or None for OOM, peak MiB or None, the first call's seconds: the compile's).
+    bf16: mixed precision as the issue's
     yardstick runs it: the forward under torch.autocast(bfloat16), the attention by
     scaled_dot_product_attention, AdamW with fused=True (the implementations named "... bf16")."""
     F = torch.nn.functional
     sdpa = {"attention": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)}
 
-    def build(layers, d, heads, context, batch, vocab, compiled):
+    def build(layers, d, heads, context, batch, vocab, mode):
         model = torch_gpt2.build(torch, layers, d, heads, vocab, ops=sdpa if bf16 else None)
-        return {"fwd": torch.compile(model) if compiled else model,
+        fwd = model if mode == "eager" else torch.compile(model, mode=None if mode == "default" else mode)
+        return {"fwd": fwd, "graphs": mode in ("reduce-overhead", "max-autotune"),
                 "opt": torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01, fused=bf16 or None),
                 "tokens": torch.randint(0, vocab, (batch, context), device="cuda"),
                 "targets": torch.randint(0, vocab, (batch, context), device="cuda")}
@@ -176,20 +187,22 @@ def time_gpt2(torch, shapes, compile_too, flush, reps, bf16=False):
     for text, shape in shapes:
         configs.setdefault(tuple(shape[:6]), []).append((shape[6], text))
     for config, phases in configs.items():
-        names = ["torch eager"] + (["torch.compile"] if compile_too else [])
-        for name in [n + (" bf16" if bf16 else "") for n in names]:
+        for mode in modes:
+            name = MODES[mode] + (" bf16" if bf16 else "")
             torch.cuda.empty_cache()
             base = torch.cuda.memory_allocated()
             state = step = None
             for phase, label in sorted(phases):
                 try:
                     if state is None:
-                        if name.startswith("torch.compile"):  # its first call compiles: minutes for large models
-                            print("  (%s: torch.compile compiles at its first call of each phase)" % label,
-                                  file=sys.stderr, flush=True)
-                        state = build(*config, name.startswith("torch.compile"))
+                        if mode != "eager":  # its first call compiles: minutes for large models
+                            print("  (%s: torch.compile %s compiles at its first call of each phase)"
+                                  % (label, mode), file=sys.stderr, flush=True)
+                        state = build(*config, mode)
 
                     def step(phase=phase, st=state):
+                        if st["graphs"]:  # a new iteration: the graphs' outputs of the last may be reused
+                            torch.compiler.cudagraph_mark_step_begin()
                         if phase == 1:
                             with torch.no_grad(), torch.autocast("cuda", torch.bfloat16, enabled=bf16):
                                 return st["fwd"](st["tokens"], st["targets"])
@@ -201,14 +214,23 @@ def time_gpt2(torch, shapes, compile_too, flush, reps, bf16=False):
                             st["opt"].step()
 
                     torch.cuda.reset_peak_memory_stats()
+                    t0 = time.perf_counter()
+                    step()
+                    torch.cuda.synchronize()
+                    first_s = time.perf_counter() - t0
                     ms = time_ms(torch, step, flush, reps)
-                    yield label, name, ms, (torch.cuda.max_memory_allocated() - base) / 2**20
+                    yield label, name, ms, (torch.cuda.max_memory_allocated() - base) / 2**20, first_s
                 except torch.cuda.OutOfMemoryError:
                     state = step = None  # what they held is freed; a later phase starts afresh
                     torch.cuda.empty_cache()
-                    yield label, name, None, None
+                    yield label, name, None, None, None
             state = step = None
             torch.cuda.empty_cache()
+
+
+# torch.compile's modes as time_gpt2 names them ("eager": no torch.compile).
+MODES = {"eager": "torch eager", "default": "torch.compile", "reduce-overhead": "torch.compile reduce-overhead",
+         "max-autotune": "torch.compile max-autotune"}
 
 
 def time_ms(torch, fn, flush, reps):
@@ -284,6 +306,10 @@ def main():
     ap.add_argument("--shape", action="append", metavar="S",
                     help="time this shape (e.g. 12x768x12x1024x4x10000x3) instead of the program's sweep; repeatable")
     ap.add_argument("--compile", action="store_true", help="also time torch.compile for forward topics")
+    ap.add_argument("--modes", default=None, metavar="M,M",
+                    help="gpt2_step: the configurations to time, of %s (default: eager, and default with "
+                         "--compile); every row names its mode, and a line per shape names the fastest"
+                         % ", ".join(MODES))
     ap.add_argument("--bf16", action="store_true",
                     help="gpt2_step: mixed precision (autocast bf16, SDPA attention, fused AdamW), as issue #16 measures")
     ap.add_argument("--json", help="write the results here")
@@ -317,6 +343,14 @@ def main():
     if not a.programs:
         print("torch_reference: error: name at least one lab program (or --from and --lab)", file=sys.stderr)
         return 2
+    modes = ["eager", "default"] if a.compile else ["eager"]
+    if a.modes is not None:
+        modes = [m.strip() for m in a.modes.split(",") if m.strip()]
+        unknown = [m for m in modes if m not in MODES]
+        if unknown or not modes:
+            print("torch_reference: error: --modes takes a comma-separated list of %s, not %r"
+                  % (", ".join(MODES), a.modes), file=sys.stderr)
+            return 2
     if a.reps < 1:
         print("torch_reference: error: --reps must be at least 1", file=sys.stderr)
         return 2
@@ -344,7 +378,7 @@ def main():
                 json.dump({"tool": "cuda-perf-lab torch_reference", "device": torch.cuda.get_device_name(0),
                            "torch": torch.__version__, "results": results}, f, indent=2)
 
-    def report(topic, s, name, ms, peak):
+    def report(topic, s, name, ms, peak, first_s=None):
         """One measured row: printed (flushed) and saved as it comes, so a run cut short keeps it."""
         if ms is None:
             print("%-24s %-18s %-16s %10s" % (topic, s["shape"], name, "OOM"), flush=True)
@@ -359,6 +393,8 @@ def main():
             results.append({"topic": topic, "shape": s["shape"], "implementation": name, "ms": ms,
                             "gbps": gbs, "tflops": tflops, "bytes": s["bytes"], "flops": s["flops"],
                             "peak_mib": peak, "status": "OK"})
+            if first_s is not None:
+                results[-1]["first_call_s"] = first_s
         save()
 
     print("%-24s %-18s %-16s %10s %9s %9s" % ("topic", "shape", "implementation", "ms", "GB/s", "TFLOP/s"),
@@ -371,8 +407,14 @@ def main():
         if d["topic"] == "gpt2_step":
             by_shape = {s["shape"]: s for s in sweep}
             shapes = [(s["shape"], [int(x) for x in s["shape"].split("x")]) for s in sweep]
-            for label, name, ms, peak in time_gpt2(torch, shapes, a.compile, flush, a.reps, a.bf16):
-                report(d["topic"], by_shape[label], name, ms, peak)
+            for label, name, ms, peak, first_s in time_gpt2(torch, shapes, modes, flush, a.reps, a.bf16):
+                report(d["topic"], by_shape[label], name, ms, peak, first_s)
+            for label, _ in shapes:
+                timed = [r for r in results if r["shape"] == label and r.get("ms") is not None]
+                if timed:
+                    best = min(timed, key=lambda r: r["ms"])
+                    print("  fastest PyTorch at %s: %s, %.4f ms" % (label, best["implementation"], best["ms"]),
+                          flush=True)
             continue
         for s in sweep:
             shape = [int(x) for x in s["shape"].split("x")]

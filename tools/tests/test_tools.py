@@ -190,6 +190,18 @@ class TorchReference(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn("--reps", r.stderr)
 
+    def test_an_unknown_mode_is_exit_2_naming_modes(self):
+        r = self.run_tool("--modes", "eager,fastest", "/bin/true")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--modes", r.stderr)
+        self.assertIn("reduce-overhead", r.stderr)  # the message lists the modes it knows
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1)
+
+    def test_known_modes_pass_the_modes_check(self):
+        r = self.run_tool("--modes", "eager,default,reduce-overhead,max-autotune", "/no/such/program")
+        self.assertEqual(r.returncode, 2)  # the program cannot be described: a later check
+        self.assertNotIn("--modes", r.stderr)
+
     def test_from_without_lab_is_exit_2_with_one_line(self):
         r = self.run_tool("--from", "/no/such.json")
         self.assertEqual(r.returncode, 2)
