@@ -15,7 +15,12 @@
 # backward whose x-hat term is 1% short and an AdamW whose weight decay is 10% short, and in its
 # 3xTF32 step the operands' small parts dropped (plain TF32 products), a plan for its saved
 # tensors that puts every stage's at the same place in the gradients' buffer, and an optimizer that
-# updates a block while the block's first LayerNorm gradients are still being summed; in the 3xTF32
+# updates a block while the block's first LayerNorm gradients are still being summed; in its step
+# whose dY is made in bf16 where it is made, the bias gradients summed there 1% off (those the
+# LayerNorm backward sums; a quarter of the MLP's first), and dK 1% off on its way into the QKV rows
+# (these three pass the bf16 check today, at 0.35 to 0.50 of its bound where the correct step
+# reaches 0.27: its rounding model allows more than 1% there, and the script says MISSED until a
+# tighter bound catches them); in the 3xTF32
 # attention backward a causal mask letting one future key through, and in the GPT-2 step with that
 # attention the operands' small parts dropped (plain TF32 attention); and in the LayerNorm backward
 # whose rows two SMs split, the other half's sum of dy gamma xhat left out of a row's dx; and in the
@@ -24,7 +29,7 @@
 # Exit status 0 when every bug was caught (with --check-patterns: when every text was found once).
 set -u
 if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
-  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'
   [ $# -ge 1 ] && exit 0 || exit 2
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -115,11 +120,17 @@ plant gpt2_tf32_split ch04_compile_vs_fused/gpt2/steps/03_optimized_gpt2_step_fu
 plant gpt2_saved_overlap ch04_compile_vs_fused/gpt2/gpt2_model.cpp optimized_gpt2_step_fused \
   'plan.grads_used += floats[s];' 'plan.grads_used += 0 * floats[s];'
 plant gpt2_optimizer_early ch04_compile_vs_fused/gpt2/fused/step.cuh optimized_gpt2_step_fused \
-  'layer_norm_backward(dln.data(), s.x, P + ob.ln1_w, s.mean1, s.rstd1, dx.data(),
-                          G + ob.ln1_w, G + ob.ln1_b, true, stream);
+  'layer_norm_backward(dln.data(), s.x, P + ob.ln1_w, s.mean1, s.rstd1, dx.data(), G + ob.ln1_w, G + ob.ln1_b, true,
+                          stream, l > 0 ? next : nullptr, l > 0 ? carry : nullptr);
       done(l);' 'done(l);
-      layer_norm_backward(dln.data(), s.x, P + ob.ln1_w, s.mean1, s.rstd1, dx.data(),
-                          G + ob.ln1_w, G + ob.ln1_b, true, stream);'
+      layer_norm_backward(dln.data(), s.x, P + ob.ln1_w, s.mean1, s.rstd1, dx.data(), G + ob.ln1_w, G + ob.ln1_b, true,
+                          stream, l > 0 ? next : nullptr, l > 0 ? carry : nullptr);'
+plant gpt2_grads_ln_bias ch04_compile_vs_fused/gpt2/fused/kernels.cuh optimized_gpt2_step_fused_bf16_grads \
+  'an[k] += r;' 'an[k] += 1.01f * r;'
+plant gpt2_grads_gelu_bias ch04_compile_vs_fused/gpt2/fused/kernels.cuh optimized_gpt2_step_fused_bf16_grads \
+  's.x += v.x, s.y += v.y' 's.x += 0.99f * v.x, s.y += v.y'
+plant gpt2_grads_qkv_rows ch04_compile_vs_fused/gpt2/fused/kernels.cuh optimized_gpt2_step_fused_bf16_grads \
+  'dqkv[r * 3 * d + c] = to<Grad>(v);' 'dqkv[r * 3 * d + c] = to<Grad>(part == 1 ? 1.01f * v : v);'
 plant ln_backward_split_sums ch03_kernels/optimized_layernorm_backward.cu optimized_layernorm_backward \
   'mean_gx = (r.s2 + peer_sums[n % 4][1]) / dim' 'mean_gx = (r.s2 + 0.f * peer_sums[n % 4][1]) / dim'
 plant causal_3xtf32 ch04_compile_vs_fused/attention/kernels/flash_3xtf32.cuh optimized_attention_backward_fused_3xtf32 \

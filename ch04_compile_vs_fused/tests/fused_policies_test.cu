@@ -25,6 +25,26 @@ struct HeadWithAnotherSignature : Sgemm {
   using Sgemm::Sgemm;
   void head(cublasHandle_t, const float*, const float*, float*, int, int, cudaStream_t) {}  // one size short
 };
+// A policy whose backward reads dY in bf16 (Grad) takes it so; one that declares Grad but still
+// takes an fp32 dY breaks the rule (the step would hand it bf16).
+struct Bf16Grads {
+  static constexpr const char* kPrecision = "bf16";
+  using Operand = __nv_bfloat16;
+  using Grad = __nv_bfloat16;
+  Bf16Grads(const gpt2::Config&, gpt2::Phase) {}
+  void linear(cublasHandle_t, const __nv_bfloat16*, const __nv_bfloat16*, float*, int, int, int, cudaStream_t) {}
+  void linear_backward(cublasHandle_t, const __nv_bfloat16*, const __nv_bfloat16*, const __nv_bfloat16*, float*,
+                       float*, float*, int, int, int, cudaStream_t) {}
+};
+struct GradDeclaredButFp32Backward {
+  static constexpr const char* kPrecision = "bf16";
+  using Operand = __nv_bfloat16;
+  using Grad = __nv_bfloat16;
+  GradDeclaredButFp32Backward(const gpt2::Config&, gpt2::Phase) {}
+  void linear(cublasHandle_t, const __nv_bfloat16*, const __nv_bfloat16*, float*, int, int, int, cudaStream_t) {}
+  void linear_backward(cublasHandle_t, const float*, const __nv_bfloat16*, const __nv_bfloat16*, float*, float*,
+                       float*, int, int, int, cudaStream_t) {}
+};
 struct AttentionWithoutBackward {
   static constexpr const char* kPrecision = "fp32";
   AttentionWithoutBackward(const gpt2::Config&, gpt2::Phase) {}
@@ -37,5 +57,8 @@ static_assert(!policy::Products<NoPrecision>);
 static_assert(policy::Products<HeadWithAnotherSignature> && policy::NamesHead<HeadWithAnotherSignature> &&
               !policy::HeadProducts<HeadWithAnotherSignature>);
 static_assert(!policy::Attention<AttentionWithoutBackward>);
+static_assert(policy::Products<Bf16Grads> && std::is_same_v<grad_of<Bf16Grads>::type, __nv_bfloat16>);
+static_assert(!policy::Products<GradDeclaredButFp32Backward>);
+static_assert(std::is_same_v<grad_of<Sgemm>::type, float>);
 
 }  // namespace

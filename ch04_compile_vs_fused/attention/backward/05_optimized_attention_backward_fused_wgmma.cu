@@ -22,247 +22,11 @@
 // Tolerance: bf16, as the previous step.
 // lab-arch: sm_90a
 // Run: make ch04 && ./ch04_compile_vs_fused/optimized_attention_backward_fused_wgmma --shape 8x16x4096x128x0
-#include "attention/hopper/flash_tma.cuh"
+// The kernel and its launch are in hopper/backward_wgmma.cuh (the GPT-2 step of the Hopper attention
+// launches it too).
+#include "attention/hopper/backward_wgmma.cuh"
 
 namespace {
-
-// The block: kConsumers warpgroups of 64 keys and a producer warpgroup; 64-query tiles in kStages
-// stages. Shared memory at d = 128: K and V 64 KB, the ring 64 KB, each of the two consumers' dS^T
-// 8 KB and dQ partial 32 KB: 210 KB of the 227. At d = 64 three consumers (192 keys) share each
-// Q and dO tile, at 160 registers each (dV and dK take 64).
-template <int D>
-struct Bwd {
-  static constexpr int kConsumers = D == 64 ? 3 : 2, kBc = 64 * kConsumers, kBr = 64, kRegions = D / 64;
-  static constexpr int kThreads = 128 * (kConsumers + 1);
-  static constexpr int kStages = 2;
-  static constexpr int kKVBytes = kBc * D * 2, kTileBytes = kBr * D * 2;  // K or V; Q or dO (bf16)
-  // A consumer's dS^T (bf16), and its dQ partial (fp32, d / 32 regions of 64 rows x 128 bytes,
-  // 128-byte swizzled as the TMA reads them).
-  static constexpr int kDsBytes = 64 * kBr * 2, kDqBytes = kBr * D * 4;
-  static constexpr int kConsumerRegs = kConsumers == 2 ? 240 : 160, kProducerRegs = 24;
-  static constexpr int kRowsBytes = 2 * kBr * 4;  // a consumer's copy of the tile's lse and delta
-  static constexpr int kSmemBytes = 1024 + 2 * kKVBytes + 2 * kStages * kTileBytes +
-                                    kConsumers * (kDsBytes + kDqBytes + kRowsBytes) + 8 * (1 + 2 * kStages);
-  static_assert((kConsumers * kConsumerRegs + kProducerRegs) * 128 <= 65536, "the register file");
-  static_assert(kSmemBytes <= 227 * 1024, "shared memory");
-};
-
-#if defined(LAB_SM90A)
-namespace tma = lab::tma;
-
-template <int D>
-struct Smem {
-  using C = Bwd<D>;
-  std::uint8_t *k, *v, *q, *dout, *ds, *dq;
-  float* rows;  // per consumer: lse (log2 units) then delta, kBr each
-  std::uint64_t *kv_full, *full, *empty;
-  __device__ explicit Smem(std::uint8_t* raw) {
-    k = raw + ((1024 - tma::smem_address(raw) % 1024) % 1024);
-    v = k + C::kKVBytes;
-    q = v + C::kKVBytes;                      // kStages Q tiles
-    dout = q + C::kStages * C::kTileBytes;    // kStages dO tiles
-    ds = dout + C::kStages * C::kTileBytes;   // per consumer
-    dq = ds + C::kConsumers * C::kDsBytes;    // per consumer
-    rows = reinterpret_cast<float*>(dq + C::kConsumers * C::kDqBytes);
-    kv_full = reinterpret_cast<std::uint64_t*>(rows + C::kConsumers * 2 * C::kBr);
-    full = kv_full + 1, empty = full + C::kStages;
-  }
-};
-
-// The warpgroup's named barrier (ids 1, 2; 0 is __syncthreads).
-__device__ __forceinline__ void group_sync(int consumer) {
-  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + consumer) : "memory");
-}
-
-template <int D, bool Causal>
-__global__ void __launch_bounds__(Bwd<D>::kThreads, 1)
-    flash_backward_wgmma(const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap kmap,
-                         const __grid_constant__ CUtensorMap vmap, const __grid_constant__ CUtensorMap dmap,
-                         const __grid_constant__ CUtensorMap dqmap, const float* __restrict__ lse,
-                         const float* __restrict__ delta,
-                         float* __restrict__ dk, float* __restrict__ dv, int seq, float scale, float scale_log2) {
-  using C = Bwd<D>;
-  extern __shared__ std::uint8_t smem_raw[];
-  const Smem<D> sh(smem_raw);
-  const int key0 = int(blockIdx.x) * C::kBc, head = int(blockIdx.y);
-  const int tiles = (seq + C::kBr - 1) / C::kBr, first = Causal ? key0 / C::kBr : 0;  // earlier queries see no key here
-  const int group = int(threadIdx.x) / 128;
-  if (threadIdx.x == 0) {
-    tma::init(sh.kv_full, 1);
-    for (int st = 0; st < C::kStages; ++st) tma::init(sh.full + st, 1), tma::init(sh.empty + st, 4 * C::kConsumers);
-    tma::fence_init();
-  }
-  __syncthreads();
-
-  if (group == 0) {  // the producer
-    wgmma::setmaxnreg_dec<C::kProducerRegs>();
-    if (threadIdx.x == 0) {
-      tma::prefetch_map(&qmap), tma::prefetch_map(&kmap), tma::prefetch_map(&vmap), tma::prefetch_map(&dmap);
-      tma::arrive_expect_bytes(sh.kv_full, 2 * C::kKVBytes);
-      for (int g = 0; g < C::kRegions; ++g) {
-        tma::load_tile(sh.k + g * C::kBc * 128, &kmap, 64 * g, key0, head, sh.kv_full);
-        tma::load_tile(sh.v + g * C::kBc * 128, &vmap, 64 * g, key0, head, sh.kv_full);
-      }
-      for (int i = first; i < tiles; ++i) {
-        const int n = i - first, st = n % C::kStages;
-        tma::wait(sh.empty + st, ((n / C::kStages) & 1) ^ 1);
-        tma::arrive_expect_bytes(sh.full + st, 2 * C::kTileBytes);
-        for (int g = 0; g < C::kRegions; ++g) {
-          tma::load_tile(sh.q + st * C::kTileBytes + g * C::kBr * 128, &qmap, 64 * g, i * C::kBr, head, sh.full + st);
-          tma::load_tile(sh.dout + st * C::kTileBytes + g * C::kBr * 128, &dmap, 64 * g, i * C::kBr, head,
-                         sh.full + st);
-        }
-      }
-    }
-  } else {
-    wgmma::setmaxnreg_inc<C::kConsumerRegs>();
-    const int consumer = group - 1, warp = int(threadIdx.x / 32) % 4, lane = int(threadIdx.x % 32);
-    const int g = lane / 4, t = lane % 4;
-    const bool leader = threadIdx.x % 128 == 0;
-    const int keyw = key0 + 64 * consumer;        // the warpgroup's 64 keys
-    const int krow0 = keyw + 16 * warp + g;       // this lane's keys: krow0, krow0 + 8
-    const std::uint8_t* kw = sh.k + 64 * consumer * 128;  // its rows of K and V in each region
-    const std::uint8_t* vw = sh.v + 64 * consumer * 128;
-    std::uint8_t* ds = sh.ds + consumer * C::kDsBytes;
-    std::uint8_t* dqs = sh.dq + consumer * C::kDqBytes;
-    float* rows = sh.rows + consumer * 2 * C::kBr;  // lse (log2 units), then delta
-    const int me = int(threadIdx.x % 128);
-    const std::size_t rows_before = std::size_t(head) * seq;
-    float dk_acc[1][D / 8][4] = {}, dv_acc[1][D / 8][4] = {};
-    float(&dkd)[D / 2] = reinterpret_cast<float(&)[D / 2]>(dk_acc);
-    float(&dvd)[D / 2] = reinterpret_cast<float(&)[D / 2]>(dv_acc);
-    tma::wait(sh.kv_full, 0);
-
-    for (int i = first; i < tiles; ++i) {
-      const int n = i - first, st = n % C::kStages, row0 = i * C::kBr;
-      const std::uint8_t* qt = sh.q + st * C::kTileBytes;
-      const std::uint8_t* dot = sh.dout + st * C::kTileBytes;
-      // The tile's lse (log2 units) and delta, one value a thread, to shared memory once the products
-      // are issued (the previous tile's readers have all passed its group_sync since).
-      const int query = row0 + me % C::kBr;
-      const float mine = query >= seq ? 0.f : me < C::kBr ? __ldg(lse + rows_before + query) * flash::kLog2e
-                                                         : __ldg(delta + rows_before + query);
-
-      // S^T = K Q^T and dP^T = V dO^T: 64 keys x 64 queries each, one m64n64k16 per 16 of d.
-      float s[1][8][4], dp[1][8][4];
-      float(&sd)[32] = reinterpret_cast<float(&)[32]>(s);
-      float(&dpd)[32] = reinterpret_cast<float(&)[32]>(dp);
-      tma::wait(sh.full + st, unsigned(n / C::kStages) & 1);
-      wgmma::fence();
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        const int off = (kk / 4) * C::kBc * 128, qoff = (kk / 4) * C::kBr * 128;
-        wgmma::mma_ss(sd, wgmma::descriptor(kw + off) + 2 * (kk % 4), wgmma::descriptor(qt + qoff) + 2 * (kk % 4),
-                      kk > 0);
-        wgmma::mma_ss(dpd, wgmma::descriptor(vw + off) + 2 * (kk % 4), wgmma::descriptor(dot + qoff) + 2 * (kk % 4),
-                      kk > 0);
-      }
-      wgmma::commit();
-      rows[me] = mine;
-      wgmma::wait<0>();
-      group_sync(consumer);
-
-      // P^T = exp2(S^T scale log2 e - lse) and dS^T = P^T (dP^T - delta), in place; masked: a key or
-      // a query past seq, a key after its query.
-      const bool edge = row0 + C::kBr > seq || keyw + 64 > seq || (Causal && row0 < keyw + 64);
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int c = 8 * j + 2 * t + (e & 1), query = row0 + c, key = krow0 + 8 * (e / 2);
-          float p = mma::exp2_ftz(fmaf(s[0][j][e], scale_log2, -rows[c]));
-          if (edge && (query >= seq || key >= seq || (Causal && key > query))) p = 0.f;
-          s[0][j][e] = p;
-          dp[0][j][e] = p * (dp[0][j][e] - rows[C::kBr + c]);
-        }
-      std::uint32_t pa[4][4], da[4][4];  // the A fragments of P^T and dS^T, 16 queries each
-      flashtma::pack_p(s, pa);
-      flashtma::pack_p(dp, da);
-      // dS^T to shared memory for dQ: row r (a key) is 64 queries, 128 bytes, chunk c at c ^ (r % 8).
-      {
-        auto put = [&](int r, int chunk, std::uint32_t x) {
-          *reinterpret_cast<std::uint32_t*>(ds + r * 128 + ((chunk ^ (r % 8)) * 16) + 4 * t) = x;
-        };
-        const int r = 16 * warp + g;
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-          put(r, 2 * kk, da[kk][0]), put(r + 8, 2 * kk, da[kk][1]);
-          put(r, 2 * kk + 1, da[kk][2]), put(r + 8, 2 * kk + 1, da[kk][3]);
-        }
-      }
-      wgmma::fence_proxy_async();  // the stores, before wgmma reads dS^T through the async proxy
-      group_sync(consumer);
-
-      // dV += P^T dO, dK += dS^T Q (16 queries a wgmma, dO and Q read N-major).
-      wgmma::fence();
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        const std::uint64_t bo = wgmma::descriptor_mn(dot + kk * 2048, C::kBr * 128);
-        const std::uint64_t bq = wgmma::descriptor_mn(qt + kk * 2048, C::kBr * 128);
-        if constexpr (D == 128)
-          wgmma::mma_rs_n128<1>(dvd, pa[kk], bo), wgmma::mma_rs_n128<1>(dkd, da[kk], bq);
-        else
-          wgmma::mma_rs_n64<1>(dvd, pa[kk], bo), wgmma::mma_rs_n64<1>(dkd, da[kk], bq);
-      }
-      wgmma::commit();
-      wgmma::wait<0>();  // P^T and dS^T's registers free again (the register file holds dV, dK and dQ)
-      if (lane == 0) tma::arrive(sh.empty + st);  // Q and dO of this stage are used up
-      // dQ (this warpgroup's share) = dS K over its 64 keys, 64 columns of d at a time (the register
-      // file holds dV and dK besides): dS read M-major from dS^T, K N-major, 16 keys (2048 bytes) a
-      // wgmma. Each half goes to shared memory, scaled, as rows of d floats (as in device memory)
-      // once the previous tile's reduction has read the buffer.
-      if (leader) tma::bulk_wait_read<0>();
-      group_sync(consumer);
-#pragma unroll
-      for (int half = 0; half < D / 64; ++half) {
-        float dq_acc[1][8][4];
-        float(&dqd)[32] = reinterpret_cast<float(&)[32]>(dq_acc);
-        wgmma::fence();
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
-          wgmma::mma_ss<1, 1>(dqd, wgmma::descriptor_mn(ds + kk * 2048, 0),
-                              wgmma::descriptor_mn(sh.k + half * C::kBc * 128 + (64 * consumer + 16 * kk) * 128, 0),
-                              kk > 0);
-        wgmma::commit();
-        wgmma::wait<0>();
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int r = 16 * warp + g + 8 * h;
-#pragma unroll
-          for (int nn = 0; nn < 8; ++nn) {  // column 64 half + 8 nn + 2 t: region, 16-byte chunk, word
-            const int col = 64 * half + 8 * nn + 2 * t, chunk = (col % 32) / 4;
-            *reinterpret_cast<float2*>(dqs + (col / 32) * (C::kBr * 128) + r * 128 + ((chunk ^ (r % 8)) * 16) +
-                                       (col % 4) * 4) =
-                make_float2(dq_acc[0][nn][2 * h] * scale, dq_acc[0][nn][2 * h + 1] * scale);
-          }
-        }
-      }
-      tma::fence_proxy_async();
-      group_sync(consumer);
-      if (leader) {  // a reduction a region of 32 columns; the TMA drops the rows past seq
-#pragma unroll
-        for (int region = 0; region < D / 32; ++region)
-          tma::reduce_add_tile(&dqmap, dqs + region * C::kBr * 128, 32 * region, row0, head);
-        tma::bulk_commit();
-      }
-    }
-    if (leader) tma::bulk_wait<0>();
-
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int key = krow0 + 8 * h;
-      if (key >= seq) continue;
-      const std::size_t at = (rows_before + key) * D;
-#pragma unroll
-      for (int nn = 0; nn < D / 8; ++nn) {
-        *reinterpret_cast<float2*>(dk + at + 8 * nn + 2 * t) =
-            make_float2(dk_acc[0][nn][2 * h] * scale, dk_acc[0][nn][2 * h + 1] * scale);
-        *reinterpret_cast<float2*>(dv + at + 8 * nn + 2 * t) = make_float2(dv_acc[0][nn][2 * h], dv_acc[0][nn][2 * h + 1]);
-      }
-    }
-  }
-}
-#endif
 
 // The variant's state: O, lse and delta as the forward leaves them, the bf16 copies of Q, K, V and
 // dO (made before timing), and the tensor maps over them (K and V by 128 keys, Q and dO by 64
@@ -271,53 +35,27 @@ struct Wgmma {
   using Topic = AttentionBackward;
   attn::SavedOutput saved;
   attn::Bf16Inputs in16;
-  CUtensorMap qmap{}, kmap{}, vmap{}, dmap{}, dqmap{};
-  const float* mapped_dq = nullptr;  // the dQ buffer dqmap describes
+  flashtma::bwd::Maps maps;
+  const float* mapped_dq = nullptr;  // the dQ buffer maps.dq describes
   Wgmma(const AttentionBackward::Problem& p, cudaStream_t stream)
       : saved(p, stream), in16(p, stream, p.dout.data()) {
     const attn::Dims& a = p.dims;
     if (a.d != 64 && a.d != 128) return;  // supports() says N/A
-    const int bc = a.d == 64 ? Bwd<64>::kBc : Bwd<128>::kBc, br = Bwd<128>::kBr;
-    qmap = flashtma::head_map(in16.q.data(), a, br), dmap = flashtma::head_map(in16.dout.data(), a, br);
-    kmap = flashtma::head_map(in16.k.data(), a, bc), vmap = flashtma::head_map(in16.v.data(), a, bc);
+    flashtma::bwd::prepare(a.d, a.causal);
   }
   static lab::Declared declared() { return {.precision = "bf16"}; }
   static std::string supports(const lab::Shape& s, const lab::DeviceFacts& dev) { return flashtma::supports(s, dev); }
 
   void run(AttentionBackward::Problem& p, cudaStream_t stream) {
-#if defined(LAB_SM90A)
     const attn::Dims& a = p.dims;
     saved.prologue(a, p.dout.data(), p.dq.data(), stream);  // delta, and dQ = 0 for the reductions
-    if (p.dq.data() != mapped_dq) {  // dQ, in boxes of 32 columns by 64 queries (host work only)
-      dqmap = lab::tma::f32_map_swizzle128(p.dq.data(), {std::uint64_t(a.d), std::uint64_t(a.seq), std::uint64_t(a.bh())},
-                                           {std::uint64_t(a.d) * 4, std::uint64_t(a.seq) * a.d * 4}, {32, 64, 1});
+    if (p.dq.data() != mapped_dq) {  // the maps over Q, K, V, dO and this dQ (host work only)
+      maps = flashtma::bwd::maps(in16.q.data(), in16.k.data(), in16.v.data(), in16.dout.data(), p.dq.data(), a.bh(),
+                                 a.seq, a.d);
       mapped_dq = p.dq.data();
     }
-    auto launch = [&](auto dc, auto causal) {
-      constexpr int D = decltype(dc)::value;
-      using C = Bwd<D>;
-      auto kernel = flash_backward_wgmma<D, decltype(causal)::value>;
-      LAB_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes));
-      const dim3 grid((a.seq + C::kBc - 1) / C::kBc, a.bh());
-      kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(qmap, kmap, vmap, dmap, dqmap, saved.lse.data(),
-                                                          saved.delta.data(), p.dk.data(), p.dv.data(),
-                                                          a.seq, a.scale(), a.scale() * flash::kLog2e);
-      LAB_CHECK(cudaGetLastError());
-    };
-    auto with_causal = [&](auto dc) {
-      if (a.causal)
-        launch(dc, std::true_type{});
-      else
-        launch(dc, std::false_type{});
-    };
-    if (a.d == 64)
-      with_causal(std::integral_constant<int, 64>{});
-    else
-      with_causal(std::integral_constant<int, 128>{});
-#else
-    (void)p, (void)stream;
-    throw lab::Error("optimized_attention_backward_fused_wgmma: not built for sm_90a");
-#endif
+    flashtma::bwd::launch(maps, saved.lse.data(), saved.delta.data(), p.dk.data(), p.dv.data(), a.bh(), a.seq, a.d,
+                          a.causal, a.scale(), stream);
   }
 };
 }  // namespace

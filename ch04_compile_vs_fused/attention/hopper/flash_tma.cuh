@@ -270,14 +270,71 @@ struct Inputs {
   }
 };
 
-inline std::string supports(const lab::Shape& s, const lab::DeviceFacts& dev) {
+// Why this device (or this build) cannot run the kernels: "" when it can.
+inline std::string device_supports(const lab::DeviceFacts& dev) {
 #if defined(LAB_SM90A)
   if (dev.cc_major != 9 || dev.cc_minor != 0) return "wgmma and the TMA need an sm_90 GPU (this one is " + dev.arch() + ")";
+  return "";
+#else
+  (void)dev;
+  return std::string("wgmma needs a build for sm_90a (this one is for ") + lab::built_architectures() + ")";
+#endif
+}
+
+inline std::string supports(const lab::Shape& s, const lab::DeviceFacts& dev) {
+  if (std::string why = device_supports(dev); !why.empty()) return why;
   const int d = attn::Dims(s).d;
   return d == 64 || d == 128 ? "" : "the warp-specialised kernels are written for d = 64 and 128";
+}
+
+// Calls f(std::integral_constant<int, D>{}, std::bool_constant<Causal>{}) for d (64 or 128) and causal.
+template <class F>
+void with_kernel(int d, bool causal, F&& f) {
+  auto with_causal = [&](auto dc) {
+    if (causal)
+      f(dc, std::true_type{});
+    else
+      f(dc, std::false_type{});
+  };
+  if (d == 64)
+    with_causal(std::integral_constant<int, 64>{});
+  else
+    with_causal(std::integral_constant<int, 128>{});
+}
+
+// forward<D, causal, Schedule>'s shared memory, set once before launches (outside a graph's capture).
+template <class Schedule>
+void prepare(int d, bool causal) {
+#if defined(LAB_SM90A)
+  with_kernel(d, causal, [&](auto dc, auto cc) {
+    constexpr int D = decltype(dc)::value;
+    LAB_CHECK(cudaFuncSetAttribute(forward<D, decltype(cc)::value, Schedule>,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, Config<D>::kSmemBytes));
+  });
 #else
-  (void)s, (void)dev;
-  return std::string("wgmma needs a build for sm_90a (this one is for ") + lab::built_architectures() + ")";
+  (void)d, (void)causal;
+#endif
+}
+
+// Launches forward<D, causal, Schedule> over bh heads of seq queries (Q, K, V by the maps; O and lse
+// by head): a block per kBr queries of each head, or the blocks `list` names. scale_log2: the
+// scores' scale times log2(e). prepare() first.
+template <class Schedule>
+void launch(const CUtensorMap& qmap, const CUtensorMap& kmap, const CUtensorMap& vmap, float* o, float* lse, int bh,
+            int seq, int d, bool causal, float scale_log2, cudaStream_t stream, const Listed& list = {}) {
+#if defined(LAB_SM90A)
+  with_kernel(d, causal, [&](auto dc, auto cc) {
+    constexpr int D = decltype(dc)::value;
+    using C = Config<D>;
+    const dim3 grid = list.items ? dim3(list.blocks) : dim3((seq + C::kBr - 1) / C::kBr, bh);
+    forward<D, decltype(cc)::value, Schedule>
+        <<<grid, C::kThreads, C::kSmemBytes, stream>>>(qmap, kmap, vmap, list, o, lse, seq, scale_log2);
+    LAB_CHECK(cudaGetLastError());
+  });
+#else
+  (void)qmap, (void)kmap, (void)vmap, (void)o, (void)lse, (void)bh, (void)seq, (void)d, (void)causal;
+  (void)scale_log2, (void)stream, (void)list;
+  throw lab::Error("the warp-specialised attention kernels are not built for sm_90a");
 #endif
 }
 
@@ -285,32 +342,10 @@ inline std::string supports(const lab::Shape& s, const lab::DeviceFacts& dev) {
 // blocks a variant lists.
 template <class Schedule>
 void run(const Inputs& in, Attention::Problem& p, cudaStream_t stream, const Listed& list = {}) {
-#if defined(LAB_SM90A)
   const attn::Dims& a = p.dims;
-  auto launch = [&](auto dc, auto causal) {
-    constexpr int D = decltype(dc)::value;
-    using C = Config<D>;
-    auto kernel = forward<D, decltype(causal)::value, Schedule>;
-    LAB_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes));
-    const dim3 grid = list.items ? dim3(list.blocks) : dim3((a.seq + C::kBr - 1) / C::kBr, a.bh());
-    kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(in.qmap, in.kmap, in.vmap, list, p.o.data(), p.lse.data(),
-                                                        a.seq, a.scale() * flash::kLog2e);
-    LAB_CHECK(cudaGetLastError());
-  };
-  auto with_causal = [&](auto dc) {
-    if (a.causal)
-      launch(dc, std::true_type{});
-    else
-      launch(dc, std::false_type{});
-  };
-  if (a.d == 64)
-    with_causal(std::integral_constant<int, 64>{});
-  else
-    with_causal(std::integral_constant<int, 128>{});
-#else
-  (void)in, (void)p, (void)stream, (void)list;
-  throw lab::Error("the warp-specialised attention kernels are not built for sm_90a");
-#endif
+  prepare<Schedule>(a.d, a.causal);
+  launch<Schedule>(in.qmap, in.kmap, in.vmap, p.o.data(), p.lse.data(), a.bh(), a.seq, a.d, a.causal,
+                   a.scale() * flash::kLog2e, stream, list);
 }
 
 // A forward variant on this frame, the variant class its file registers: its state is Inputs,

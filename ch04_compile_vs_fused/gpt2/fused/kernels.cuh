@@ -114,13 +114,17 @@ __global__ void __launch_bounds__(kThreads)
 
 // The LayerNorm backward: dres += dx (or = dx when !accumulate), dx = rstd (g - mean(g) - xhat
 // mean(g xhat)) with g = dy w; and dw += sum dy xhat, db += sum dy over the block's rows, kept in
-// registers across its rows and added atomically once (dw, db zeroed before).
-template <int Items>
+// registers across its rows and added atomically once (dw, db zeroed before). The new dres is the
+// residual stream's gradient, which the product before the LayerNorm takes as its dY: when next_dy
+// is given, it is also written there in Grad (the products' type for dY), and when next_db is given
+// its column sums (that product's bias gradient, from the fp32 values) are added there as dw's are.
+template <int Items, class Grad = float>
 __global__ void __launch_bounds__(kThreads)
     layer_norm_backward_kernel(const float* __restrict__ dy, const float* __restrict__ x, const float* __restrict__ w,
                                const float* __restrict__ mean, const float* __restrict__ rstd, float* dres, float* dw,
-                               float* db, std::size_t rows, int d, bool accumulate) {
-  float wj[Items], aw[Items] = {}, ab[Items] = {};
+                               float* db, std::size_t rows, int d, bool accumulate, Grad* __restrict__ next_dy = nullptr,
+                               float* next_db = nullptr) {
+  float wj[Items], aw[Items] = {}, ab[Items] = {}, an[Items] = {};
 #pragma unroll
   for (int k = 0; k < Items; ++k) {
     const int j = threadIdx.x + k * kThreads;
@@ -151,13 +155,17 @@ __global__ void __launch_bounds__(kThreads)
       const int j = threadIdx.x + k * kThreads;
       if (j >= d) continue;
       const float dx = rs * (g[k] - mean_g - xh[k] * mean_gx);
-      dres[off + j] = accumulate ? dres[off + j] + dx : dx;
+      const float r = accumulate ? dres[off + j] + dx : dx;
+      dres[off + j] = r;
+      if (next_dy) next_dy[off + j] = to<Grad>(r);
+      an[k] += r;
     }
   }
 #pragma unroll
   for (int k = 0; k < Items; ++k) {
     const int j = threadIdx.x + k * kThreads;
     if (j < d) atomicAdd(&dw[j], aw[k]), atomicAdd(&db[j], ab[k]);
+    if (j < d && next_db) atomicAdd(&next_db[j], an[k]);
   }
 }
 
@@ -215,6 +223,29 @@ __global__ void qkv_rows_kernel(const float* __restrict__ dq, const float* __res
     float* r = dqkv + at.row * 3 * d + at.col;
     r[0] = dq[i], r[d] = dk[i], r[2 * d] = dv[i];
   }
+}
+
+// qkv_rows_kernel's way back with the QKV product's bias gradient: dQKV's rows written in Grad (the
+// products' type for dY), and its column sums (from the fp32 values) added to db (zeroed before).
+// A thread owns one column of dQKV and walks the rows grid-strided, its column's sum in a register
+// until one atomic add at the end; a warp's columns are consecutive, within a head where hd >= 32.
+template <class Grad>
+__global__ void __launch_bounds__(kThreads)
+    qkv_rows_sum_kernel(const float* __restrict__ dq, const float* __restrict__ dk, const float* __restrict__ dv,
+                        Grad* __restrict__ dqkv, float* __restrict__ db, std::size_t rows, int context, int h, int hd,
+                        int dp) {
+  const int d = h * hd, c = blockIdx.x * kThreads + threadIdx.x;
+  if (c >= 3 * d) return;
+  const int part = c / d, head = c % d / hd, cc = c % d % hd;
+  const float* src = (part == 0 ? dq : part == 1 ? dk : dv) + std::size_t(head) * context * dp + cc;
+  float s = 0;
+  for (std::size_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const std::size_t b = r / context, t = r % context;
+    const float v = src[(b * h * context + t) * dp];
+    dqkv[r * 3 * d + c] = to<Grad>(v);
+    s += v;
+  }
+  atomicAdd(&db[c], s);
 }
 
 // dO by head from the projection's input gradient (B T x d), in the type the attention reads (T),
@@ -280,14 +311,15 @@ __global__ void gelu_kernel(const T* __restrict__ h, T* __restrict__ act, std::s
   }
 }
 
+__device__ __forceinline__ float dgelu(float x) {  // as the vanilla step's (gpt2_eager.cu)
+  const float cdf = 0.5f * (1.f + erff(x * 0.70710678118654752f));
+  const float pdf = expf(-0.5f * x * x) * 0.39894228040143268f;
+  return cdf + x * pdf;
+}
+
 // g *= gelu'(h), in place: the gradient of the MLP's output becomes its pre-activation's.
 template <class T>
 __global__ void gelu_backward_kernel(float4* g, const T* __restrict__ h, std::size_t n4) {
-  auto dgelu = [](float x) {  // as the vanilla step's (gpt2_eager.cu)
-    const float cdf = 0.5f * (1.f + erff(x * 0.70710678118654752f));
-    const float pdf = expf(-0.5f * x * x) * 0.39894228040143268f;
-    return cdf + x * pdf;
-  };
   for (std::size_t i : lab::grid_stride(n4)) {
     float4 d = g[i];
     const float4 t = load4(h + 4 * i);
@@ -296,10 +328,41 @@ __global__ void gelu_backward_kernel(float4* g, const T* __restrict__ h, std::si
   }
 }
 
+// gelu_backward_kernel with the MLP's first product's bias gradient: dh = g gelu'(h) written in
+// Grad (the products' type for dY) and its column sums (from the fp32 values) added to db (zeroed
+// before). A thread owns four consecutive columns (16-byte loads of g) and walks the rows
+// grid-strided, the four sums in registers until one atomic add each at the end.
+template <class T, class Grad>
+__global__ void __launch_bounds__(kThreads)
+    gelu_backward_sum_kernel(const float* __restrict__ g, const T* __restrict__ h, Grad* __restrict__ dh,
+                             float* __restrict__ db, std::size_t rows, int cols4) {
+  const int c4 = blockIdx.x * kThreads + threadIdx.x;
+  if (c4 >= cols4) return;
+  float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (std::size_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const std::size_t i = r * cols4 + c4;
+    float4 v = load4(g + 4 * i);
+    const float4 t = load4(h + 4 * i);
+    v.x *= dgelu(t.x), v.y *= dgelu(t.y), v.z *= dgelu(t.z), v.w *= dgelu(t.w);
+    store4(dh + 4 * i, v);
+    s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
+  }
+  atomicAdd(&db[4 * c4], s.x), atomicAdd(&db[4 * c4 + 1], s.y);
+  atomicAdd(&db[4 * c4 + 2], s.z), atomicAdd(&db[4 * c4 + 3], s.w);
+}
+
+// The grid of the two kernels above: x covers the columns (`units` a row, a thread each), y as
+// many row strides as keep about 1024 blocks of 256 threads in flight (8 an SM on the H100's 132).
+inline dim3 column_owner_grid(std::size_t rows, int units) {
+  const unsigned x = static_cast<unsigned>((units + kThreads - 1) / kThreads);
+  const unsigned y = static_cast<unsigned>(std::max<std::size_t>(1, std::min<std::size_t>(rows, 1024 / x)));
+  return {x, y};
+}
+
 // The loss a row, and with Backward its gradient in the logits' place: one pass keeps a running
 // (max, sum of exp) per thread, the block combines them (lse = max + log sum), the target's owner
 // writes the row's loss lse - z[target], and a second pass writes (softmax - onehot) / rows, the
-// softmax as exp(z - max) / sum.
+// softmax as exp(z - max) / sum, into dz in Grad (the products' type for dY; dz = z in fp32: in place).
 struct MaxSum {  // as eager attention's softmax (attention_eager.cu), with expf: the loss's accuracy
   float m, s;
 };
@@ -308,10 +371,10 @@ __device__ __forceinline__ MaxSum combine(MaxSum a, MaxSum b) {
   if (m == -INFINITY) return {m, 0.f};
   return {m, a.s * expf(a.m - m) + b.s * expf(b.m - m)};
 }
-template <bool Backward>
+template <bool Backward, class Grad = float>
 __global__ void __launch_bounds__(kThreads)
     cross_entropy_kernel(float* z, const std::int32_t* __restrict__ targets, float* __restrict__ losses, int vocab,
-                         float inv_rows) {
+                         float inv_rows, Grad* dz = nullptr) {
   const std::size_t row = blockIdx.x;
   float* zr = z + row * vocab;
   const int target = targets[row];
@@ -326,8 +389,9 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == target % kThreads) losses[row] = all.m + logf(all.s) - zr[target];
   if constexpr (Backward) {
     const float inv_s = 1.f / all.s;
+    Grad* dzr = dz + row * vocab;
     for (int j = threadIdx.x; j < vocab; j += kThreads)
-      zr[j] = (expf(zr[j] - all.m) * inv_s - (j == target ? 1.f : 0.f)) * inv_rows;
+      dzr[j] = to<Grad>((expf(zr[j] - all.m) * inv_s - (j == target ? 1.f : 0.f)) * inv_rows);
   }
 }
 

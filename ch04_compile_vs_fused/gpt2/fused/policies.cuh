@@ -1,7 +1,8 @@
 // The fused GPT-2 step's two policies, stated as concepts that FusedStep (step.cuh) checks with
 // static_assert: a member missing, or with another signature, is a compile error that names it.
 // Each fused step file supplies a Products policy (the linear layers' matrix products) and may
-// supply an Attention policy (the flash attention); the fp32 ones of the first fused step are here.
+// supply an Attention policy (the flash attention); the fp32 ones of the first fused step are here,
+// and the bf16 flash attention and bf16 products (with dY in bf16) that the later bf16 steps share.
 //
 // A Products class has
 //   static constexpr const char* kPrecision: its arithmetic, as lab::Declared::precision names it;
@@ -15,7 +16,12 @@
 //   Products(const gpt2::Config&, gpt2::Phase): its scratch, made in the variant's prepare step;
 //   void linear(cublasHandle_t, const Operand* X, const Operand* W, float* Y, int M, int N, int K,
 //               cudaStream_t): Y (M x N) = X (M x K) W^T, nn.Linear without its bias;
-//   void linear_backward(cublasHandle_t, const float* dY, const Operand* X, const Operand* W,
+//   using Grad = float or __nv_bfloat16 (float when absent): the type its backward reads dY in. In
+//        bf16, the kernels that make each dY (the LayerNorms' backward for the residual stream's
+//        gradient, GELU's backward, the QKV rows from the attention's backward, the loss's
+//        gradient) write it in bf16 where they make it, and sum its columns into the product's
+//        bias gradient in the same pass (from the fp32 values): linear_backward gets db null;
+//   void linear_backward(cublasHandle_t, const Grad* dY, const Operand* X, const Operand* W,
 //                        float* dX, float* dW, float* db, int M, int N, int K, cudaStream_t):
 //        dX = dY W, dW = dY^T X and db = the column sums of dY (none when db is null), all written;
 //   optionally head(...) and head_backward(...): the same for the head's products (the
@@ -29,6 +35,8 @@
 //   using Operand (float when absent): the type of the Q, K, V and dO heads it reads, which the
 //        step lays out (and saves) in that type;
 //   a constructor from (const gpt2::Config&, gpt2::Phase): its scratch, if it needs any;
+//   optionally static std::string supports(const lab::DeviceFacts&): why the device cannot run it
+//        ("" when it can), for the step's supports();
 //   void forward(q, k, v, o, lse, bh, seq, d, causal, scale, stream) and
 //   void backward(q, k, v, dout, lse, delta, dq, dk, dv, bh, seq, d, causal, scale, stream):
 //        attention/kernels/flash_fp32.cuh's forward and backward (o, lse, dq, dk, dv in fp32; dq added to: zeroed
@@ -37,11 +45,13 @@
 
 #include <concepts>
 #include <cstddef>
+#include <string>
 #include <type_traits>
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "attention/kernels/flash_bf16.cuh"
 #include "attention/kernels/flash_fp32.cuh"
 #include "gpt2/eager/gpt2_eager.cuh"
 #include "gpt2/gpt2.cuh"
@@ -59,14 +69,25 @@ struct operand_of<T> {
   using type = typename T::Operand;
 };
 
+// The type a Products class's backward reads dY in: its Grad, float when absent.
+template <class T>
+struct grad_of {
+  using type = float;
+};
+template <class T>
+  requires requires { typename T::Grad; }
+struct grad_of<T> {
+  using type = typename T::Grad;
+};
+
 namespace policy {
 
 template <class T>
 concept Named = requires { { T::kPrecision } -> std::convertible_to<const char*>; };
 
-template <class P, class Op = typename operand_of<P>::type>
+template <class P, class Op = typename operand_of<P>::type, class G = typename grad_of<P>::type>
 concept Products = Named<P> && std::constructible_from<P, const gpt2::Config&, gpt2::Phase> &&
-                   requires(P& p, cublasHandle_t h, const Op* x, const float* dy, float* y, int m, cudaStream_t s) {
+                   requires(P& p, cublasHandle_t h, const Op* x, const G* dy, float* y, int m, cudaStream_t s) {
                      p.linear(h, x, x, y, m, m, m, s);
                      p.linear_backward(h, dy, x, x, y, y, y, m, m, m, s);
                    };
@@ -75,8 +96,8 @@ template <class P, class Op = typename operand_of<P>::type>
 concept HeadProducts = requires(P& p, cublasHandle_t h, const Op* x, float* y, int m, cudaStream_t s) {
   p.head(h, x, x, y, m, m, m, s);
 };
-template <class P, class Op = typename operand_of<P>::type>
-concept HeadBackwardProducts = requires(P& p, cublasHandle_t h, const Op* x, const float* dy, float* y, int m,
+template <class P, class Op = typename operand_of<P>::type, class G = typename grad_of<P>::type>
+concept HeadBackwardProducts = requires(P& p, cublasHandle_t h, const Op* x, const G* dy, float* y, int m,
                                         cudaStream_t s) { p.head_backward(h, dy, x, x, y, y, y, m, m, m, s); };
 template <class P>
 concept NamesHead = requires { &P::head; };
@@ -90,6 +111,11 @@ concept Attention = Named<A> && std::constructible_from<A, const gpt2::Config&, 
                       a.forward(q, q, q, o, lse, n, n, n, causal, scale, s);
                       a.backward(q, q, q, q, clse, delta, dq, dq, dq, n, n, n, causal, scale, s);
                     };
+
+template <class A>
+concept AttentionSupports = requires(const lab::DeviceFacts& dev) {
+  { A::supports(dev) } -> std::convertible_to<std::string>;
+};
 
 }  // namespace policy
 
@@ -114,6 +140,41 @@ struct FlashFp32 {
   static constexpr auto backward = flash::backward;
 };
 
-static_assert(policy::Products<Sgemm> && policy::Attention<FlashFp32>);
+// The chapter's bf16 flash attention (optimized_attention_fused_tc and
+// optimized_attention_backward_fused_tc), over Q, K, V and dO that the step lays out in bf16. The
+// backward's delta (rowsum dO o O) is the step's: from the fp32 dO and the saved bf16 O.
+struct FlashBf16 {
+  static constexpr const char* kPrecision = "bf16";
+  using Operand = __nv_bfloat16;
+  FlashBf16(const gpt2::Config&, gpt2::Phase) {}
+  static constexpr auto forward = flashbf16::forward;
+  static constexpr auto backward = flashbf16::backward;
+};
+
+// Every linear layer's products in bf16, the head's included, with dY made in bf16 where it is made
+// (Grad; optimized_gpt2_step_fused_bf16_grads.cu tells the lesson, and the later bf16 steps keep
+// it): X, W and dY arrive in bf16 (the step's kernels wrote X and dY so; W is the block's copy the
+// step rounded); one cuBLAS GEMM with bf16 inputs, fp32 output and fp32 accumulation a product.
+// No scratch, no pass of its own.
+struct Bf16GradGemm {
+  static constexpr const char* kPrecision = "bf16";
+  using Operand = __nv_bfloat16;
+  using Grad = __nv_bfloat16;
+  Bf16GradGemm(const gpt2::Config&, gpt2::Phase) {}
+
+  void linear(cublasHandle_t blas, const __nv_bfloat16* X, const __nv_bfloat16* W, float* Y, int M, int N, int K,
+              cudaStream_t) {
+    gpt2::eager::linear(blas, X, W, Y, M, N, K);
+  }
+  // dX = dY W and dW = dY^T X; db was summed where dY was made (the step passes null).
+  void linear_backward(cublasHandle_t blas, const __nv_bfloat16* dY, const __nv_bfloat16* X, const __nv_bfloat16* W,
+                       float* dX, float* dW, float* db, int M, int N, int K, cudaStream_t) {
+    if (db) throw lab::Error("Bf16GradGemm: the bias gradient is summed where dY is made");
+    gpt2::eager::linear_backward(blas, dY, X, W, dX, dW, M, N, K);
+  }
+};
+
+static_assert(policy::Products<Sgemm> && policy::Attention<FlashFp32> && policy::Attention<FlashBf16> &&
+              policy::Products<Bf16GradGemm>);
 
 }  // namespace

@@ -39,6 +39,7 @@ struct FusedStep {
   lab::CublasHandle blas;
   lab::DeviceBuffer<std::uint8_t> blas_workspace;  // cuBLAS's, set explicitly: a graph may not allocate
   using Op = typename operand_of<Products>::type;       // the products' activations: float or bf16
+  using Grad = typename grad_of<Products>::type;        // the products' dY: float or bf16
   using HeadOp = typename operand_of<Attention>::type;  // the attention's Q, K, V, dO
   using Block = Saved<Op, HeadOp>;
   std::vector<Block> blocks;  // every block's saved tensors (the forward alone: one block's, reused)
@@ -50,6 +51,12 @@ struct FusedStep {
   Buffer dx, dln, delta, wide;  // backward scratch; wide: dact (dh in place), later dq, dk, dv; in
                                 // the forward, the MLP's first product when h is kept in bf16
   lab::DeviceBuffer<HeadOp> dout;
+  // kGradCopies: each product's dY in Grad, written by the kernel that makes it (up to the head's
+  // B T x V); and the MLP's second bias gradient, which the LayerNorm backward above the block sums
+  // (carry_db: see backward()).
+  static constexpr bool kGradCopies = !std::is_same_v<Grad, float>;
+  lab::DeviceBuffer<Grad> gy;
+  Buffer carry_db;
   Products products;    // the linear layers' matrix products: the variant file's
   Attention attention;  // the flash attention: FlashFp32, or the variant file's
   // The step runs on `lead`, at the device's highest priority; AdamW runs on `side`, at its lowest,
@@ -72,11 +79,13 @@ struct FusedStep {
     return {.precision = std::string(Products::kPrecision) + "+" + attention + "-attention"};
   }
 
-  static std::string supports(const lab::Shape& s, const lab::DeviceFacts&) {
+  // What the attention policy needs of the device, where it says (policy::AttentionSupports).
+  static std::string supports(const lab::Shape& s, const lab::DeviceFacts& dev) {
     const gpt2::Config c = gpt2::config_of(s);
     const int hd = c.head_dim();
     if (flash_width(hd) == 0) return "the flash kernels take head sizes up to 128, not " + std::to_string(hd);
     if (c.d > kMaxItems * kThreads) return "the row kernels hold d_model <= 4096 in registers";
+    if constexpr (policy::AttentionSupports<Attention>) return Attention::supports(dev);
     return "";
   }
 
@@ -89,6 +98,7 @@ struct FusedStep {
     if (phase != gpt2::Phase::forward) {
       dx = Buffer(n), dln = Buffer(n), delta = Buffer(c.tokens() * c.heads), dout = lab::DeviceBuffer<HeadOp>(nh);
       wide = Buffer(std::max(4 * n, 3 * nh));
+      if (kGradCopies) gy = lab::DeviceBuffer<Grad>(c.tokens() * std::max<std::size_t>(4 * d, c.vocab)), carry_db = Buffer(d);
     } else if (kCopies) {
       wide = Buffer(4 * n);
     }
@@ -177,11 +187,17 @@ struct FusedStep {
     else
       products.linear(blas, X, W, Y, rows, c.vocab, d, stream);
   }
-  void head_backward(const float* dY, const Op* X, const Op* W, float* dX, float* dW, cudaStream_t stream) {
+  void head_backward(const Grad* dY, const Op* X, const Op* W, float* dX, float* dW, cudaStream_t stream) {
     if constexpr (policy::NamesHeadBackward<Products>)
       products.head_backward(blas, dY, X, W, dX, dW, nullptr, rows, c.vocab, d, stream);
     else
       products.linear_backward(blas, dY, X, W, dX, dW, nullptr, rows, c.vocab, d, stream);
+  }
+
+  // Where the loss writes the logits' gradient: over the logits (fp32), or in gy.
+  Grad* logits_grad() {
+    if constexpr (kGradCopies) return gy.data();
+    else return head.logits;
   }
 
   // (residual +) LayerNorm rows into ln: see residual_layer_norm_kernel.
@@ -199,14 +215,18 @@ struct FusedStep {
     layer_norm_again_kernel<<<rows, kThreads, 0, stream>>>(x, mean, rstd, w, b, ln.data(), d);
     LAB_CHECK(cudaGetLastError());
   }
+  // next_dy, next_db: the residual stream's gradient in Grad and its column sums, for the product
+  // before the LayerNorm (kGradCopies; null: not written).
   void layer_norm_backward(const float* dy, const float* x, const float* w, const float* mean, const float* rstd,
-                           float* dres, float* dw, float* db, bool accumulate, cudaStream_t stream) {
+                           float* dres, float* dw, float* db, bool accumulate, cudaStream_t stream,
+                           Grad* next_dy = nullptr, float* next_db = nullptr) {
     LAB_CHECK(cudaMemsetAsync(dw, 0, d * sizeof(float), stream));
     LAB_CHECK(cudaMemsetAsync(db, 0, d * sizeof(float), stream));
+    if (next_db) LAB_CHECK(cudaMemsetAsync(next_db, 0, d * sizeof(float), stream));
     const unsigned grid = static_cast<unsigned>(std::min(rows, 512));  // 8 or more rows a block at scale
     with_items(d, [&](auto items) {
-      layer_norm_backward_kernel<decltype(items)::value>
-          <<<grid, kThreads, 0, stream>>>(dy, x, w, mean, rstd, dres, dw, db, rows, d, accumulate);
+      layer_norm_backward_kernel<decltype(items)::value, Grad><<<grid, kThreads, 0, stream>>>(
+          dy, x, w, mean, rstd, dres, dw, db, rows, d, accumulate, next_dy, next_db);
     });
     LAB_CHECK(cudaGetLastError());
   }
@@ -294,9 +314,9 @@ struct FusedStep {
     if (phase == gpt2::Phase::forward)
       cross_entropy_kernel<false><<<rows, kThreads, 0, stream>>>(head.logits, p.targets.data(), losses.data(),
                                                                  c.vocab, inv_rows);
-    else
-      cross_entropy_kernel<true><<<rows, kThreads, 0, stream>>>(head.logits, p.targets.data(), losses.data(),
-                                                                c.vocab, inv_rows);
+    else  // the logits' gradient in Grad: in place in fp32, else into gy for the head's backward
+      cross_entropy_kernel<true, Grad><<<rows, kThreads, 0, stream>>>(
+          head.logits, p.targets.data(), losses.data(), c.vocab, inv_rows, logits_grad());
     LAB_CHECK(cudaGetLastError());
     mean_kernel<<<1, kThreads, 0, stream>>>(losses.data(), p.loss.data(), rows);
     LAB_CHECK(cudaGetLastError());
@@ -304,6 +324,15 @@ struct FusedStep {
 
   // done(stage) is called once a stage's gradients are final (stage L: the head and the final
   // LayerNorm; l < L: block l), in the order the backward finishes them.
+  //
+  // Each product's dY: the fp32 tensor itself, or (kGradCopies) its copy in Grad that the kernel
+  // making it wrote into gy, with the product's bias gradient summed there too (linear_backward
+  // gets db null): the LayerNorms' backward for the residual stream's gradient (dY of the
+  // projection and of the MLP's second product), GELU's backward (the first product's), the QKV
+  // rows (the QKV product's), the loss (the head's). The MLP's second bias gradient is summed by
+  // the LayerNorm backward of the stage above (the next block's first, or the final one) into
+  // carry_db and copied into place when the block's backward starts: the stage above's saved
+  // tensors may lie in this block's part of the gradients' buffer (place_saved) until then.
   template <class Done>
   void backward(Gpt2Step::Problem& p, cudaStream_t stream, Done done) {
     const float* P = p.params.data();
@@ -313,12 +342,19 @@ struct FusedStep {
     float* dact = wide.data();        // the MLP's output gradient, then (in place) its pre-activation's
     float *dq = wide.data(), *dk = dq + nh, *dv = dk + nh;  // the attention's, once dact is done with
     float* dqkv = qkv.data();         // the forward's QKV rows, free in the backward
-    // The logits hold dloss/dlogits (the cross-entropy kernel wrote it).
+    auto dy_of = [&](float* fp32) -> const Grad* {
+      if constexpr (kGradCopies) return gy.data();
+      else return fp32;
+    };
+    auto db_of = [&](float* db) { return kGradCopies ? nullptr : db; };
+    Grad* const next = kGradCopies ? gy.data() : nullptr;
+    float* const carry = kGradCopies ? carry_db.data() : nullptr;
+    // The logits hold dloss/dlogits (the cross-entropy kernel wrote it; in gy in Grad).
     layer_norm_again(head.out, head.meanf, head.rstdf, P + off.lnf_w, P + off.lnf_b, stream);
-    head_backward(head.logits, ln.data(), weight(P, off.head, head.w, gpt2::stage_begin(c, c.layers)), dln.data(),
-                  G + off.head, stream);
+    head_backward(dy_of(head.logits), ln.data(), weight(P, off.head, head.w, gpt2::stage_begin(c, c.layers)),
+                  dln.data(), G + off.head, stream);
     layer_norm_backward(dln.data(), head.out, P + off.lnf_w, head.meanf, head.rstdf, dx.data(), G + off.lnf_w,
-                        G + off.lnf_b, false, stream);
+                        G + off.lnf_b, false, stream, next, carry);
     done(c.layers);
     for (int l = c.layers - 1; l >= 0; --l) {
       const gpt2::BlockOffsets& ob = off.blocks[l];
@@ -328,18 +364,26 @@ struct FusedStep {
       // GELU's backward in place, the first product's.
       gelu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(s.h, act.data(), n);
       LAB_CHECK(cudaGetLastError());
-      products.linear_backward(blas, dx.data(), act.data(), W(ob.fc2_w), dact, G + ob.fc2_w, G + ob.fc2_b, rows, d,
-                               4 * d, stream);
-      gelu_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(reinterpret_cast<float4*>(dact), s.h, n);
+      if (kGradCopies)
+        LAB_CHECK(cudaMemcpyAsync(G + ob.fc2_b, carry, d * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+      products.linear_backward(blas, dy_of(dx.data()), act.data(), W(ob.fc2_w), dact, G + ob.fc2_w,
+                               db_of(G + ob.fc2_b), rows, d, 4 * d, stream);
+      if constexpr (kGradCopies) {
+        LAB_CHECK(cudaMemsetAsync(G + ob.fc_b, 0, 4 * d * sizeof(float), stream));
+        gelu_backward_sum_kernel<Op, Grad><<<column_owner_grid(rows, d), kThreads, 0, stream>>>(dact, s.h, next,
+                                                                                               G + ob.fc_b, rows, d);
+      } else {
+        gelu_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(reinterpret_cast<float4*>(dact), s.h, n);
+      }
       LAB_CHECK(cudaGetLastError());
       layer_norm_again(s.mid, s.mean2, s.rstd2, P + ob.ln2_w, P + ob.ln2_b, stream);
-      products.linear_backward(blas, dact, ln.data(), W(ob.fc_w), dln.data(), G + ob.fc_w, G + ob.fc_b, rows, 4 * d, d,
-                               stream);
-      layer_norm_backward(dln.data(), s.mid, P + ob.ln2_w, s.mean2, s.rstd2, dx.data(),
-                          G + ob.ln2_w, G + ob.ln2_b, true, stream);
+      products.linear_backward(blas, dy_of(dact), ln.data(), W(ob.fc_w), dln.data(), G + ob.fc_w, db_of(G + ob.fc_b),
+                               rows, 4 * d, d, stream);
+      layer_norm_backward(dln.data(), s.mid, P + ob.ln2_w, s.mean2, s.rstd2, dx.data(), G + ob.ln2_w, G + ob.ln2_b,
+                          true, stream, next, kGradCopies ? G + ob.proj_b : nullptr);
       // The attention: dO by head with delta, the flash backward, dQ dK dV back into rows.
-      products.linear_backward(blas, dx.data(), s.att, W(ob.proj_w), dln.data(), G + ob.proj_w, G + ob.proj_b,
-                               rows, d, d, stream);
+      products.linear_backward(blas, dy_of(dx.data()), s.att, W(ob.proj_w), dln.data(), G + ob.proj_w,
+                               db_of(G + ob.proj_b), rows, d, d, stream);
       const std::size_t head_rows = c.tokens() * c.heads;
       dout_heads_kernel<<<static_cast<unsigned>(lab::ceil_div(head_rows * 32, kThreads)), kThreads, 0, stream>>>(
           dln.data(), s.att, dout.data(), delta.data(), head_rows, c.context, c.heads, hd, dp);
@@ -347,13 +391,20 @@ struct FusedStep {
       LAB_CHECK(cudaMemsetAsync(dq, 0, nh * sizeof(float), stream));
       attention.backward(s.q, s.k, s.v, dout.data(), s.lse, delta.data(), dq, dk, dv, c.batch * c.heads, c.context,
                          dp, true, 1.f / std::sqrt(float(hd)), stream);
-      qkv_rows_kernel<<<blocks_for(nh), kThreads, 0, stream>>>(dq, dk, dv, dqkv, nh, c.context, c.heads, hd, dp);
+      if constexpr (kGradCopies) {
+        LAB_CHECK(cudaMemsetAsync(G + ob.qkv_b, 0, 3 * d * sizeof(float), stream));
+        qkv_rows_sum_kernel<Grad><<<column_owner_grid(rows, 3 * d), kThreads, 0, stream>>>(
+            dq, dk, dv, next, G + ob.qkv_b, rows, c.context, c.heads, hd, dp);
+      } else {
+        qkv_rows_kernel<<<blocks_for(nh), kThreads, 0, stream>>>(dq, dk, dv, dqkv, nh, c.context, c.heads, hd, dp);
+      }
       LAB_CHECK(cudaGetLastError());
       layer_norm_again(s.x, s.mean1, s.rstd1, P + ob.ln1_w, P + ob.ln1_b, stream);
-      products.linear_backward(blas, dqkv, ln.data(), W(ob.qkv_w), dln.data(), G + ob.qkv_w, G + ob.qkv_b, rows, 3 * d,
-                               d, stream);
-      layer_norm_backward(dln.data(), s.x, P + ob.ln1_w, s.mean1, s.rstd1, dx.data(),
-                          G + ob.ln1_w, G + ob.ln1_b, true, stream);
+      products.linear_backward(blas, dy_of(dqkv), ln.data(), W(ob.qkv_w), dln.data(), G + ob.qkv_w,
+                               db_of(G + ob.qkv_b), rows, 3 * d, d, stream);
+      // The residual stream's gradient is the embeddings' (block 0) or the block below's dY.
+      layer_norm_backward(dln.data(), s.x, P + ob.ln1_w, s.mean1, s.rstd1, dx.data(), G + ob.ln1_w, G + ob.ln1_b, true,
+                          stream, l > 0 ? next : nullptr, l > 0 ? carry : nullptr);
       done(l);
     }
     ops::embedding_backward(dx.data(), p.tokens.data(), G + off.wte, rows, c.vocab, d, stream);

@@ -42,7 +42,6 @@
 // Run: make ch04 && ./ch04_compile_vs_fused/optimized_gpt2_step_fused_bf16
 #include <cuda_bf16.h>
 
-#include "attention/kernels/flash_bf16.cuh"
 #include "gpt2/fused/step.cuh"
 
 namespace {
@@ -73,18 +72,7 @@ struct Bf16Gemm {
   }
 };
 
-// The chapter's bf16 flash attention (optimized_attention_fused_tc and
-// optimized_attention_backward_fused_tc), over Q, K, V and dO that the step lays out in bf16. The
-// backward's delta (rowsum dO o O) is the step's: from the fp32 dO and the saved bf16 O.
-struct FlashBf16 {
-  static constexpr const char* kPrecision = "bf16";
-  using Operand = __nv_bfloat16;
-  FlashBf16(const gpt2::Config&, gpt2::Phase) {}
-  static constexpr auto forward = flashbf16::forward;
-  static constexpr auto backward = flashbf16::backward;
-};
-
-using FusedBf16 = FusedStep<Bf16Gemm, FlashBf16>;
+using FusedBf16 = FusedStep<Bf16Gemm, FlashBf16>;  // FlashBf16: policies.cuh
 
 }  // namespace
 
