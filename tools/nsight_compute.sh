@@ -11,18 +11,20 @@
 # theoretical), WarpStateStats and SchedulerStats (why warps stall). Clocks are left as the card
 # runs them (--clock-control none), as the lab's own timings are.
 # Writes OUTDIR/<program>.ncu-rep (open it in the Nsight Compute GUI) and OUTDIR/<program>.txt.
+# A lab program runs with --no-check and one short repetition; a demo with its own arguments only.
 set -u
-HELP_LAST=13
+HELP_LAST=14
 source "$(dirname "$0")/profiler_args.sh"
 lab_profiler_args nsight_compute "${NCU:-$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)}" \
   "ncu (Nsight Compute; NCU=path)" "$@"
 set -- "${PROGRAM_ARGS[@]}"
+lab_program_flags --benchmark_min_time=0.01
 filter=()
 [ -n "${KERNEL:-}" ] && filter=(-k "regex:$KERNEL")
 "$tool" --clock-control none --launch-count "${LAUNCHES:-5}" "${filter[@]}" \
   --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
   --section WarpStateStats --section SchedulerStats \
-  -f -o "$out/$name" "$prog" --no-check --benchmark_repetitions=1 --benchmark_min_time=0.01 "$@" \
+  -f -o "$out/$name" "$prog" "${PROGRAM_FLAGS[@]}" "$@" \
   > "$out/$name.log" 2>&1
 rc=$?
 if [ $rc -ne 0 ]; then

@@ -209,6 +209,84 @@ class TorchReference(unittest.TestCase):
         self.assertIn("--lab", r.stderr)
 
 
+class NsightRecipes(unittest.TestCase):
+    """tools/nsight_systems.sh and nsight_compute.sh with a stand-in profiler (it runs the program
+    with the arguments it was given and records them): a lab program gets --no-check and one
+    repetition, a demo (which refuses them) only its own arguments."""
+
+    def setUp(self):
+        import tempfile
+
+        self.dir = tempfile.mkdtemp()
+        self.record = os.path.join(self.dir, "args.txt")
+        self.tools = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        self.profiler = self.script("profiler", """#!/usr/bin/env python3
+import os, subprocess, sys
+a = sys.argv[1:]
+if a[0] == "stats" or "--import" in a:
+    print("  kernel x Context 1")
+    sys.exit(0)
+o = a.index("-o")
+with open(os.environ["FAKE_RECORD"], "w") as f:
+    f.write("\\n".join(a[o + 3:]))
+sys.exit(subprocess.call(a[o + 2:]))
+""")
+        self.program = self.script("optimized_fake", """#!/usr/bin/env bash
+[ "${1:-}" = "--help" ] && { echo "  --benchmark_repetitions=N  ..."; exit 0; }
+exit 0
+""")
+        self.demo = self.script("demo_fake", """#!/usr/bin/env bash
+[ "${1:-}" = "--help" ] && { echo "  --reps N  timed runs"; exit 0; }
+for a in "$@"; do case "$a" in --no-check|--benchmark*) echo "demo_fake: unknown flag $a" >&2; exit 2;; esac; done
+exit 0
+""")
+
+    def tearDown(self):
+        import shutil
+
+        shutil.rmtree(self.dir)
+
+    def script(self, name, text):
+        path = os.path.join(self.dir, name)
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, 0o755)
+        return path
+
+    def run_recipe(self, recipe, program, *args):
+        import subprocess
+
+        env = dict(os.environ, NSYS=self.profiler, NCU=self.profiler, FAKE_RECORD=self.record)
+        r = subprocess.run(["bash", os.path.join(self.tools, recipe), os.path.join(self.dir, "out"), program, *args],
+                           capture_output=True, text=True, env=env)
+        with open(self.record) as f:
+            return r, f.read().split("\n")
+
+    def test_a_demo_gets_only_its_own_arguments(self):
+        for recipe in ("nsight_systems.sh", "nsight_compute.sh"):
+            r, args = self.run_recipe(recipe, self.demo, "--reps", "1")
+            self.assertEqual(r.returncode, 0, recipe + ": " + r.stderr)
+            self.assertEqual(args, ["--reps", "1"], recipe)
+            self.assertIn("own arguments only", r.stderr)
+
+    def test_a_lab_program_gets_no_check_and_one_repetition(self):
+        r, args = self.run_recipe("nsight_systems.sh", self.program, "--shape", "8x8")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(args, ["--no-check", "--benchmark_repetitions=1", "--shape", "8x8"])
+        r, args = self.run_recipe("nsight_compute.sh", self.program)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(args, ["--no-check", "--benchmark_repetitions=1", "--benchmark_min_time=0.01"])
+
+    def test_help_is_the_header_without_code(self):
+        import subprocess
+
+        for recipe in ("nsight_systems.sh", "nsight_compute.sh"):
+            r = subprocess.run(["bash", os.path.join(self.tools, recipe), "--help"], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0)
+            self.assertIn("OUTDIR PROGRAM", r.stdout)
+            self.assertNotIn("set -u", r.stdout)
+
+
 class TorchTiming(unittest.TestCase):
     """Where the tools look for cuda_perf_lab: python/ only when the package was built in place there
     (its compiled _C beside the sources); otherwise the installed one must not be hidden by sources
