@@ -287,6 +287,137 @@ exit 0
             self.assertNotIn("set -u", r.stdout)
 
 
+# The users' benchmark's analysis snippets (the course's operator benchmark guide), verbatim: they
+# must run unchanged on torch_sweep's merged file.
+SEED_SNIPPETS = ['''
+import json
+
+# Load results
+with open('benchmark_results.json', 'r') as f:
+    results = json.load(f)
+
+# Filter by operation
+layernorm_results = [r for r in results if r['operation'] == 'LayerNorm']
+
+# Compare implementations
+for impl in ['PyTorch', 'CUDA', 'Triton']:
+    impl_results = [r for r in layernorm_results if r['implementation'] == impl]
+    avg_time = sum(r['time_ms'] for r in impl_results) / len(impl_results)
+    print(f"{impl} average time: {avg_time:.3f} ms")
+''', '''
+import json
+with open('benchmark_results.json') as f:
+    results = json.load(f)
+# Filter results for specific batch sizes
+batch_16 = [r for r in results if r['batch_size'] == 16]
+batch_32 = [r for r in results if r['batch_size'] == 32]
+batch_64 = [r for r in results if r['batch_size'] == 64]
+
+# Compare performance
+for batch_results in [batch_16, batch_32, batch_64]:
+    avg_time = sum(r['time_ms'] for r in batch_results) / len(batch_results)
+    print(f"Batch {batch_results[0]['batch_size']}: {avg_time:.3f} ms")
+''', '''
+import json
+with open('benchmark_results.json') as f:
+    results = json.load(f)
+
+# Find fastest implementation for LayerNorm
+layernorm = [r for r in results if r['operation'] == 'LayerNorm']
+fastest = min(layernorm, key=lambda x: x['time_ms'])
+print(f'Fastest LayerNorm: {fastest["implementation"]} ({fastest["time_ms"]:.3f} ms)')
+''']
+
+
+class TorchSweep(unittest.TestCase):
+    """torch_sweep's merge on the committed full sweep (H100) with PyTorch rows made up here for
+    each of its configurations (test input, not a measurement): the users' snippets run on it."""
+
+    def setUp(self):
+        import tempfile
+
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        import torch_sweep
+
+        self.ts = torch_sweep
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        self.sweep = os.path.join(root, "ch03_kernels", "results", "sweep_full_h100.json")
+        with open(self.sweep) as f:
+            self.lab = json.load(f)
+        self.torch_rows = []
+        for (op, b, s, d), nbytes in torch_sweep.configurations(self.lab).items():
+            for name, ms in (("torch eager", 0.05), ("torch.compile default", 0.04), ("torch eager", None)):
+                self.torch_rows.append({"operation": op, "implementation": name, "batch_size": b,
+                                        "sequence_length": s, "tensor_dimension": d, "time_ms": ms,
+                                        "status": "ok" if ms else "OOM"})
+        self.dir = tempfile.mkdtemp()
+
+    def tearDown(self):
+        import shutil
+
+        shutil.rmtree(self.dir)
+
+    def test_the_users_snippets_run_unchanged_on_the_merged_file(self):
+        import contextlib
+        import io
+
+        merged, left_out = self.ts.merge(self.lab, self.torch_rows)
+        self.assertEqual(left_out, len(self.torch_rows) // 3)  # the rows without a time
+        self.assertEqual(len(merged), len(self.lab) + 2 * len(self.torch_rows) // 3)
+        with open(os.path.join(self.dir, "benchmark_results.json"), "w") as f:
+            json.dump(merged, f)
+        out = io.StringIO()
+        cwd = os.getcwd()
+        try:
+            os.chdir(self.dir)
+            with contextlib.redirect_stdout(out):
+                for snippet in SEED_SNIPPETS:
+                    exec(snippet, {})
+        finally:
+            os.chdir(cwd)
+        text = out.getvalue()
+        for line in ("PyTorch average time", "CUDA average time", "Triton average time", "Batch 16:",
+                     "Fastest LayerNorm: "):
+            self.assertIn(line, text)
+
+    def test_the_labs_own_names_are_kept(self):
+        merged, _ = self.ts.merge(self.lab, self.torch_rows)
+        self.assertEqual({r["operation"] for r in merged}, {"LayerNorm", "GELU", "Swish", "Loss"})
+        self.assertEqual({r["loss"] for r in merged if r["operation"] == "Loss"}, {"mse", "cross_entropy"})
+        cuda = [r for r in merged if r["implementation"] == "CUDA"]
+        self.assertTrue(cuda and all(r["lab_implementation"] == "optimized" for r in cuda))
+        self.assertTrue(all(r["program"].startswith("optimized_") for r in cuda))
+        triton = [r for r in merged if r["implementation"] == "Triton"]
+        self.assertTrue(triton and all("torch.compile" in r["source"] for r in triton))
+
+    def test_a_record_it_cannot_name_is_an_error(self):
+        with self.assertRaises(ValueError):
+            self.ts.merge([dict(self.lab[0], operation="softmax")], [])
+        with self.assertRaises(ValueError):
+            self.ts.merge(self.lab[:1], [dict(self.torch_rows[0], implementation="jax")])
+
+    def test_the_command_line_merges_saved_rows_and_refuses_bad_input(self):
+        import subprocess
+
+        tool = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "torch_sweep.py")
+        saved, out = os.path.join(self.dir, "torch.json"), os.path.join(self.dir, "merged.json")
+        with open(saved, "w") as f:
+            json.dump(self.torch_rows, f)
+        r = subprocess.run([sys.executable, tool, self.sweep, "--torch", saved, "--out", out],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(out) as f:
+            self.assertEqual(len(json.load(f)), len(self.lab) + 2 * len(self.torch_rows) // 3)
+        r = subprocess.run([sys.executable, tool, self.sweep, "--torch", saved, "--out", "/no/such/dir/m.json"],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("no such folder", r.stderr)
+        r = subprocess.run([sys.executable, tool, saved + ".missing", "--torch", saved, "--out", out],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1)
+
+
 class TorchTiming(unittest.TestCase):
     """Where the tools look for cuda_perf_lab: python/ only when the package was built in place there
     (its compiled _C beside the sources); otherwise the installed one must not be hidden by sources
