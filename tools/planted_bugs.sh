@@ -25,11 +25,13 @@
 # attention the operands' small parts dropped (plain TF32 attention); and in the LayerNorm backward
 # whose rows two SMs split, the other half's sum of dy gamma xhat left out of a row's dx; and in the
 # Hopper attention whose keys are split across blocks, a chunk's mask taken at the row's first key
-# tile instead of the chunk's.
+# tile instead of the chunk's; and in the GPT-2 step whose attention writes the products' rows, O's
+# rows placed without their batch's offset, each head's last column of O left unwritten, and V's
+# bias gradient not summed.
 # Exit status 0 when every bug was caught (with --check-patterns: when every text was found once).
 set -u
 if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
-  sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'
   [ $# -ge 1 ] && exit 0 || exit 2
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -139,6 +141,12 @@ plant gpt2_attention_tf32 ch04_compile_vs_fused/attention/kernels/mma_ptx.cuh op
   'return {big, __float_as_uint(x - __uint_as_float(big)) & 0xffffe000u};' 'return {big, 0u};'
 plant split_key_offset ch04_compile_vs_fused/attention/hopper/overlapped.cuh optimized_attention_fused_split \
   'mma::mask_scores<Causal>(s, w.key(j), ' 'mma::mask_scores<Causal>(s, j * flashtma::Config<D>::kBc, '
+plant gpt2_rows_batch ch04_compile_vs_fused/attention/hopper/flash_tma.cuh optimized_gpt2_step_fused_bf16_rows \
+  'std::size_t(head / rows.heads) * seq;' 'std::size_t(head / rows.heads);'
+plant gpt2_rows_o_mask ch04_compile_vs_fused/attention/kernels/mma_tiles.cuh optimized_gpt2_step_fused_bf16_rows \
+  '__floats2bfloat162_rn(a, b);  // the pair' '__floats2bfloat162_rn(a, col + 2 < cols ? b : 0.f);  // the pair'
+plant gpt2_rows_v_bias ch04_compile_vs_fused/attention/hopper/backward_wgmma.cuh optimized_gpt2_step_fused_bf16_rows \
+  'if (col >= out.cols) continue;' 'if (col >= out.cols || which == 1) continue;'
 
 if [ $planted -eq 0 ]; then
   echo "planted_bugs: no bug is named ${only[*]}" >&2

@@ -62,11 +62,14 @@ struct Gpt2Step {
     return out;
   }
   // The tiny model in every phase, and awkward ones in the full step: head sizes 16, 32, 64, 128
-  // and 80 (the 2.7B model's), one head, contexts off every tile (13, 33, 65, 77, 100), batch 1.
+  // and 80 (the 2.7B model's), one head, contexts off every tile (13, 33, 65, 77, 100), batch 1;
+  // and a head of 64 at batch 2 (the Hopper kernels' width, with a second batch's rows after the
+  // first's in every tensor laid out by token).
   static std::vector<lab::Shape> checks() {
-    return {{2, 64, 4, 16, 2, 97, 1},  {2, 64, 4, 16, 2, 97, 2},  {2, 64, 4, 16, 2, 97, 3},
-            {1, 128, 1, 13, 1, 50, 3}, {2, 32, 2, 77, 1, 31, 3},  {1, 64, 4, 33, 1, 97, 3},
-            {1, 64, 2, 65, 2, 97, 3},  {1, 128, 2, 100, 1, 61, 3}, {1, 160, 2, 33, 1, 50, 3}};
+    return {{2, 64, 4, 16, 2, 97, 1},  {2, 64, 4, 16, 2, 97, 2},   {2, 64, 4, 16, 2, 97, 3},
+            {1, 128, 1, 13, 1, 50, 3}, {2, 32, 2, 77, 1, 31, 3},   {1, 64, 4, 33, 1, 97, 3},
+            {1, 64, 2, 65, 2, 97, 3},  {1, 128, 2, 100, 1, 61, 3}, {1, 160, 2, 33, 1, 50, 3},
+            {1, 128, 2, 65, 2, 97, 3}};
   }
   static std::string validate(const lab::Shape& s) {
     if (s[6] < 1 || s[6] > 3) return "phase must be 1 (forward), 2 (forward and backward) or 3 (the full step)";

@@ -1,11 +1,12 @@
 // The Hopper attention backward's kernel (flash_backward_wgmma) and its host side: the tensor maps
 // over bf16 Q, K, V and dO by head and the fp32 dQ it adds to, the shared-memory attribute, the
-// launch. Two files launch it: backward/05_optimized_attention_backward_fused_wgmma.cu, where the
-// lesson is told (its opening comment), and the GPT-2 step that runs the Hopper attention
-// (gpt2/steps/08_optimized_gpt2_step_fused_bf16_hopper.cu).
+// launch. Three files launch it: backward/05_optimized_attention_backward_fused_wgmma.cu, where the
+// lesson is told (its opening comment), and the GPT-2 steps that run the Hopper attention
+// (gpt2/fused/hopper_attention.cuh: gpt2/steps/08_optimized_gpt2_step_fused_bf16_hopper.cu, and
+// 09_optimized_gpt2_step_fused_bf16_rows.cu with dK and dV into the products' rows, KVRows).
 // Q, K, V, dO: bf16 [bh][seq][d]; lse (natural log, as the forwards write it) and delta =
 // rowsum(dO o O) fp32 [bh][seq]; dQ fp32 [bh][seq][d], added to (zero it first); dK, dV fp32
-// [bh][seq][d], written. d is 64 or 128.
+// [bh][seq][d], written (or bf16 rows with their column sums: KVRows). d is 64 or 128.
 // lab-arch: sm_90a
 #pragma once
 
@@ -31,6 +32,19 @@ struct Bwd {
                                     kConsumers * (kDsBytes + kDqBytes + kRowsBytes) + 8 * (1 + 2 * kStages);
   static_assert((kConsumers * kConsumerRegs + kProducerRegs) * 128 <= 65536, "the register file");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
+};
+
+// dK and dV written where the next product reads them instead of by head in fp32 (the GPT-2 step's
+// dQKV rows, optimized_gpt2_step_fused_bf16_rows.cu): in bf16, head b heads + h's key t in row
+// b seq + t of ld elements, columns [h cols, h cols + cols) from dk and from dv (cols: the model's
+// head size, at most the kernel's d; the padding is not written), and each column's sum over the
+// keys, from the fp32 values, added to db_k[h cols + c] and db_v[h cols + c] (the product's bias
+// gradient; zero it first). dk null: by head, in fp32.
+struct KVRows {
+  __nv_bfloat16 *dk = nullptr, *dv = nullptr;
+  float *db_k = nullptr, *db_v = nullptr;
+  int heads = 1, cols = 0;
+  std::size_t ld = 0;
 };
 
 #if defined(LAB_SM90A)
@@ -66,7 +80,8 @@ __global__ void __launch_bounds__(Bwd<D>::kThreads, 1)
                          const __grid_constant__ CUtensorMap vmap, const __grid_constant__ CUtensorMap dmap,
                          const __grid_constant__ CUtensorMap dqmap, const float* __restrict__ lse,
                          const float* __restrict__ delta,
-                         float* __restrict__ dk, float* __restrict__ dv, int seq, float scale, float scale_log2) {
+                         float* __restrict__ dk, float* __restrict__ dv, int seq, float scale, float scale_log2,
+                         const KVRows out) {
   using C = Bwd<D>;
   extern __shared__ std::uint8_t smem_raw[];
   const Smem<D> sh(smem_raw);
@@ -234,16 +249,76 @@ __global__ void __launch_bounds__(Bwd<D>::kThreads, 1)
     }
     if (leader) tma::bulk_wait<0>();
 
+    if (out.dk) {  // bf16 rows, and the columns' sums
+      const int hh = head % out.heads;
+      const std::size_t base = std::size_t(head / out.heads) * seq * out.ld + std::size_t(hh) * out.cols;
+      float sk[D / 8][2] = {}, sv[D / 8][2] = {};
+      auto put = [&](__nv_bfloat16* r, int col, float a, float b) {
+        if (col + 1 < out.cols && reinterpret_cast<std::uintptr_t>(r) % 4 == 0) {
+          *reinterpret_cast<__nv_bfloat162*>(r) = __floats2bfloat162_rn(a, b);  // the pair in one store
+        } else {
+          if (col < out.cols) r[0] = __float2bfloat16(a);
+          if (col + 1 < out.cols) r[1] = __float2bfloat16(b);
+        }
+      };
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int key = krow0 + 8 * h;
-      if (key >= seq) continue;
-      const std::size_t at = (rows_before + key) * D;
+      for (int h = 0; h < 2; ++h) {
+        const int key = krow0 + 8 * h;
+        if (key >= seq) continue;
+        __nv_bfloat16* krow = out.dk + base + std::size_t(key) * out.ld;
+        __nv_bfloat16* vrow = out.dv + base + std::size_t(key) * out.ld;
 #pragma unroll
-      for (int nn = 0; nn < D / 8; ++nn) {
-        *reinterpret_cast<float2*>(dk + at + 8 * nn + 2 * t) =
-            make_float2(dk_acc[0][nn][2 * h] * scale, dk_acc[0][nn][2 * h + 1] * scale);
-        *reinterpret_cast<float2*>(dv + at + 8 * nn + 2 * t) = make_float2(dv_acc[0][nn][2 * h], dv_acc[0][nn][2 * h + 1]);
+        for (int nn = 0; nn < D / 8; ++nn) {
+          const int col = 8 * nn + 2 * t;
+          const float k0 = dk_acc[0][nn][2 * h] * scale, k1 = dk_acc[0][nn][2 * h + 1] * scale;
+          const float v0 = dv_acc[0][nn][2 * h], v1 = dv_acc[0][nn][2 * h + 1];
+          sk[nn][0] += k0, sk[nn][1] += k1, sv[nn][0] += v0, sv[nn][1] += v1;
+          put(krow + col, col, k0, k1), put(vrow + col, col, v0, v1);
+        }
+      }
+      // The columns' sums over the warpgroup's 64 keys: a column's 16 keys of a warp lie in the 8
+      // lanes of the same t (lane bits 2 to 4), summed by shuffles; the first of them puts the
+      // warp's sum in shared memory (the consumer's dS^T buffer, free once its last product has
+      // completed: the loop's last group_sync), and after the warpgroup's barrier one thread a
+      // column adds the four warps' sums: one atomic a column a warpgroup.
+      float* part = reinterpret_cast<float*>(ds);  // [warp][dK, dV][D]
+#pragma unroll
+      for (int nn = 0; nn < D / 8; ++nn)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+#pragma unroll
+          for (int o = 4; o < 32; o *= 2) {
+            sk[nn][e] += __shfl_xor_sync(~0u, sk[nn][e], o);
+            sv[nn][e] += __shfl_xor_sync(~0u, sv[nn][e], o);
+          }
+          if (g == 0) {
+            part[(2 * warp) * D + 8 * nn + 2 * t + e] = sk[nn][e];
+            part[(2 * warp + 1) * D + 8 * nn + 2 * t + e] = sv[nn][e];
+          }
+        }
+      static_assert(4 * 2 * D * 4 <= C::kDsBytes, "the warps' column sums fit the dS^T buffer");
+      group_sync(consumer);
+      for (int i = me; i < 2 * D; i += 128) {
+        const int which = i / D, col = i % D;
+        if (col >= out.cols) continue;
+        float sum = 0;
+#pragma unroll
+        for (int w = 0; w < 4; ++w) sum += part[(2 * w + which) * D + col];
+        atomicAdd((which == 0 ? out.db_k : out.db_v) + std::size_t(hh) * out.cols + col, sum);
+      }
+    } else {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int key = krow0 + 8 * h;
+        if (key >= seq) continue;
+        const std::size_t at = (rows_before + key) * D;
+#pragma unroll
+        for (int nn = 0; nn < D / 8; ++nn) {
+          *reinterpret_cast<float2*>(dk + at + 8 * nn + 2 * t) =
+              make_float2(dk_acc[0][nn][2 * h] * scale, dk_acc[0][nn][2 * h + 1] * scale);
+          *reinterpret_cast<float2*>(dv + at + 8 * nn + 2 * t) =
+              make_float2(dv_acc[0][nn][2 * h], dv_acc[0][nn][2 * h + 1]);
+        }
       }
     }
   }
@@ -267,8 +342,9 @@ inline Maps maps(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bflo
   return m;
 }
 
-// The kernel's shared memory, set once before launches.
-inline void prepare(int d, bool causal) {
+// The kernel's shared memory, set once before launches. Static, as flash_tma.cuh's prepare() and
+// launch() are (see there): each translation unit prepares and launches its own copy of the kernel.
+static inline void prepare(int d, bool causal) {
 #if defined(LAB_SM90A)
   with_kernel(d, causal, [&](auto dc, auto cc) {
     constexpr int D = decltype(dc)::value;
@@ -280,21 +356,22 @@ inline void prepare(int d, bool causal) {
 #endif
 }
 
-// A block per kBc keys of each head; scale: the scores' (1 / sqrt of the head size). prepare() first.
-inline void launch(const Maps& m, const float* lse, const float* delta, float* dk, float* dv, int bh, int seq, int d,
-                   bool causal, float scale, cudaStream_t stream) {
+// A block per kBc keys of each head; scale: the scores' (1 / sqrt of the head size). dK and dV by
+// head into dk and dv, or into rows (out.dk set; dk and dv unused). prepare() first.
+static inline void launch(const Maps& m, const float* lse, const float* delta, float* dk, float* dv, int bh, int seq, int d,
+                   bool causal, float scale, cudaStream_t stream, const KVRows& out = {}) {
 #if defined(LAB_SM90A)
   with_kernel(d, causal, [&](auto dc, auto cc) {
     constexpr int D = decltype(dc)::value;
     using C = Bwd<D>;
     const dim3 grid((seq + C::kBc - 1) / C::kBc, bh);
     flash_backward_wgmma<D, decltype(cc)::value><<<grid, C::kThreads, C::kSmemBytes, stream>>>(
-        m.q, m.k, m.v, m.dout, m.dq, lse, delta, dk, dv, seq, scale, scale * flash::kLog2e);
+        m.q, m.k, m.v, m.dout, m.dq, lse, delta, dk, dv, seq, scale, scale * flash::kLog2e, out);
     LAB_CHECK(cudaGetLastError());
   });
 #else
   (void)m, (void)lse, (void)delta, (void)dk, (void)dv, (void)bh, (void)seq, (void)d, (void)causal, (void)scale;
-  (void)stream;
+  (void)stream, (void)out;
   throw lab::Error("the Hopper attention backward is not built for sm_90a");
 #endif
 }

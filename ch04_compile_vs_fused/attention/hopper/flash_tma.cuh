@@ -12,7 +12,8 @@
 // scores, 64 for the output, 32 for P, and what the overlapped schedule keeps of the next tile).
 // The producer gives its registers back (setmaxnreg.dec to 24) and the consumers take them (inc):
 // (kConsumers x kConsumerRegs + kProducerRegs) x 128 threads of the SM's 65536.
-// Q, K, V: bf16, [bh][seq][d]; O fp32 [bh][seq][d]; lse fp32 [bh][seq]. d is 64 or 128.
+// Q, K, V: bf16, [bh][seq][d]; O fp32 [bh][seq][d] (or bf16 rows: Rows); lse fp32 [bh][seq]. d is 64
+// or 128.
 #pragma once
 
 #include <cstdint>
@@ -60,6 +61,16 @@ struct Listed {
   float* part_lse = nullptr;  // slots x kBr
 };
 
+// O written where the next product reads it instead of by head in fp32 (the GPT-2 step's merged
+// attention, optimized_gpt2_step_fused_bf16_rows.cu): in bf16, head b heads + h's query t in row
+// b seq + t of ld elements, columns [h cols, h cols + cols) (cols: the model's head size, at most
+// the kernel's d; the padding is not written). o null: by head (the frame's grid only, not a list).
+struct Rows {
+  __nv_bfloat16* o = nullptr;
+  int heads = 1, cols = 0;
+  std::size_t ld = 0;
+};
+
 #if defined(LAB_SM90A)
 namespace tma = lab::tma;
 
@@ -91,14 +102,22 @@ struct Ring {
 };
 
 // Where a consumer's rows of O and lse go: `o` and `lse` hold rows [row0, row0 + rows) of the head
-// (the head's own, row0 = 0 and rows = seq; or a split block's partial slot, row0 its first query).
+// (the head's own, row0 = 0 and rows = seq; or a split block's partial slot, row0 its first query);
+// or, where o16 is set, O goes in bf16 to the head's first `cols` columns of rows of ld elements
+// (see Rows).
 struct Out {
   float* o;
   float* lse;
   int row0, rows;
+  __nv_bfloat16* o16 = nullptr;
+  std::size_t ld = 0;
+  int cols = 0;
   template <int DN>
   __device__ __forceinline__ void write(const mma::Softmax<1>& softmax, const float (&acc)[1][DN][4], int qrow0) const {
-    softmax.write(acc, o, lse, qrow0 - row0, rows);
+    if (o16)
+      softmax.write_rows(acc, o16, ld, cols, lse, qrow0 - row0, rows);
+    else
+      softmax.write(acc, o, lse, qrow0 - row0, rows);
   }
 };
 
@@ -209,7 +228,7 @@ template <int D, bool Causal, class Schedule>
 __global__ void __launch_bounds__(Config<D>::kThreads, 1)
     forward(const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap kmap,
             const __grid_constant__ CUtensorMap vmap, const Listed list, float* __restrict__ o,
-            float* __restrict__ lse, int seq, float scale_log2) {
+            float* __restrict__ lse, int seq, float scale_log2, const Rows rows) {
   using C = Config<D>;
   extern __shared__ std::uint8_t smem_raw[];
   const Ring<D> ring(smem_raw);
@@ -223,9 +242,13 @@ __global__ void __launch_bounds__(Config<D>::kThreads, 1)
   }
   const int row0 = item.tile * C::kBr, head = item.head;
   const std::size_t slot = std::size_t(item.slot);
-  const Out out = item.slot < 0 ? Out{o + std::size_t(head) * seq * D, lse + std::size_t(head) * seq, 0, seq}
-                                : Out{list.part_o + slot * C::kBr * D, list.part_lse + slot * C::kBr, row0,
-                                      min(C::kBr, seq - row0)};
+  const std::size_t batch_row0 = std::size_t(head / rows.heads) * seq;  // with rows.o: the head's first row
+  const Out out = rows.o ? Out{nullptr, lse + std::size_t(head) * seq, 0, seq,
+                               rows.o + batch_row0 * rows.ld + std::size_t(head % rows.heads) * rows.cols, rows.ld,
+                               rows.cols}
+                  : item.slot < 0 ? Out{o + std::size_t(head) * seq * D, lse + std::size_t(head) * seq, 0, seq}
+                                  : Out{list.part_o + slot * C::kBr * D, list.part_lse + slot * C::kBr, row0,
+                                        min(C::kBr, seq - row0)};
   const int group = int(threadIdx.x) / 128;  // 0: the producer; 1..kConsumers: consumers
   if (threadIdx.x == 0) {
     tma::init(ring.q_full, 1);
@@ -257,16 +280,24 @@ inline CUtensorMap head_map(const __nv_bfloat16* base, const attn::Dims& a, int 
                                        {64, std::uint32_t(rows), 1});
 }
 
-// The state of a variant on this frame: the bf16 copies of Q, K and V and the three tensor maps
-// over them (Q by the block's queries, K and V by a tile's keys).
+// The three tensor maps a forward reads through, over bf16 Q, K and V by head: Q by the block's
+// queries, K and V by a tile's keys. d is 64 or 128.
+struct Maps {
+  CUtensorMap q{}, k{}, v{};
+};
+inline Maps maps(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const attn::Dims& a) {
+  const int br = a.d == 64 ? Config<64>::kBr : Config<128>::kBr, bc = Config<128>::kBc;
+  return {head_map(q, a, br), head_map(k, a, bc), head_map(v, a, bc)};
+}
+
+// The state of a variant on this frame: the bf16 copies of Q, K and V and the maps over them.
 struct Inputs {
   attn::Bf16Inputs in16;
-  CUtensorMap qmap{}, kmap{}, vmap{};
+  Maps maps{};
   Inputs(const Attention::Problem& p, cudaStream_t stream) : in16(p, stream) {
     const attn::Dims& a = p.dims;
     if (a.d != 64 && a.d != 128) return;  // supports() says N/A
-    const int br = a.d == 64 ? Config<64>::kBr : Config<128>::kBr, bc = Config<128>::kBc;
-    qmap = head_map(in16.q.data(), a, br), kmap = head_map(in16.k.data(), a, bc), vmap = head_map(in16.v.data(), a, bc);
+    maps = flashtma::maps(in16.q.data(), in16.k.data(), in16.v.data(), a);
   }
 };
 
@@ -302,9 +333,17 @@ void with_kernel(int d, bool causal, F&& f) {
     with_causal(std::integral_constant<int, 128>{});
 }
 
+// The host functions that name a kernel (prepare, launch, run here; bwd::prepare and bwd::launch)
+// are static: nvcc gives a kernel template's host stub internal linkage, so each translation unit
+// that instantiates forward<...> has its own copy of the kernel. An inline function would be one
+// definition for the whole program, picked by the linker from any of those units: in a binary that
+// links several variants (the chapter's tests, fuzz and demos) prepare() could then set the shared
+// memory of one unit's copy and launch() start another's, which fails with an invalid argument.
+// Static, each unit prepares and launches its own.
+//
 // forward<D, causal, Schedule>'s shared memory, set once before launches (outside a graph's capture).
 template <class Schedule>
-void prepare(int d, bool causal) {
+static void prepare(int d, bool causal) {
 #if defined(LAB_SM90A)
   with_kernel(d, causal, [&](auto dc, auto cc) {
     constexpr int D = decltype(dc)::value;
@@ -317,23 +356,24 @@ void prepare(int d, bool causal) {
 }
 
 // Launches forward<D, causal, Schedule> over bh heads of seq queries (Q, K, V by the maps; O and lse
-// by head): a block per kBr queries of each head, or the blocks `list` names. scale_log2: the
-// scores' scale times log2(e). prepare() first.
+// by head, or O into rows): a block per kBr queries of each head, or the blocks `list` names.
+// scale_log2: the scores' scale times log2(e). prepare() first.
 template <class Schedule>
-void launch(const CUtensorMap& qmap, const CUtensorMap& kmap, const CUtensorMap& vmap, float* o, float* lse, int bh,
-            int seq, int d, bool causal, float scale_log2, cudaStream_t stream, const Listed& list = {}) {
+static void launch(const Maps& m, float* o, float* lse, int bh, int seq, int d, bool causal, float scale_log2,
+            cudaStream_t stream, const Listed& list = {}, const Rows& rows = {}) {
 #if defined(LAB_SM90A)
+  if (rows.o && list.items) throw lab::Error("flashtma::launch: O in rows is written by the frame's grid, not a list");
   with_kernel(d, causal, [&](auto dc, auto cc) {
     constexpr int D = decltype(dc)::value;
     using C = Config<D>;
     const dim3 grid = list.items ? dim3(list.blocks) : dim3((seq + C::kBr - 1) / C::kBr, bh);
     forward<D, decltype(cc)::value, Schedule>
-        <<<grid, C::kThreads, C::kSmemBytes, stream>>>(qmap, kmap, vmap, list, o, lse, seq, scale_log2);
+        <<<grid, C::kThreads, C::kSmemBytes, stream>>>(m.q, m.k, m.v, list, o, lse, seq, scale_log2, rows);
     LAB_CHECK(cudaGetLastError());
   });
 #else
-  (void)qmap, (void)kmap, (void)vmap, (void)o, (void)lse, (void)bh, (void)seq, (void)d, (void)causal;
-  (void)scale_log2, (void)stream, (void)list;
+  (void)m, (void)o, (void)lse, (void)bh, (void)seq, (void)d, (void)causal;
+  (void)scale_log2, (void)stream, (void)list, (void)rows;
   throw lab::Error("the warp-specialised attention kernels are not built for sm_90a");
 #endif
 }
@@ -341,11 +381,11 @@ void launch(const CUtensorMap& qmap, const CUtensorMap& kmap, const CUtensorMap&
 // Runs forward<D, causal, Schedule> over the problem: a block per kBr queries of each head, or the
 // blocks a variant lists.
 template <class Schedule>
-void run(const Inputs& in, Attention::Problem& p, cudaStream_t stream, const Listed& list = {}) {
+static void run(const Inputs& in, Attention::Problem& p, cudaStream_t stream, const Listed& list = {}) {
   const attn::Dims& a = p.dims;
   prepare<Schedule>(a.d, a.causal);
-  launch<Schedule>(in.qmap, in.kmap, in.vmap, p.o.data(), p.lse.data(), a.bh(), a.seq, a.d, a.causal,
-                   a.scale() * flash::kLog2e, stream, list);
+  launch<Schedule>(in.maps, p.o.data(), p.lse.data(), a.bh(), a.seq, a.d, a.causal, a.scale() * flash::kLog2e,
+                   stream, list);
 }
 
 // A forward variant on this frame, the variant class its file registers: its state is Inputs,

@@ -140,6 +140,34 @@ struct Softmax {
   template <int DN>
   __device__ __forceinline__ void write(const float (&acc)[MT][DN][4], float* __restrict__ o, float* __restrict__ lse,
                                         int qrow0, int seq) const {
+    finish(acc, lse, qrow0, seq, [&](int row, int col, float a, float b) {
+      *reinterpret_cast<float2*>(o + std::size_t(row) * (8 * DN) + col) = make_float2(a, b);
+    });
+  }
+  // write() into bf16 rows of ld elements, row r at o + r ld, its first `cols` columns alone (a head
+  // narrower than the kernel's width is padded with zeros: the rest is that padding): the GPT-2
+  // step's merged attention output, which its next product reads.
+  template <int DN>
+  __device__ __forceinline__ void write_rows(const float (&acc)[MT][DN][4], __nv_bfloat16* __restrict__ o,
+                                             std::size_t ld, int cols, float* __restrict__ lse, int qrow0,
+                                             int seq) const {
+    finish(acc, lse, qrow0, seq, [&](int row, int col, float a, float b) {
+      __nv_bfloat16* r = o + std::size_t(row) * ld + col;
+      if (col + 1 < cols && reinterpret_cast<std::uintptr_t>(r) % 4 == 0) {
+        *reinterpret_cast<__nv_bfloat162*>(r) = __floats2bfloat162_rn(a, b);  // the pair in one store
+      } else {
+        if (col < cols) r[0] = __float2bfloat16(a);
+        if (col + 1 < cols) r[1] = __float2bfloat16(b);
+      }
+    });
+  }
+
+ private:
+  // Each of this lane's rows below seq: its lse, and store(row, col, value, next value) for its
+  // column pairs of acc / l.
+  template <int DN, class Store>
+  __device__ __forceinline__ void finish(const float (&acc)[MT][DN][4], float* __restrict__ lse, int qrow0, int seq,
+                                         Store store) const {
     constexpr float kLog2e = 1.4426950408889634f;
     const int t = threadIdx.x % 4;
 #pragma unroll
@@ -153,9 +181,7 @@ struct Softmax {
         if (row >= seq) continue;
         const float inv = 1.f / sum;
 #pragma unroll
-        for (int n = 0; n < DN; ++n)
-          *reinterpret_cast<float2*>(o + std::size_t(row) * (8 * DN) + 8 * n + 2 * t) =
-              make_float2(acc[mt][n][2 * h] * inv, acc[mt][n][2 * h + 1] * inv);
+        for (int n = 0; n < DN; ++n) store(row, 8 * n + 2 * t, acc[mt][n][2 * h] * inv, acc[mt][n][2 * h + 1] * inv);
         if (t == 0) lse[row] = (m[mt][h] + log2f(sum)) / kLog2e;
       }
   }

@@ -229,13 +229,15 @@ __global__ void qkv_rows_kernel(const float* __restrict__ dq, const float* __res
 // products' type for dY), and its column sums (from the fp32 values) added to db (zeroed before).
 // A thread owns one column of dQKV and walks the rows grid-strided, its column's sum in a register
 // until one atomic add at the end; a warp's columns are consecutive, within a head where hd >= 32.
+// It writes `parts` of the three (dQ, dK, dV) from `first` on: the columns [first d, (first +
+// parts) d); the grid covers parts d columns (column_owner_grid(rows, parts d)).
 template <class Grad>
 __global__ void __launch_bounds__(kThreads)
     qkv_rows_sum_kernel(const float* __restrict__ dq, const float* __restrict__ dk, const float* __restrict__ dv,
                         Grad* __restrict__ dqkv, float* __restrict__ db, std::size_t rows, int context, int h, int hd,
-                        int dp) {
-  const int d = h * hd, c = blockIdx.x * kThreads + threadIdx.x;
-  if (c >= 3 * d) return;
+                        int dp, int first = 0, int parts = 3) {
+  const int d = h * hd, c = first * d + blockIdx.x * kThreads + threadIdx.x;
+  if (c >= (first + parts) * d) return;
   const int part = c / d, head = c % d / hd, cc = c % d % hd;
   const float* src = (part == 0 ? dq : part == 1 ? dk : dv) + std::size_t(head) * context * dp + cc;
   float s = 0;

@@ -40,7 +40,15 @@
 //   void forward(q, k, v, o, lse, bh, seq, d, causal, scale, stream) and
 //   void backward(q, k, v, dout, lse, delta, dq, dk, dv, bh, seq, d, causal, scale, stream):
 //        attention/kernels/flash_fp32.cuh's forward and backward (o, lse, dq, dk, dv in fp32; dq added to: zeroed
-//        before).
+//        before);
+//   optionally static constexpr bool kWritesRows = true, with
+//   void forward_rows(q, k, v, att, lse, batch, heads, seq, d, hd, causal, scale, stream): O in bf16
+//        straight into the merged rows the projection reads (att: B T x heads hd), and
+//   void backward_rows(q, k, v, dout, lse, delta, dq, dqkv, db, batch, heads, seq, d, hd, causal, scale,
+//        stream): dq by head in fp32 (added to, as backward's), dK and dV in bf16 straight into the QKV
+//        product's dY rows (dqkv: B T x 3 heads hd, its columns from heads hd on), their column sums
+//        added to db (the product's bias gradient, from db + heads hd on; zeroed before). d: the
+//        flash width, hd the model's head size (d with its padding).
 #pragma once
 
 #include <concepts>
@@ -116,6 +124,19 @@ template <class A>
 concept AttentionSupports = requires(const lab::DeviceFacts& dev) {
   { A::supports(dev) } -> std::convertible_to<std::string>;
 };
+
+// An Attention class that writes its outputs where the products read them (kWritesRows; Operand
+// and the products' Operand and Grad all bf16): the step's layout passes for O, dK and dV are then
+// its own.
+template <class A>
+concept NamesRows = requires { requires A::kWritesRows; };
+template <class A>
+concept WritesRows = NamesRows<A> &&
+                     requires(A& a, const __nv_bfloat16* q, __nv_bfloat16* rows, float* f, const float* cf, int n,
+                              bool causal, float scale, cudaStream_t s) {
+                       a.forward_rows(q, q, q, rows, f, n, n, n, n, n, causal, scale, s);
+                       a.backward_rows(q, q, q, q, cf, cf, f, rows, f, n, n, n, n, n, causal, scale, s);
+                     };
 
 }  // namespace policy
 

@@ -31,6 +31,8 @@ struct FusedStep {
                 "a Products policy's head_backward() has linear_backward()'s signature");
   static_assert(policy::Attention<Attention>, "an Attention policy: kPrecision, a constructor from "
                 "(const gpt2::Config&, gpt2::Phase), forward() and backward() (policies.cuh)");
+  static_assert(!policy::NamesRows<Attention> || policy::WritesRows<Attention>,
+                "an Attention policy's kWritesRows comes with forward_rows() and backward_rows() (policies.cuh)");
   using Topic = Gpt2Step;
   gpt2::Config c;
   gpt2::Phase phase;
@@ -42,11 +44,16 @@ struct FusedStep {
   using Grad = typename grad_of<Products>::type;        // the products' dY: float or bf16
   using HeadOp = typename operand_of<Attention>::type;  // the attention's Q, K, V, dO
   using Block = Saved<Op, HeadOp>;
+  // kRows: the attention writes O, dK and dV where the products read them (policy::WritesRows).
+  static constexpr bool kRows = policy::WritesRows<Attention>;
+  static_assert(!kRows || (std::is_same_v<Op, __nv_bfloat16> && std::is_same_v<Grad, __nv_bfloat16> &&
+                           std::is_same_v<HeadOp, __nv_bfloat16>),
+                "an attention that writes the products' rows needs them in bf16, dY too");
   std::vector<Block> blocks;  // every block's saved tensors (the forward alone: one block's, reused)
   HeadSaved<Op> head;
   Buffer spill;  // the saved tensors that the gradients' buffer cannot take (see place_saved)
   Buffer losses, coef;
-  Buffer qkv, o, tmp;           // forward scratch; the backward's dQKV lies in qkv
+  Buffer qkv, o, tmp;           // forward scratch (o: by head, not with kRows); the backward's dQKV lies in qkv
   lab::DeviceBuffer<Op> ln, act;  // a LayerNorm's output and GELU's: made by the forward, and by the backward again
   Buffer dx, dln, delta, wide;  // backward scratch; wide: dact (dh in place), later dq, dk, dv; in
                                 // the forward, the MLP's first product when h is kept in bf16
@@ -92,7 +99,7 @@ struct FusedStep {
   FusedStep(Gpt2Step::Problem& p, cudaStream_t stream)
       : c(p.cfg), phase(p.phase), off(gpt2::offsets(c)), rows(int(c.tokens())), d(c.d), hd(c.head_dim()),
         dp(flash_width(hd)), blas_workspace(std::size_t(32) << 20), losses(rows), coef(2), qkv(3 * c.tokens() * d),
-        o(heads_size(c)), tmp(c.tokens() * d), ln(c.tokens() * d), act(4 * c.tokens() * d), products(c, phase), attention(c, phase) {
+        o(kRows ? 0 : heads_size(c)), tmp(c.tokens() * d), ln(c.tokens() * d), act(4 * c.tokens() * d), products(c, phase), attention(c, phase) {
     place_saved(p);
     const std::size_t n = c.tokens() * d, nh = heads_size(c);
     if (phase != gpt2::Phase::forward) {
@@ -267,7 +274,7 @@ struct FusedStep {
     residual_layer_norm(s0.x, nullptr, nullptr, s0.x, P + b0.ln1_w, P + b0.ln1_b, ln.data(),
                         s0.mean1, s0.rstd1, stream);
     const std::size_t n = c.tokens() * d;
-    const std::size_t nh = o.size();  // Q, K, V, O by head (padded)
+    const std::size_t nh = heads_size(c);  // Q, K, V, O by head (padded)
     for (int l = 0; l < c.layers; ++l) {
       const gpt2::BlockOffsets& ob = off.blocks[l];
       Block& s = saved(l);
@@ -279,10 +286,15 @@ struct FusedStep {
       qkv_heads_kernel<<<blocks_for(nh), kThreads, 0, stream>>>(qkv.data(), P + ob.qkv_b, s.q, s.k,
                                                                 s.v, nh, c.context, c.heads, hd, dp);
       LAB_CHECK(cudaGetLastError());
-      attention.forward(s.q, s.k, s.v, o.data(), s.lse, c.batch * c.heads, c.context, dp, true,
-                        1.f / std::sqrt(float(hd)), stream);
-      merge_heads_kernel<<<blocks_for(nh), kThreads, 0, stream>>>(o.data(), s.att, nh, c.context, c.heads, hd, dp);
-      LAB_CHECK(cudaGetLastError());
+      if constexpr (kRows) {  // O straight into the merged rows
+        attention.forward_rows(s.q, s.k, s.v, s.att, s.lse, c.batch, c.heads, c.context, dp, hd, true,
+                               1.f / std::sqrt(float(hd)), stream);
+      } else {
+        attention.forward(s.q, s.k, s.v, o.data(), s.lse, c.batch * c.heads, c.context, dp, true,
+                          1.f / std::sqrt(float(hd)), stream);
+        merge_heads_kernel<<<blocks_for(nh), kThreads, 0, stream>>>(o.data(), s.att, nh, c.context, c.heads, hd, dp);
+        LAB_CHECK(cudaGetLastError());
+      }
       // The projection; its bias, the residual and LayerNorm 2 in one pass.
       products.linear(blas, s.att, W(ob.proj_w), tmp.data(), rows, d, d, stream);
       residual_layer_norm(s.x, tmp.data(), P + ob.proj_b, s.mid, P + ob.ln2_w, P + ob.ln2_b,
@@ -338,7 +350,7 @@ struct FusedStep {
     const float* P = p.params.data();
     float* G = p.grads.data();
     const std::size_t n = c.tokens() * d;
-    const std::size_t nh = o.size();  // Q, K, V, O by head (padded)
+    const std::size_t nh = heads_size(c);  // Q, K, V, O by head (padded)
     float* dact = wide.data();        // the MLP's output gradient, then (in place) its pre-activation's
     float *dq = wide.data(), *dk = dq + nh, *dv = dk + nh;  // the attention's, once dact is done with
     float* dqkv = qkv.data();         // the forward's QKV rows, free in the backward
@@ -389,12 +401,17 @@ struct FusedStep {
           dln.data(), s.att, dout.data(), delta.data(), head_rows, c.context, c.heads, hd, dp);
       LAB_CHECK(cudaGetLastError());
       LAB_CHECK(cudaMemsetAsync(dq, 0, nh * sizeof(float), stream));
-      attention.backward(s.q, s.k, s.v, dout.data(), s.lse, delta.data(), dq, dk, dv, c.batch * c.heads, c.context,
-                         dp, true, 1.f / std::sqrt(float(hd)), stream);
-      if constexpr (kGradCopies) {
-        LAB_CHECK(cudaMemsetAsync(G + ob.qkv_b, 0, 3 * d * sizeof(float), stream));
-        qkv_rows_sum_kernel<Grad><<<column_owner_grid(rows, 3 * d), kThreads, 0, stream>>>(
-            dq, dk, dv, next, G + ob.qkv_b, rows, c.context, c.heads, hd, dp);
+      if constexpr (kGradCopies) LAB_CHECK(cudaMemsetAsync(G + ob.qkv_b, 0, 3 * d * sizeof(float), stream));
+      if constexpr (kRows) {  // dK and dV straight into dQKV's rows, with their bias gradients; dQ by head
+        attention.backward_rows(s.q, s.k, s.v, dout.data(), s.lse, delta.data(), dq, next, G + ob.qkv_b, c.batch,
+                                c.heads, c.context, dp, hd, true, 1.f / std::sqrt(float(hd)), stream);
+      } else {
+        attention.backward(s.q, s.k, s.v, dout.data(), s.lse, delta.data(), dq, dk, dv, c.batch * c.heads, c.context,
+                           dp, true, 1.f / std::sqrt(float(hd)), stream);
+      }
+      if constexpr (kGradCopies) {  // dQ, dK, dV into rows (with kRows: dQ's alone)
+        qkv_rows_sum_kernel<Grad><<<column_owner_grid(rows, kRows ? d : 3 * d), kThreads, 0, stream>>>(
+            dq, dk, dv, next, G + ob.qkv_b, rows, c.context, c.heads, hd, dp, 0, kRows ? 1 : 3);
       } else {
         qkv_rows_kernel<<<blocks_for(nh), kThreads, 0, stream>>>(dq, dk, dv, dqkv, nh, c.context, c.heads, hd, dp);
       }

@@ -32,47 +32,13 @@
 //   | flashbf16::backward (mma.sync, dQ atomics) | flashtma::bwd::launch (TMA, wgmma, dQ by TMA adds)   |
 // lab-arch: sm_90a
 // Run: make ch04 && ./ch04_compile_vs_fused/optimized_gpt2_step_fused_bf16_hopper
-#include "attention/hopper/backward_wgmma.cuh"
-#include "attention/hopper/overlapped.cuh"
+#include "gpt2/fused/hopper_attention.cuh"
 #include "gpt2/fused/step.cuh"
 
 namespace {
 
-// The attention on the Hopper kernels where the head width is 64 or 128, else on the mma.sync ones
-// (FlashBf16). Tensor maps over the step's Q, K, V, dO and dQ are made at each call: host work,
-// done once, when the step's graph is captured.
-struct HopperAttention {
-  static constexpr const char* kPrecision = "bf16";
-  using Operand = __nv_bfloat16;
-  using Schedule = flashtma::Overlapped;
-  static bool hopper(int d) { return d == 64 || d == 128; }
-
-  HopperAttention(const gpt2::Config& c, gpt2::Phase phase) {
-    const int dp = flash_width(c.head_dim());
-    if (!hopper(dp) || !flashtma::device_supports(lab::current_device()).empty()) return;
-    flashtma::prepare<Schedule>(dp, true);
-    if (phase != gpt2::Phase::forward) flashtma::bwd::prepare(dp, true);
-  }
-  static std::string supports(const lab::DeviceFacts& dev) { return flashtma::device_supports(dev); }
-
-  void forward(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, float* o, float* lse, int bh,
-               int seq, int d, bool causal, float scale, cudaStream_t stream) {
-    if (!hopper(d)) return flashbf16::forward(q, k, v, o, lse, bh, seq, d, causal, scale, stream);
-    const attn::Dims a(lab::Shape{1, bh, seq, d, causal ? 1 : 0});
-    const int br = d == 64 ? flashtma::Config<64>::kBr : flashtma::Config<128>::kBr;
-    const int bc = flashtma::Config<128>::kBc;
-    flashtma::launch<Schedule>(flashtma::head_map(q, a, br), flashtma::head_map(k, a, bc), flashtma::head_map(v, a, bc),
-                               o, lse, bh, seq, d, causal, scale * flash::kLog2e, stream);
-  }
-  void backward(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const __nv_bfloat16* dout,
-                const float* lse, const float* delta, float* dq, float* dk, float* dv, int bh, int seq, int d,
-                bool causal, float scale, cudaStream_t stream) {
-    if (!hopper(d)) return flashbf16::backward(q, k, v, dout, lse, delta, dq, dk, dv, bh, seq, d, causal, scale, stream);
-    flashtma::bwd::launch(flashtma::bwd::maps(q, k, v, dout, dq, bh, seq, d), lse, delta, dk, dv, bh, seq, d, causal,
-                          scale, stream);
-  }
-};
-
+// HopperAttention (gpt2/fused/hopper_attention.cuh, kept by the later bf16 steps): the Hopper
+// kernels where the head width is 64 or 128, else the mma.sync ones (FlashBf16).
 using FusedBf16Hopper = FusedStep<Bf16GradGemm, HopperAttention>;  // Bf16GradGemm: policies.cuh
 
 }  // namespace
