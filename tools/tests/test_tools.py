@@ -209,6 +209,53 @@ class TorchReference(unittest.TestCase):
         self.assertIn("--lab", r.stderr)
 
 
+class FakeCuda:
+    """torch.cuda's memory statistics, as the caching allocator keeps them."""
+
+    def __init__(self):
+        self.allocated = self.peak = 0
+
+    def alloc(self, n):
+        self.allocated += n
+        self.peak = max(self.peak, self.allocated)
+
+    def free(self, n):
+        self.allocated -= n
+
+    def reset_peak_memory_stats(self):
+        self.peak = self.allocated
+
+    def memory_allocated(self):
+        return self.allocated
+
+    def max_memory_allocated(self):
+        return self.peak
+
+
+class PeakSince(unittest.TestCase):
+    def setUp(self):
+        import types
+
+        import torch_reference
+
+        self.cuda = FakeCuda()
+        self.torch = types.SimpleNamespace(cuda=self.cuda)
+        self.PeakSince = torch_reference.PeakSince
+
+    def test_what_an_earlier_phase_allocated_for_the_next_counts(self):
+        mib = 2**20
+        self.cuda.alloc(100 * mib)  # before the model: not counted
+        peak = self.PeakSince(self.torch)
+        self.cuda.alloc(500 * mib)  # the model's parameters
+        self.cuda.alloc(2000 * mib)  # phase 2's graphs and their pool, kept by the model
+        self.cuda.free(1500 * mib)  # what phase 2's own calls freed
+        self.assertEqual(peak.mib(), 2500)
+        self.cuda.alloc(100 * mib)  # phase 3: the optimizer's state, little of its own
+        self.assertEqual(peak.mib(), 2500)  # not 1100: the pool phase 3 runs in is counted
+        self.cuda.alloc(2000 * mib)
+        self.assertEqual(peak.mib(), 3100)
+
+
 class NsightRecipes(unittest.TestCase):
     """tools/nsight_systems.sh and nsight_compute.sh with a stand-in profiler (it runs the program
     with the arguments it was given and records them): a lab program gets --no-check and one
