@@ -47,8 +47,10 @@ def describe(program):
     return json.loads(out)
 
 
-def builders(torch):
-    """topic -> function(shape) returning a callable that runs the operation once."""
+def builders(torch, compiled=False):
+    """topic -> function(shape) returning a callable that runs the operation once (or several, by
+    name). compiled (--compile): the attention's backward also through torch.compile's graph of the
+    eager formula (the forward topics get theirs in main)."""
     F = torch.nn.functional
     dev = "cuda"
 
@@ -142,8 +144,11 @@ def builders(torch):
     def attention_backward(s):
         causal = bool(s[4])
         out = {}
-        for name, fn, dtype in (("torch eager", naive, torch.float32), ("SDPA fp32", sdpa, torch.float32),
-                                ("SDPA bf16", sdpa, torch.bfloat16)):
+        forms = [("torch eager", naive, torch.float32), ("SDPA fp32", sdpa, torch.float32),
+                 ("SDPA bf16", sdpa, torch.bfloat16)]
+        if compiled:  # the forward traced and compiled with its backward (AOTAutograd): the grad runs that
+            forms.append(("torch.compile", torch.compile(naive), torch.float32))
+        for name, fn, dtype in forms:
             q, k, v = attention_inputs(s, dtype, True)
             o = fn(q, k, v, causal)
             do = torch.empty_like(o).uniform_(-1, 1)
@@ -323,7 +328,9 @@ def main():
     ap.add_argument("--reps", type=int, default=20, help="timed calls per shape (default 20)")
     ap.add_argument("--shape", action="append", metavar="S",
                     help="time this shape (e.g. 12x768x12x1024x4x10000x3) instead of the program's sweep; repeatable")
-    ap.add_argument("--compile", action="store_true", help="also time torch.compile for forward topics")
+    ap.add_argument("--compile", action="store_true",
+                    help="also time torch.compile: of the eager callable for forward topics, and of the eager "
+                         "attention formula with its backward for attention_backward")
     ap.add_argument("--modes", default=None, metavar="M,M",
                     help="gpt2_step: the configurations to time, of %s (default: eager, and default with "
                          "--compile); every row names its mode, and a line per shape names the fastest"
@@ -380,7 +387,7 @@ def main():
     torch = torch_gpt2.cuda_torch("torch_reference")
     if torch is None:
         return 2
-    make = builders(torch)
+    make = builders(torch, compiled=a.compile)
     for d in descs:
         if d["topic"] not in make:
             print("torch_reference: error: no PyTorch equivalent for topic %s (known: %s)"

@@ -3,18 +3,28 @@
 // this chapter (vanilla = the baseline, compiled, fused, ...: a forward variant and the backward
 // variant of the same role and step), it times the forward and the backward apart and writes one
 // CSV row:
-//   batch_size, heads, seq_len, d_model, causal, variant, forward_ms, backward_ms, total_ms,
+//   batch_size, heads, seq_len, d_model, causal, variant, compiled, forward_ms, forward_mean_ms,
+//   forward_std_ms, backward_ms, backward_mean_ms, backward_std_ms, total_ms, total_mean_ms,
 //   forward_tflops, backward_tflops, peak_memory_mb, status, verified
 // then prints speedup tables (forward, backward, total) over vanilla, as text and as Markdown.
-//   forward_ms, backward_ms  median of --reps runs, CUDA events, the L2 flushed before each run
+// The users' benchmark (its CSV: batch_size, seq_len, d_model, compiled, forward_mean_ms,
+// forward_std_ms, backward_mean_ms, backward_std_ms, total_mean_ms, peak_memory_mb, status) is the
+// defaults: batch 8, one head, seq 256 to 16384, d 16 to 128, 10 warm-up runs and 100 timed.
+//   compiled     the users' flag: false for vanilla, true for every other implementation (the
+//                users compare two; `variant` names which of the lab's it is)
+//   forward_ms, backward_ms  median of --reps runs after --warmup untimed ones, CUDA events, the
+//                L2 flushed before each run; *_mean_ms and *_std_ms their mean and sample standard
+//                deviation (the users' statistics; the tables use the median, which one slow run
+//                does not move); total_ms, total_mean_ms: the two directions' sums
 //   *_tflops     4 B H seq^2 d FLOPs forward, 2.5 times that backward (half with the causal mask)
 //   peak_memory_mb  the larger of the forward's and the backward's peak of device memory held by
 //                the lab's buffers (inputs, outputs, saved tensors, scratch; MiB = 2^20 bytes)
-//   status       ok, or OOM when a direction ran out of device memory (the report goes on)
+//   status       success (the users' word), OOM when a direction ran out of device memory (the
+//                report goes on), or N/A where the implementation does not run the shape
 // Shapes whose forward is at most --verify-gflop GFLOP are checked against the double reference
 // first (forward and backward), so a wrong kernel cannot report a time.
 // Run: make ch04 && ./ch04_compile_vs_fused/demo_attention_report --csv attention.csv
-// ctest-args: --batch 2 --seq 33,64 --d 16,64 --causal 0,1 --reps 2
+// ctest-args: --batch 2 --seq 33,64 --d 16,64 --causal 0,1 --warmup 1 --reps 2
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -42,7 +52,7 @@ constexpr const char* kDescription =
 struct Settings {
   std::vector<std::int64_t> batch{8}, heads{1}, seq{256, 1024, 4096, 8192, 16384}, d{16, 32, 64, 128}, causal{0};
   std::vector<std::string> variants;  // empty: all
-  int reps = 10;
+  int warmup = 10, reps = 100;  // the users' benchmark's
   double verify_gflop = 0.5;
   std::string csv, markdown;
   std::uint64_t seed = 1;
@@ -81,7 +91,7 @@ std::vector<Implementation> implementations() {
 // One direction of one implementation at one shape; verified when the forward is small enough.
 lab::Measurement measure(const lab::Variant& v, const lab::Shape& shape, const Settings& cfg, lab::L2Flusher& flusher) {
   const bool verify = Attention::work(shape).flops <= cfg.verify_gflop * 1e9;
-  return lab::measure_variant(v, shape, cfg.seed, cfg.reps, flusher, verify);
+  return lab::measure_variant(v, shape, cfg.seed, cfg.reps, flusher, verify, cfg.warmup);
 }
 
 struct Row {
@@ -93,8 +103,13 @@ struct Row {
     if (fwd.ms && bwd.ms) return *fwd.ms + *bwd.ms;
     return std::nullopt;
   }
+  std::optional<double> total_mean() const {
+    if (fwd.mean_ms && bwd.mean_ms) return *fwd.mean_ms + *bwd.mean_ms;
+    return std::nullopt;
+  }
+  bool compiled() const { return variant != "vanilla"; }
   std::string status() const {
-    return !fwd.not_applicable.empty() ? "N/A" : fwd.oom || bwd.oom ? "OOM" : "ok";
+    return !fwd.not_applicable.empty() ? "N/A" : fwd.oom || bwd.oom ? "OOM" : "success";
   }
   bool verified() const { return fwd.verified && (bwd.verified || !has_backward); }
   // A table cell for direction t (0 forward, 1 backward, 2 total): "OOM" where that ran out of
@@ -117,9 +132,11 @@ std::string csv_line(const Row& r) {
   if (r.fwd.peak_mib || r.bwd.peak_mib) mem = std::max(r.fwd.peak_mib.value_or(0), r.bwd.peak_mib.value_or(0));
   std::ostringstream s;
   s << r.shape[0] << "," << r.shape[1] << "," << r.shape[2] << "," << r.shape[3] << "," << r.shape[4] << ","
-    << r.variant << "," << opt(r.fwd.ms, 4) << "," << opt(r.bwd.ms, 4) << "," << opt(r.total(), 4) << ","
-    << opt(ftf, 2) << "," << opt(btf, 2) << "," << opt(mem, 1) << "," << r.status() << ","
-    << (r.verified() ? "true" : "false");
+    << r.variant << "," << (r.compiled() ? "true" : "false") << "," << opt(r.fwd.ms, 4) << ","
+    << opt(r.fwd.mean_ms, 4) << "," << opt(r.fwd.std_ms, 4) << "," << opt(r.bwd.ms, 4) << ","
+    << opt(r.bwd.mean_ms, 4) << "," << opt(r.bwd.std_ms, 4) << "," << opt(r.total(), 4) << ","
+    << opt(r.total_mean(), 4) << "," << opt(ftf, 2) << "," << opt(btf, 2) << "," << opt(mem, 1) << ","
+    << r.status() << "," << (r.verified() ? "true" : "false");
   return s.str();
 }
 
@@ -217,8 +234,8 @@ int run(const Settings& cfg) {
   for (const auto& i : impls) names.push_back(i.name);
   std::cerr << dev.describe() << "\n"
             << "attention report: " << shapes.size() << " shapes x " << impls.size() << " implementations ("
-            << join(names) << "), forward and backward, median of " << cfg.reps
-            << " runs each, L2 flushed before every run\n";
+            << join(names) << "), forward and backward, median of " << cfg.reps << " runs each after "
+            << cfg.warmup << " untimed, L2 flushed before every timed run\n";
   std::vector<Row> rows;
   std::size_t done = 0;
   for (const auto& shape : shapes)
@@ -238,8 +255,9 @@ int run(const Settings& cfg) {
 
   std::cout << tables(rows, names, false);
   const std::string header =
-      "batch_size,heads,seq_len,d_model,causal,variant,forward_ms,backward_ms,total_ms,forward_tflops,"
-      "backward_tflops,peak_memory_mb,status,verified";
+      "batch_size,heads,seq_len,d_model,causal,variant,compiled,forward_ms,forward_mean_ms,forward_std_ms,"
+      "backward_ms,backward_mean_ms,backward_std_ms,total_ms,total_mean_ms,forward_tflops,backward_tflops,"
+      "peak_memory_mb,status,verified";
   if (!cfg.csv.empty()) {
     std::string text = header + "\n";
     for (const auto& r : rows) text += csv_line(r) + "\n";
@@ -248,7 +266,8 @@ int run(const Settings& cfg) {
   if (!cfg.markdown.empty())
     lab::write_output(cfg.markdown,
                       "Measured by `demo_attention_report` on " + dev.name + ": median of " + std::to_string(cfg.reps) +
-                          " runs, L2 flushed before each.\n" + tables(rows, names, true),
+                          " runs after " + std::to_string(cfg.warmup) + " untimed, L2 flushed before each.\n" +
+                          tables(rows, names, true),
                       "the tables");
   return lab::kExitOk;
 }
@@ -274,7 +293,10 @@ int main(int argc, char** argv) {
             ->check(CLI::Range(0, 1));
         app.add_option("--variants", cfg.variants, "implementations to run (default all: vanilla, compiled, fused, ...)")
             ->delimiter(',');
-        app.add_option("--reps", cfg.reps, "timed runs per measurement, the median reported (default 10)")
+        app.add_option("--warmup", cfg.warmup, "untimed runs before each measurement's timed ones (default 10)")
+            ->check(CLI::Range(0, 100000));
+        app.add_option("--reps", cfg.reps,
+                       "timed runs per measurement: their median, mean and standard deviation reported (default 100)")
             ->check(CLI::Range(1, 100000));
         app.add_option("--verify-gflop", cfg.verify_gflop,
                        "check forward and backward against the double reference when the forward is at most this "

@@ -88,7 +88,7 @@ struct Settings {
   std::vector<std::int64_t> contexts{gpt2::kContexts[0], gpt2::kContexts[1], gpt2::kContexts[2], gpt2::kContexts[3]};
   std::vector<std::string> configs;   // "size:context" pairs instead of sizes x contexts
   std::vector<std::string> variants;  // empty: all
-  int batch = gpt2::kBatch, vocab = gpt2::kVocab, reps = 5;
+  int batch = gpt2::kBatch, vocab = gpt2::kVocab, reps = 5, warmup = 3;
   bool no_check = false, profile = false;
   std::uint64_t seed = 1;
   std::string csv, markdown, dump;
@@ -397,14 +397,16 @@ int run(const Settings& cfg) {
   const std::size_t total = configs.size() * impls.size() * 3;
   std::cerr << "gpt2 report: " << configs.size() << " configurations x " << impls.size() << " implementations ("
             << join(names) << ") x 3 phases, batch " << cfg.batch
-            << ", vocabulary " << cfg.vocab << ", median of " << cfg.reps << " runs, L2 flushed before each\n";
+            << ", vocabulary " << cfg.vocab << ", median of " << cfg.reps << " runs after " << cfg.warmup
+            << " untimed, L2 flushed before each timed one\n";
   std::vector<Row> rows;
   std::size_t done = 0;
   for (const auto& [s, ctx] : configs) {
     Row r{s, ctx, gpt2::param_count({s.layers, s.d, s.heads, ctx, cfg.batch, cfg.vocab}), {}, {}};
     for (Phase p : kPhases)
       for (const auto& impl : impls) {
-        Cell c{lab::measure_variant(*impl.variant, shape_of(s, ctx, cfg, p), cfg.seed, cfg.reps, flusher, false)};
+        Cell c{lab::measure_variant(*impl.variant, shape_of(s, ctx, cfg, p), cfg.seed, cfg.reps, flusher, false,
+                                    cfg.warmup)};
         const std::string what = !c.m.not_applicable.empty() ? "N/A (" + c.m.not_applicable + ")"
                                  : c.m.oom                   ? std::string("OOM")
                                                              : fixed(*c.m.ms, 3) + " ms, " +
@@ -434,7 +436,8 @@ int run(const Settings& cfg) {
     lab::write_output(cfg.markdown,
                       "Measured by `demo_gpt2_report` on " + dev.name + ": batch " + std::to_string(cfg.batch) +
                           ", vocabulary " + std::to_string(cfg.vocab) + ", median of " + std::to_string(cfg.reps) +
-                          " runs, L2 flushed before each; MFU against the measured rate of cuBLAS's GEMM in the "
+                          " runs after " + std::to_string(cfg.warmup) +
+                          " untimed, L2 flushed before each; MFU against the measured rate of cuBLAS's GEMM in the "
                           "implementation's precision: SGEMM " + fixed(rates.fp32, 1) + " TFLOP/s (fp32, 3xTF32), "
                           "bf16 " + fixed(rates.bf16, 1) + " TFLOP/s (bf16 operands, fp32 accumulation).\n" +
                           tables(rows, impls, cfg, rates, true) +
@@ -465,6 +468,8 @@ int main(int argc, char** argv) {
             ->delimiter(',');
         app.add_option("--batch", cfg.batch, "batch size (default 4)")->check(CLI::Range(1, 1 << 20));
         app.add_option("--vocab", cfg.vocab, "vocabulary size (default 10000)")->check(CLI::Range(1, 1 << 30));
+        app.add_option("--warmup", cfg.warmup, "untimed runs before each measurement's timed ones (default 3)")
+            ->check(CLI::Range(0, 100000));
         app.add_option("--reps", cfg.reps, "timed runs per measurement, the median reported (default 5)")
             ->check(CLI::Range(1, 100000));
         app.add_flag("--no-check", cfg.no_check, "skip the check against the double reference before timing");

@@ -75,16 +75,18 @@ Verdict check_variant(const Variant& v, const Shape& s, std::uint64_t seed, cuda
 
 // One measurement for the demos' reports: fresh inputs from the seed, a check against the reference
 // first when `verify` (a wrong result throws Error naming the variant, the shape and the
-// mismatch), then `reps` runs each timed after an L2 flush. Running out of device memory is a
-// result (oom), not an error, so a sweep can go on. peak_mib: the device memory the operation's
-// buffers held at most (MiB).
+// mismatch), then `warmup` untimed runs and `reps` runs each timed after an L2 flush. Running out
+// of device memory is a result (oom), not an error, so a sweep can go on. peak_mib: the device
+// memory the operation's buffers held at most (MiB).
 struct Measurement {
   std::optional<double> ms, peak_mib;  // median time; absent when oom or not applicable
+  std::optional<double> mean_ms;       // the runs' mean, as the users' scripts report it
+  std::optional<double> std_ms;        // their sample standard deviation (n - 1); absent for one run
   bool oom = false, verified = false;
   std::string not_applicable;  // the variant does not support the shape: why (nothing was run)
 };
 Measurement measure_variant(const Variant& v, const Shape& s, std::uint64_t seed, int reps, L2Flusher& flusher,
-                            bool verify);
+                            bool verify, int warmup = 3);
 
 // The whole contract for the program's single registered variant; returns the exit status.
 int run_main(int argc, char** argv);

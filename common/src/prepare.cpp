@@ -61,7 +61,7 @@ Verdict check_variant(const Variant& v, const Shape& s, std::uint64_t seed, cuda
 }
 
 Measurement measure_variant(const Variant& v, const Shape& s, std::uint64_t seed, int reps, L2Flusher& flusher,
-                            bool verify) {
+                            bool verify, int warmup) {
   Measurement m;
   const std::size_t before = device_memory_stats().current;
   reset_device_memory_peak();
@@ -74,8 +74,11 @@ Measurement measure_variant(const Variant& v, const Shape& s, std::uint64_t seed
       if (!verdict.pass) throw Error(v.program + " at " + s.str() + ": wrong result: " + verdict.details());
       m.verified = true;
     }
-    const auto ms = flushed_samples_ms([&] { pr.instance->run(*pr.problem, stream); }, stream, &flusher, reps);
+    const auto ms =
+        flushed_samples_ms([&] { pr.instance->run(*pr.problem, stream); }, stream, &flusher, reps, warmup);
     m.ms = stats::median(ms);
+    m.mean_ms = stats::mean(ms);
+    if (ms.size() >= 2) m.std_ms = stats::stddev(ms);
     m.peak_mib = double(device_memory_stats().peak - before) / double(1 << 20);
   } catch (const OutOfMemory&) {
     m.oom = true;

@@ -256,6 +256,49 @@ class PeakSince(unittest.TestCase):
         self.assertEqual(peak.mib(), 3100)
 
 
+class RunSeed002(unittest.TestCase):
+    def run_tool(self, *args):
+        import subprocess
+
+        tool = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "run_seed002.sh")
+        return subprocess.run(["bash", tool, *args], capture_output=True, text=True)
+
+    def test_part_a_is_the_users_attention_grid(self):
+        r = self.run_tool("--dry-run", "--build", "/b", "--out", "/o", "a")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.strip().splitlines()
+        self.assertEqual(len(lines), 1)
+        for text in ("/b/ch04_compile_vs_fused/demo_attention_report", "--batch 8", "--d 16,32,64,128",
+                     "--seq 256,1024,4096,8192,16384", "--warmup 10 --reps 100",
+                     "--csv /o/compiled_attention_benchmark.csv"):
+            self.assertIn(text, lines[0])
+
+    def test_all_runs_both_parts_in_order_with_the_reports_extra_arguments(self):
+        r = self.run_tool("--dry-run", "all", "--variants", "vanilla,compiled")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.strip().splitlines()
+        self.assertEqual(len(lines), 2)
+        self.assertIn("demo_attention_report", lines[0])
+        self.assertIn("demo_gpt2_report", lines[1])
+        self.assertIn("--sizes small,medium,large,xl,2.7B --contexts 128,256,512,1024 --batch 4 --warmup 5 --reps 10",
+                      lines[1])
+        self.assertTrue(all(line.endswith("--variants vanilla,compiled") for line in lines))
+
+    def test_bad_usage_is_exit_2_with_one_line(self):
+        for args in (["c"], [], ["--out"], ["--fast", "a"]):
+            r = self.run_tool(*args)
+            self.assertEqual(r.returncode, 2, args)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, args)
+            self.assertTrue(r.stderr.startswith("run_seed002: "), args)
+
+    def test_a_report_not_built_is_named_and_nothing_runs(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = self.run_tool("--build", d, "--out", os.path.join(d, "out"), "b")
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("demo_gpt2_report", r.stderr)
+            self.assertFalse(os.path.exists(os.path.join(d, "out")))
+
+
 class NsightRecipes(unittest.TestCase):
     """tools/nsight_systems.sh and nsight_compute.sh with a stand-in profiler (it runs the program
     with the arguments it was given and records them): a lab program gets --no-check and one
