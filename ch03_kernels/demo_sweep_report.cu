@@ -5,7 +5,8 @@
 //   {operation, implementation, program, batch_size, sequence_length, tensor_dimension, time_ms,
 //    memory_mb, inference_speed, gpu_efficiency, throughput_gbps, peak_gbps, same_size_copy_gbps,
 //    verified, status}
-// and prints a table per operation. The definitions (also in the chapter README):
+// and prints a table per operation (each implementation's time, GB/s and efficiency, a copy of
+// the same bytes, the speedup, and memory_mb). The definitions (also in the chapter README):
 //   time_ms          median of --reps runs, each timed with CUDA events after an L2 flush
 //   throughput_gbps  the operation's minimal bytes (each input read once, each output written
 //                    once: the topic's work count) over time_ms, in GB/s (10^9 bytes/s)
@@ -163,8 +164,8 @@ nlohmann::json to_json(const Record& r, double peak_gbps) {
 }
 
 // One table per operation: a row per shape, for each implementation its time, GB/s and
-// efficiency, a copy of the same bytes (GB/s and efficiency), and the final optimized variant's
-// speedup over the baseline.
+// efficiency, a copy of the same bytes (GB/s and efficiency), the final optimized variant's
+// speedup over the baseline, and each implementation's memory_mb (in the columns' order).
 void print_tables(const std::vector<Record>& records, const std::vector<std::string>& ops, double peak_gbps) {
   for (const auto& op : ops) {
     std::vector<std::string> impls;
@@ -175,7 +176,7 @@ void print_tables(const std::vector<Record>& records, const std::vector<std::str
     std::cout << "\n" << op << " (time ms / GB/s / % of the " << fixed(peak_gbps, 0) << " GB/s copy)\n";
     std::printf("%6s %6s %6s", "batch", "seq", "dim");
     for (const auto& p : impls) std::printf(" | %-28s", p.c_str());
-    std::printf(" | %-18s | %s\n", "copy, same bytes", "speedup (final optimized over baseline)");
+    std::printf(" | %-18s | %-8s | %s\n", "copy, same bytes", "speedup", "peak MiB, each");
     std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, std::map<std::string, const Record*>> rows;
     for (const auto& r : records)
       if (r.operation == op) rows[{r.batch, r.seq, r.dim}][r.program] = &r;
@@ -183,6 +184,12 @@ void print_tables(const std::vector<Record>& records, const std::vector<std::str
       std::printf("%6lld %6lld %6lld", (long long)std::get<0>(key), (long long)std::get<1>(key),
                   (long long)std::get<2>(key));
       std::optional<double> base, best, copy;
+      std::string memory;
+      for (const auto& p : impls) {
+        const auto it = by_program.find(p);
+        const bool mb = it != by_program.end() && it->second->memory_mb;
+        memory += (memory.empty() ? "" : " / ") + (mb ? fixed(*it->second->memory_mb, 1) : std::string("-"));
+      }
       for (const auto& p : impls) {
         const auto it = by_program.find(p);
         if (it == by_program.end() || !it->second->time_ms) {
@@ -200,10 +207,8 @@ void print_tables(const std::vector<Record>& records, const std::vector<std::str
       const std::string copy_cell =
           copy ? fixed(*copy, 0) + " / " + fixed(100.0 * *copy / peak_gbps, 1) + "%" : std::string("-");
       std::printf(" | %-18s", copy_cell.c_str());
-      if (base && best)
-        std::printf(" | %.2fx\n", *base / *best);
-      else
-        std::printf(" | -\n");
+      const std::string speedup = base && best ? fixed(*base / *best, 2) + "x" : std::string("-");
+      std::printf(" | %-8s | %s\n", speedup.c_str(), memory.c_str());
     }
   }
 }

@@ -66,6 +66,7 @@ Measurement measure_variant(const Variant& v, const Shape& s, std::uint64_t seed
   const std::size_t before = device_memory_stats().current;
   reset_device_memory_peak();
   if (m.not_applicable = unsupported(v, s); !m.not_applicable.empty()) return m;
+  prof::Range range("measure " + v.program + " " + s.str());  // one NVTX range a measurement (Nsight Systems)
   try {
     Stream stream;
     Prepared pr = prepare(v, s, seed, stream);
