@@ -114,7 +114,7 @@ plant causal_bf16 ch04_compile_vs_fused/attention/kernels/mma_tiles.cuh optimize
 plant bf16_pair_swapped ch04_compile_vs_fused/attention/kernels/mma_ptx.cuh optimized_attention_fused_tc \
   '__floats2bfloat162_rn(lo, hi)' '__floats2bfloat162_rn(hi, lo)'
 plant gpt2_ln_backward ch04_compile_vs_fused/gpt2/fused/kernels.cuh optimized_gpt2_step_fused \
-  'rs * (g[k] - mean_g - xh[k] * mean_gx)' 'rs * (g[k] - mean_g - 0.99f * xh[k] * mean_gx)'
+  'rs * (g[k].e[i] - mean_g - xh[k].e[i] * mean_gx)' 'rs * (g[k].e[i] - mean_g - 0.99f * xh[k].e[i] * mean_gx)'
 plant gpt2_weight_decay ch04_compile_vs_fused/gpt2/fused/flat_adamw.cuh optimized_gpt2_step_fused \
   'float(1 - lr * weight_decay)' 'float(1 - 0.9 * lr * weight_decay)'
 plant gpt2_tf32_split ch04_compile_vs_fused/gpt2/steps/03_optimized_gpt2_step_fused_3xtf32.cu optimized_gpt2_step_fused_3xtf32 \
@@ -128,7 +128,7 @@ plant gpt2_optimizer_early ch04_compile_vs_fused/gpt2/fused/step.cuh optimized_g
       layer_norm_backward(dln.data(), s.x, P + ob.ln1_w, s.mean1, s.rstd1, dx.data(), G + ob.ln1_w, G + ob.ln1_b, true,
                           stream, l > 0 ? next : nullptr, l > 0 ? carry : nullptr);'
 plant gpt2_grads_ln_bias ch04_compile_vs_fused/gpt2/fused/kernels.cuh optimized_gpt2_step_fused_bf16_grads \
-  'an[k] += r;' 'an[k] += 1.01f * r;'
+  'an[k].e[i] += r.e[i];' 'an[k].e[i] += 1.01f * r.e[i];'
 plant gpt2_grads_gelu_bias ch04_compile_vs_fused/gpt2/fused/kernels.cuh optimized_gpt2_step_fused_bf16_grads \
   's.x += v.x, s.y += v.y' 's.x += 0.99f * v.x, s.y += v.y'
 plant gpt2_grads_qkv_rows ch04_compile_vs_fused/gpt2/fused/kernels.cuh optimized_gpt2_step_fused_bf16_grads \

@@ -22,19 +22,19 @@ std::string Config::invalid() const {
 
 ModelOptions ModelOptions::for_precision(const std::string& precision) {
   ModelOptions o;
-  constexpr double kBf16Product = 2 * 0x1p16;  // two operands, each off by up to 2^-8 = 2^16 u
+  constexpr double kBf16Operand = 0x1p16;  // each operand off by up to 2^-8 of itself
   std::string_view products = precision;
   if (products.ends_with("+3xtf32-attention")) {
     products.remove_suffix(std::string_view("+3xtf32-attention").size());
     o.attention_product_error = 12, o.attention_sum_error = 1;
   } else if (products.ends_with("+bf16-attention")) {
     products.remove_suffix(std::string_view("+bf16-attention").size());
-    o.attention_product_error = kBf16Product, o.attention_sum_error = 1;
+    o.attention_operand_error = kBf16Operand, o.attention_sum_error = 1;
   }
   if (products == "3xtf32") {
     o.product_error = 12, o.sum_error = 1, o.head_in_fp32 = true;
   } else if (products == "bf16") {
-    o.product_error = kBf16Product, o.sum_error = 1, o.hidden_in_bf16 = true;
+    o.operand_error = kBf16Operand, o.sum_error = 1, o.hidden_in_bf16 = true;
   } else if (products != "fp32") {
     throw std::invalid_argument("gpt2: no rounding model for the precision '" + precision +
                                 "' (the reference knows fp32, 3xtf32 and bf16, each optionally with "

@@ -117,10 +117,12 @@ InitRule init_rule(const Config&, const Tensor&);
 struct ModelOptions {
   enum class Gelu { erf, tanh } gelu = Gelu::erf;  // PyTorch's approximate='none' or 'tanh'
   bool decoupled_weight_decay = true;              // AdamW; false: Adam with L2 in the gradient
-  // The linear layers' matrix products beyond fp32's own rounding, in units of u = 2^-24 (0 and 0:
-  // cuBLAS SGEMM, each product and each partial sum correctly rounded): product_error, each
-  // product's relative error; sum_error, each addition's further rounding.
-  double product_error = 0, sum_error = 0;
+  // The linear layers' matrix products beyond fp32's own rounding, in units of u = 2^-24 (0, 0 and
+  // 0: cuBLAS SGEMM, each product and each partial sum correctly rounded): operand_error, each
+  // operand's relative error from its rounding to a narrower type, which is a function of its value
+  // (equal operands rounded alike, wherever they occur); product_error, each product's further
+  // relative error; sum_error, each addition's further rounding.
+  double operand_error = 0, product_error = 0, sum_error = 0;
   // How the fp32 stand-in (T = float) multiplies in the linear layers, for the tests: in fp32; in
   // tf32 (each operand rounded to tf32); or in 3xTF32 as optimized_gpt2_step_fused_3xtf32 does (three
   // sums of products of the split operands, small big, big small, big big, then added); in bf16 or
@@ -134,23 +136,24 @@ struct ModelOptions {
   // reference ignores it, the Monte Carlo runs perturb h by that much, the fp32 stand-in rounds it.
   bool hidden_in_bf16 = false;
   // The attention's products (Q K^T, P V and the backward's five) beyond fp32's own rounding, as
-  // product_error and sum_error are for the linear layers'.
-  double attention_product_error = 0, attention_sum_error = 0;
+  // operand_error, product_error and sum_error are for the linear layers'.
+  double attention_operand_error = 0, attention_product_error = 0, attention_sum_error = 0;
   // For the arithmetic a variant declares (lab::Declared::precision): "fp32"; "3xtf32", each operand
   // split into two tf32 parts (each rounded to nearest: 4u of the operand lost), three tf32 products
   // (the small x small one, at most 4u of the product, dropped): 12u a product, and the tensor
   // cores' accumulation, not correctly rounded (up to an ulp, 2u: one more u a sum), in the blocks'
   // linear layers; the head's in fp32, as that step keeps them; "bf16", every linear layer's
   // operands (head included) rounded to bf16, which keeps 8 significant bits: each operand off by up
-  // to 2^-8 of itself, 2^16 u, so a product by up to 2^17 u (the tensor cores multiply bf16 exactly),
-  // and 1u a sum for their fp32 accumulation, and the MLP's pre-activation kept in bf16
-  // (hidden_in_bf16). Any of them may end in "+3xtf32-attention": the
-  // attention's products in 3xTF32 too, with the same 12u and 1u (its tensor-core sums are at most a
-  // tile, 8 steps, before fp32 adds them); or in "+bf16-attention": every operand of the
-  // attention's products (Q, K, V, P, dO, dS) rounded to bf16, 2^17 u a product and 1u a sum. The
-  // Monte Carlo draws a product's error uniformly over that bound, where the sum of two operands'
-  // roundings is peaked at zero: its spread is up to sqrt(2) times the rounding's, a check that
-  // much looser than it could be, never tighter. Throws std::invalid_argument for another name.
+  // to 2^-8 of itself, 2^16 u (operand_error; the tensor cores multiply bf16 exactly), and 1u a sum
+  // for their fp32 accumulation, and the MLP's pre-activation kept in bf16 (hidden_in_bf16). Any of
+  // them may end in "+3xtf32-attention": the attention's products in 3xTF32 too, with the same 12u
+  // and 1u (its tensor-core sums are at most a tile, 8 steps, before fp32 adds them); or in
+  // "+bf16-attention": every operand of the attention's products (Q, K, V, P, dO, dS) rounded to
+  // bf16, 2^16 u an operand and 1u a sum. The Monte Carlo draws an operand's error uniformly over
+  // that bound, the same for equal values within a run (a rounding's error is a function of the
+  // value: a sum of many equal terms, as a degenerate shape makes, has their errors add up, not
+  // average out), where a real rounding's is up to 2^-8 only at the bottom of each binade.
+  // Throws std::invalid_argument for another name.
   static ModelOptions for_precision(const std::string& precision);
 };
 

@@ -342,7 +342,9 @@ Outputs<T> reference(const Config& c, Phase phase, std::span<const float> params
     if (tokens[i] < 0 || tokens[i] >= c.vocab || targets[i] < 0 || targets[i] >= c.vocab)
       throw std::invalid_argument("gpt2::reference: token ids must lie in [0, vocab)");
   Outputs<T> out;
-  mc_product_error = options.product_error, mc_sum_error = options.sum_error;
+  mc_operand_error = options.operand_error, mc_product_error = options.product_error;
+  mc_sum_error = options.sum_error;
+  mc_attention_operand_error = options.attention_operand_error;
   mc_attention_product_error = options.attention_product_error;
   mc_attention_sum_error = options.attention_sum_error;
   float_products = options.products;
@@ -413,6 +415,7 @@ Expected expected(const Config& c, Phase phase, std::span<const float> params, s
   double loss_sq = 0;
   for (int r = 0; r < runs; ++r) {
     mc_state = mc_stream_start(seed, r);
+    mc_run_key = mc_stream_start(~seed, r);  // the operands' roundings: another stream's start
     mc_odd_run = r % 2 == 1;
     const Outputs<Perturbed> o = reference<Perturbed>(c, phase, params, tokens, targets, opt, hp, options);
     const double dl = o.loss.v - e.ref.loss;

@@ -101,37 +101,6 @@ T dot_(const T* a, std::size_t sa, const T* b, std::size_t sb, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) s = s + a[i * sa] * b[i * sb];
   return s;
 }
-// dot_ with each product and each addition rounded a further product_error and sum_error units
-// (Monte Carlo runs only: widen does nothing to double and float).
-template <class T>
-T widened_dot_(const T* a, std::size_t sa, const T* b, std::size_t sb, std::size_t n, double product_error,
-               double sum_error) {
-  if (product_error == 0 && sum_error == 0) return dot_(a, sa, b, sb, n);
-  T s = cst<T>(0);
-  for (std::size_t i = 0; i < n; ++i) {
-    T p = a[i * sa] * b[i * sb];
-    widen(p, product_error);
-    s = s + p;
-    widen(s, sum_error);
-  }
-  return s;
-}
-// dot_ as a linear layer's matrix product computes it (ModelOptions::product_error, sum_error).
-template <class T>
-T product_dot_(const T* a, std::size_t sa, const T* b, std::size_t sb, std::size_t n) {
-  return widened_dot_(a, sa, b, sb, n, mc_product_error, mc_sum_error);
-}
-// dot_ as the attention's products compute it (ModelOptions::attention_product_error, ..._sum_error).
-inline thread_local double mc_attention_product_error = 0, mc_attention_sum_error = 0;
-template <class T>
-T attention_dot_(const T* a, std::size_t sa, const T* b, std::size_t sb, std::size_t n) {
-  return widened_dot_(a, sa, b, sb, n, mc_attention_product_error, mc_attention_sum_error);
-}
-
-// x rounded to tf32 (10 mantissa bits), to nearest, ties away from zero: cvt.rna.tf32.f32.
-inline float tf32(float x) {
-  return std::bit_cast<float>((std::bit_cast<std::uint32_t>(x) + 0x1000u) & 0xffffe000u);
-}
 // x rounded to `bits` significant bits (8: bf16; 4: e4m3's), to nearest, ties to even, as
 // __float2bfloat16 rounds (the exponent's range is fp32's: no overflow or subnormals modelled).
 inline float round_significand(float x, int bits) {
@@ -139,11 +108,74 @@ inline float round_significand(float x, int bits) {
   const std::uint32_t b = std::bit_cast<std::uint32_t>(x), half = (1u << (drop - 1)) - 1 + ((b >> drop) & 1u);
   return std::bit_cast<float>((b + half) & ~((1u << drop) - 1));
 }
+
+// An operand's rounding (ModelOptions::operand_error): a function of the operand's value, as a
+// rounding is. Two equal operands are rounded alike wherever they occur, so the errors of a sum
+// whose terms repeat one value (a LayerNorm over one feature gives every token the same output, and
+// then every token the same logits) add up rather than average out, as they do on the GPU. Each run
+// draws the relative error of every value anew: 1 + delta, delta uniform in [-k u, k u], from a
+// hash of the run (mc_run_key, set by expected()) and the value's magnitude at the rounding's own
+// precision, 24 - log2 k significant bits (8 for bf16's k = 2^16): values that round to one number
+// share its error. (A Monte Carlo run's values carry their own perturbations, up to some u; two
+// values equal on the GPU almost always fall in one bucket.)
+inline thread_local std::uint64_t mc_run_key = 0;
+inline double value_noise(double x, double k) {
+  const int bits = std::clamp(24 - std::ilogb(k), 1, 24);
+  const std::uint32_t bucket = std::bit_cast<std::uint32_t>(round_significand(std::fabs(float(x)), bits));
+  std::uint64_t z = mc_run_key ^ (std::uint64_t(bucket) * 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return 1 + k * u * (2 * (double(z >> 11) * 0x1p-53) - 1);
+}
+inline void round_operand(double&, double) {}
+inline void round_operand(float&, double) {}
+inline void round_operand(Perturbed& x, double k) { x.v *= value_noise(x.v, k); }
+
+// dot_ with each operand rounded operand_error units (a function of its value), each product and
+// each addition rounded a further product_error and sum_error units (Monte Carlo runs only: widen
+// and round_operand do nothing to double and float).
+template <class T>
+T widened_dot_(const T* a, std::size_t sa, const T* b, std::size_t sb, std::size_t n, double operand_error,
+               double product_error, double sum_error) {
+  if (operand_error == 0 && product_error == 0 && sum_error == 0) return dot_(a, sa, b, sb, n);
+  T s = cst<T>(0);
+  for (std::size_t i = 0; i < n; ++i) {
+    T x = a[i * sa], y = b[i * sb];
+    if (operand_error != 0) round_operand(x, operand_error), round_operand(y, operand_error);
+    T p = x * y;
+    widen(p, product_error);
+    s = s + p;
+    widen(s, sum_error);
+  }
+  return s;
+}
+// dot_ as a linear layer's matrix product computes it (ModelOptions::operand_error, product_error,
+// sum_error).
+inline thread_local double mc_operand_error = 0;
+template <class T>
+T product_dot_(const T* a, std::size_t sa, const T* b, std::size_t sb, std::size_t n) {
+  return widened_dot_(a, sa, b, sb, n, mc_operand_error, mc_product_error, mc_sum_error);
+}
+// dot_ as the attention's products compute it (ModelOptions::attention_operand_error, ...).
+inline thread_local double mc_attention_operand_error = 0, mc_attention_product_error = 0,
+                           mc_attention_sum_error = 0;
+template <class T>
+T attention_dot_(const T* a, std::size_t sa, const T* b, std::size_t sb, std::size_t n) {
+  return widened_dot_(a, sa, b, sb, n, mc_attention_operand_error, mc_attention_product_error,
+                      mc_attention_sum_error);
+}
+
+// x rounded to tf32 (10 mantissa bits), to nearest, ties away from zero: cvt.rna.tf32.f32.
+inline float tf32(float x) {
+  return std::bit_cast<float>((std::bit_cast<std::uint32_t>(x) + 0x1000u) & 0xffffe000u);
+}
 // A value a step keeps in bf16 (ModelOptions::hidden_in_bf16): the reference's exact, the Monte
-// Carlo runs' perturbed by bf16's rounding (2^16 u), the fp32 stand-in's rounded to 8 bits.
+// Carlo runs' perturbed by bf16's rounding (2^16 u, as a function of the value: round_operand),
+// the fp32 stand-in's rounded to 8 bits.
 inline void keep_in_bf16(double&) {}
 inline void keep_in_bf16(float& x) { x = round_significand(x, 8); }
-inline void keep_in_bf16(Perturbed& x) { widen(x, 0x1p16); }
+inline void keep_in_bf16(Perturbed& x) { round_operand(x, 0x1p16); }
 
 // The fp32 stand-in's product sums as ModelOptions::products asks.
 template <>
@@ -171,12 +203,16 @@ inline float product_dot_<float>(const float* a, std::size_t sa, const float* b,
 
 // While one lives, the linear layers' products are fp32's own (ModelOptions::head_in_fp32).
 struct Fp32Products {
-  double product_error = mc_product_error, sum_error = mc_sum_error;
+  double operand_error = mc_operand_error, product_error = mc_product_error, sum_error = mc_sum_error;
   ModelOptions::Products products = float_products;
   explicit Fp32Products(bool on) {
-    if (on) mc_product_error = 0, mc_sum_error = 0, float_products = ModelOptions::Products::fp32;
+    if (on)
+      mc_operand_error = 0, mc_product_error = 0, mc_sum_error = 0, float_products = ModelOptions::Products::fp32;
   }
-  ~Fp32Products() { mc_product_error = product_error, mc_sum_error = sum_error, float_products = products; }
+  ~Fp32Products() {
+    mc_operand_error = operand_error, mc_product_error = product_error, mc_sum_error = sum_error;
+    float_products = products;
+  }
   Fp32Products(const Fp32Products&) = delete;
   Fp32Products& operator=(const Fp32Products&) = delete;
 };

@@ -281,8 +281,9 @@ TEST(Gpt2Reference, Tf32x3PassesItsCheckAndTf32FailsIt) {
 // times bf16's error) fail the bf16 check (it is not so wide that anything passes).
 TEST(Gpt2Reference, Bf16PassesItsCheckAndFourBitsFailIt) {
   const auto rounding = gpt2::ModelOptions::for_precision("bf16+bf16-attention");
-  EXPECT_EQ(rounding.product_error, 131072);
-  EXPECT_EQ(rounding.attention_product_error, 131072);
+  EXPECT_EQ(rounding.operand_error, 65536);
+  EXPECT_EQ(rounding.product_error, 0);
+  EXPECT_EQ(rounding.attention_operand_error, 65536);
   EXPECT_FALSE(rounding.head_in_fp32);
   EXPECT_TRUE(rounding.hidden_in_bf16);
   gpt2::ModelOptions bf16 = rounding, four = rounding;
@@ -580,4 +581,25 @@ TEST(Gpt2Topic, MemoryIsWhatTheBuffersHoldNotTheBytesMoved) {
   EXPECT_LT(Gpt2Step::work(s).least_memory(), 80e9);
   const lab::Shape f{32, 2560, 32, 128, 4, 10000, 1};
   EXPECT_DOUBLE_EQ(Gpt2Step::work(f).least_memory(), 4 * n + 8 * 4 * 128);
+}
+
+// The bf16 check where every token is alike, both ways: at d_model 1 a LayerNorm's output is its
+// bias alone, every token's the same, and so are the logits; the head's weight gradient sums 100
+// equal products, whose bf16 roundings are equal too and add up rather than average out. The fp32
+// stand-in rounding as the bf16 variants do passes (it failed when the Monte Carlo drew each
+// product's rounding independently: seed 268368149983330 is the fuzz's that found it, against the
+// GPU step 9). Only the element test judges here (each tensor's error lies in a few elements: below
+// kL2MinDof degrees of freedom), at 20 sigma, so the check at this shape is that loose both ways.
+TEST(Gpt2Reference, Bf16CheckWhereEveryTokenIsAlike) {
+  const auto rounding = gpt2::ModelOptions::for_precision("bf16+bf16-attention");
+  gpt2::ModelOptions bf16 = rounding;
+  bf16.products = gpt2::ModelOptions::Products::bf16;
+  const Config c{1, 1, 1, 100, 1, 67};
+  for (const std::uint64_t seed : {std::uint64_t{268368149983330}, lab::testing::run_seed()}) {
+    Case k(c, seed);
+    const auto e = gpt2::expected(k.c, Phase::forward_backward, k.params, k.tokens, k.targets, {}, {}, rounding);
+    const auto mine = k.run<float>(Phase::forward_backward, 3, bf16);
+    const lab::Verdict v = gpt2::judge(e, k.c, mine.loss, mine.grads, {}, {}, {});
+    EXPECT_TRUE(v.pass) << "seed " << seed << ": " << v.details();
+  }
 }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <deque>
 #include <string>
 #include <type_traits>
@@ -182,7 +183,11 @@ struct FusedStep {
   }
   void round_weights(const float* P, std::size_t begin, std::size_t end, Op* copy, cudaStream_t stream) {
     if constexpr (kCopies) {
-      round_kernel<<<blocks_for(end - begin), kThreads, 0, stream>>>(P + begin, copy, end - begin);
+      const std::size_t n = end - begin;
+      if (begin % 4 == 0 && n % 4 == 0 && reinterpret_cast<std::uintptr_t>(copy) % (4 * sizeof(Op)) == 0)
+        round_kernel<4><<<blocks_for(n / 4), kThreads, 0, stream>>>(P + begin, copy, n);
+      else
+        round_kernel<1><<<blocks_for(n), kThreads, 0, stream>>>(P + begin, copy, n);
       LAB_CHECK(cudaGetLastError());
     }
   }
@@ -219,7 +224,10 @@ struct FusedStep {
   // ln = LayerNorm(x) again, for the backward: see layer_norm_again_kernel.
   void layer_norm_again(const float* x, const float* mean, const float* rstd, const float* w, const float* b,
                         cudaStream_t stream) {
-    layer_norm_again_kernel<<<rows, kThreads, 0, stream>>>(x, mean, rstd, w, b, ln.data(), d);
+    if (d % 4 == 0)
+      layer_norm_again_kernel<4><<<rows, kThreads, 0, stream>>>(x, mean, rstd, w, b, ln.data(), d);
+    else
+      layer_norm_again_kernel<1><<<rows, kThreads, 0, stream>>>(x, mean, rstd, w, b, ln.data(), d);
     LAB_CHECK(cudaGetLastError());
   }
   // next_dy, next_db: the residual stream's gradient in Grad and its column sums, for the product
@@ -231,8 +239,8 @@ struct FusedStep {
     LAB_CHECK(cudaMemsetAsync(db, 0, d * sizeof(float), stream));
     if (next_db) LAB_CHECK(cudaMemsetAsync(next_db, 0, d * sizeof(float), stream));
     const unsigned grid = static_cast<unsigned>(std::min(rows, 512));  // 8 or more rows a block at scale
-    with_items(d, [&](auto items) {
-      layer_norm_backward_kernel<decltype(items)::value, Grad><<<grid, kThreads, 0, stream>>>(
+    with_vec_items(d, [&](auto items, auto v) {
+      layer_norm_backward_kernel<decltype(items)::value, decltype(v)::value, Grad><<<grid, kThreads, 0, stream>>>(
           dy, x, w, mean, rstd, dres, dw, db, rows, d, accumulate, next_dy, next_db);
     });
     LAB_CHECK(cudaGetLastError());
@@ -283,8 +291,12 @@ struct FusedStep {
       round_weights(P, at, gpt2::stage_begin(c, l + 1), s.w, stream);
       // Attention: the QKV product, its bias while laying Q, K, V out by head, flash attention.
       products.linear(blas, ln.data(), W(ob.qkv_w), qkv.data(), rows, 3 * d, d, stream);
-      qkv_heads_kernel<<<blocks_for(nh), kThreads, 0, stream>>>(qkv.data(), P + ob.qkv_b, s.q, s.k,
-                                                                s.v, nh, c.context, c.heads, hd, dp);
+      if (hd % 4 == 0)  // four elements a thread: see qkv_heads_kernel
+        qkv_heads_kernel<4><<<blocks_for(nh / 4), kThreads, 0, stream>>>(qkv.data(), P + ob.qkv_b, s.q, s.k, s.v, nh,
+                                                                         c.context, c.heads, hd, dp);
+      else
+        qkv_heads_kernel<1><<<blocks_for(nh), kThreads, 0, stream>>>(qkv.data(), P + ob.qkv_b, s.q, s.k, s.v, nh,
+                                                                     c.context, c.heads, hd, dp);
       LAB_CHECK(cudaGetLastError());
       if constexpr (kRows) {  // O straight into the merged rows
         attention.forward_rows(s.q, s.k, s.v, s.att, s.lse, c.batch, c.heads, c.context, dp, hd, true,
@@ -374,7 +386,10 @@ struct FusedStep {
       auto W = [&, at = gpt2::stage_begin(c, l)](std::size_t offset) { return weight(P, offset, s.w, at); };
       // The MLP: GELU's output made again from the pre-activation, the second product's backward,
       // GELU's backward in place, the first product's.
-      gelu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(s.h, act.data(), n);
+      if (n % 2 == 0)  // two quads a thread: see gelu_kernel
+        gelu_kernel<2><<<blocks_for(n / 2), kThreads, 0, stream>>>(s.h, act.data(), n);
+      else
+        gelu_kernel<1><<<blocks_for(n), kThreads, 0, stream>>>(s.h, act.data(), n);
       LAB_CHECK(cudaGetLastError());
       if (kGradCopies)
         LAB_CHECK(cudaMemcpyAsync(G + ob.fc2_b, carry, d * sizeof(float), cudaMemcpyDeviceToDevice, stream));
@@ -397,8 +412,13 @@ struct FusedStep {
       products.linear_backward(blas, dy_of(dx.data()), s.att, W(ob.proj_w), dln.data(), G + ob.proj_w,
                                db_of(G + ob.proj_b), rows, d, d, stream);
       const std::size_t head_rows = c.tokens() * c.heads;
-      dout_heads_kernel<<<static_cast<unsigned>(lab::ceil_div(head_rows * 32, kThreads)), kThreads, 0, stream>>>(
-          dln.data(), s.att, dout.data(), delta.data(), head_rows, c.context, c.heads, hd, dp);
+      if (hd % 4 == 0)  // four columns a thread, dp / 4 threads a head row: see dout_heads4_kernel
+        dout_heads4_kernel<<<static_cast<unsigned>(lab::ceil_div(head_rows * (dp / 4), kThreads)), kThreads, 0,
+                             stream>>>(dln.data(), s.att, dout.data(), delta.data(), head_rows, c.context, c.heads, hd,
+                                       dp);
+      else
+        dout_heads_kernel<<<static_cast<unsigned>(lab::ceil_div(head_rows * 32, kThreads)), kThreads, 0, stream>>>(
+            dln.data(), s.att, dout.data(), delta.data(), head_rows, c.context, c.heads, hd, dp);
       LAB_CHECK(cudaGetLastError());
       LAB_CHECK(cudaMemsetAsync(dq, 0, nh * sizeof(float), stream));
       if constexpr (kGradCopies) LAB_CHECK(cudaMemsetAsync(G + ob.qkv_b, 0, 3 * d * sizeof(float), stream));
