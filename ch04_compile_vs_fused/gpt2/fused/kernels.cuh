@@ -478,7 +478,29 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// The grid of the two kernels above: x covers the columns (`units` a row, a thread each), y as
+// A block's small gradients at the start of its backward (with the products' dY made in bf16,
+// steps 7 on): zeroes the LayerNorms' gains and shifts and the QKV, projection and MLP-first
+// biases, which kernels then add into with atomics, and moves the MLP's second bias gradient from
+// carry (the stage above's LayerNorm backward summed it there) into place, zeroing carry for this
+// block's first LayerNorm backward: one launch where there were eight memsets and a copy, about
+// 1.5 us each in the graph.
+struct SmallGrads {
+  static constexpr int kParts = 7;
+  float* zero[kParts];
+  int count[kParts];
+  float* carry;   // d values
+  float* fc2_b;   // d values
+  int d;
+};
+__global__ void small_grads_kernel(SmallGrads g) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+#pragma unroll
+  for (int t = 0; t < SmallGrads::kParts; ++t)
+    if (i < g.count[t]) g.zero[t][i] = 0.f;
+  if (i < g.d) g.fc2_b[i] = g.carry[i], g.carry[i] = 0.f;
+}
+
+// The grid of gelu_backward_sum_kernel and qkv_rows_sum_kernel: x covers the columns (`units` a row, a thread each), y as
 // many row strides as keep about 1024 blocks of 256 threads in flight (8 an SM on the H100's 132).
 inline dim3 column_owner_grid(std::size_t rows, int units) {
   const unsigned x = static_cast<unsigned>((units + kThreads - 1) / kThreads);
@@ -519,6 +541,47 @@ __global__ void __launch_bounds__(kThreads)
     Grad* dzr = dz + row * vocab;
     for (int j = threadIdx.x; j < vocab; j += kThreads)
       dzr[j] = to<Grad>((expf(zr[j] - all.m) * inv_s - (j == target ? 1.f : 0.f)) * inv_rows);
+  }
+}
+
+// cross_entropy_kernel with the row held in registers, for vocabularies up to 16 x 1024: a block of
+// 1024 threads a row, Items logits a thread, so the logits are read once where cross_entropy_kernel
+// reads them twice (its running max and sum, then the gradient's pass). At small, vocabulary
+// 10000, that is 164 MB of fp32 logits a step not read again. The max first, then the sum of
+// exp(z - max) over the row (the reference's own order of operations: no running rescale).
+constexpr int kRowThreads = 1024;
+template <int Items, bool Backward, class Grad = float>
+__global__ void __launch_bounds__(kRowThreads)
+    cross_entropy_rows_kernel(float* z, const std::int32_t* __restrict__ targets, float* __restrict__ losses,
+                              int vocab, float inv_rows, Grad* dz = nullptr) {
+  const std::size_t row = blockIdx.x;
+  float* zr = z + row * vocab;
+  const int target = targets[row];
+  float v[Items], m = -INFINITY;
+#pragma unroll
+  for (int k = 0; k < Items; ++k) {
+    const int j = threadIdx.x + k * kRowThreads;
+    v[k] = j < vocab ? zr[j] : -INFINITY;
+    m = fmaxf(m, v[k]);
+  }
+  const float mx = blockwide::max<kRowThreads>(m);
+  float s = 0;
+#pragma unroll
+  for (int k = 0; k < Items; ++k) {
+    v[k] = threadIdx.x + k * kRowThreads < vocab ? expf(v[k] - mx) : 0.f;  // the logit's place now holds its exp
+    s += v[k];
+  }
+  const float total = blockwide::sum<kRowThreads>(s);
+  if (threadIdx.x == target % kRowThreads) losses[row] = mx + logf(total) - zr[target];
+  if constexpr (Backward) {
+    __syncthreads();  // zr[target] read before dz (z itself in fp32) is written
+    const float inv_s = 1.f / total;
+    Grad* dzr = dz + row * vocab;
+#pragma unroll
+    for (int k = 0; k < Items; ++k) {
+      const int j = threadIdx.x + k * kRowThreads;
+      if (j < vocab) dzr[j] = to<Grad>((v[k] * inv_s - (j == target ? 1.f : 0.f)) * inv_rows);
+    }
   }
 }
 

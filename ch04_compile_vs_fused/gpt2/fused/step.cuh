@@ -231,13 +231,16 @@ struct FusedStep {
     LAB_CHECK(cudaGetLastError());
   }
   // next_dy, next_db: the residual stream's gradient in Grad and its column sums, for the product
-  // before the LayerNorm (kGradCopies; null: not written).
+  // before the LayerNorm (kGradCopies; null: not written). zeroed: dw, db and next_db are zero
+  // already (small_grads_kernel), else they are zeroed here.
   void layer_norm_backward(const float* dy, const float* x, const float* w, const float* mean, const float* rstd,
                            float* dres, float* dw, float* db, bool accumulate, cudaStream_t stream,
-                           Grad* next_dy = nullptr, float* next_db = nullptr) {
-    LAB_CHECK(cudaMemsetAsync(dw, 0, d * sizeof(float), stream));
-    LAB_CHECK(cudaMemsetAsync(db, 0, d * sizeof(float), stream));
-    if (next_db) LAB_CHECK(cudaMemsetAsync(next_db, 0, d * sizeof(float), stream));
+                           Grad* next_dy = nullptr, float* next_db = nullptr, bool zeroed = false) {
+    if (!zeroed) {
+      LAB_CHECK(cudaMemsetAsync(dw, 0, d * sizeof(float), stream));
+      LAB_CHECK(cudaMemsetAsync(db, 0, d * sizeof(float), stream));
+      if (next_db) LAB_CHECK(cudaMemsetAsync(next_db, 0, d * sizeof(float), stream));
+    }
     const unsigned grid = static_cast<unsigned>(std::min(rows, 512));  // 8 or more rows a block at scale
     with_vec_items(d, [&](auto items, auto v) {
       layer_norm_backward_kernel<decltype(items)::value, decltype(v)::value, Grad><<<grid, kThreads, 0, stream>>>(
@@ -330,17 +333,32 @@ struct FusedStep {
                             ln.data(), head.meanf, head.rstdf, stream);
       }
     }
-    // The head, and the loss (with its gradient when there is a backward) in one pass a row.
+    // The head, and the loss (with its gradient when there is a backward) in one pass a row (the
+    // row held in registers where the vocabulary allows: cross_entropy_rows_kernel).
     const std::size_t head_at = gpt2::stage_begin(c, c.layers);
     round_weights(P, head_at, p.params.size(), head.w, stream);
     head_forward(ln.data(), weight(P, off.head, head.w, head_at), head.logits, stream);
     const float inv_rows = 1.f / float(rows);
-    if (phase == gpt2::Phase::forward)
-      cross_entropy_kernel<false><<<rows, kThreads, 0, stream>>>(head.logits, p.targets.data(), losses.data(),
-                                                                 c.vocab, inv_rows);
-    else  // the logits' gradient in Grad: in place in fp32, else into gy for the head's backward
-      cross_entropy_kernel<true, Grad><<<rows, kThreads, 0, stream>>>(
-          head.logits, p.targets.data(), losses.data(), c.vocab, inv_rows, logits_grad());
+    // The logits' gradient in Grad: in place in fp32, else into gy for the head's backward.
+    Grad* const dz = phase == gpt2::Phase::forward ? nullptr : logits_grad();
+    auto loss = [&](auto backward) {
+      constexpr bool kBackward = decltype(backward)::value;
+      const int v = c.vocab;
+      auto rows_kernel = [&](auto items) {  // the row in registers: see cross_entropy_rows_kernel
+        cross_entropy_rows_kernel<decltype(items)::value, kBackward, Grad>
+            <<<rows, kRowThreads, 0, stream>>>(head.logits, p.targets.data(), losses.data(), v, inv_rows, dz);
+      };
+      if (v <= kRowThreads) rows_kernel(std::integral_constant<int, 1>{});
+      else if (v <= 2 * kRowThreads) rows_kernel(std::integral_constant<int, 2>{});
+      else if (v <= 4 * kRowThreads) rows_kernel(std::integral_constant<int, 4>{});
+      else if (v <= 8 * kRowThreads) rows_kernel(std::integral_constant<int, 8>{});
+      else if (v <= 16 * kRowThreads) rows_kernel(std::integral_constant<int, 16>{});
+      else
+        cross_entropy_kernel<kBackward, Grad>
+            <<<rows, kThreads, 0, stream>>>(head.logits, p.targets.data(), losses.data(), v, inv_rows, dz);
+    };
+    if (phase == gpt2::Phase::forward) loss(std::false_type{});
+    else loss(std::true_type{});
     LAB_CHECK(cudaGetLastError());
     mean_kernel<<<1, kThreads, 0, stream>>>(losses.data(), p.loss.data(), rows);
     LAB_CHECK(cudaGetLastError());
@@ -355,7 +373,8 @@ struct FusedStep {
   // projection and of the MLP's second product), GELU's backward (the first product's), the QKV
   // rows (the QKV product's), the loss (the head's). The MLP's second bias gradient is summed by
   // the LayerNorm backward of the stage above (the next block's first, or the final one) into
-  // carry_db and copied into place when the block's backward starts: the stage above's saved
+  // carry_db and moved into place when the block's backward starts (small_grads_kernel, which also
+  // zeroes the block's other small gradients that kernels add into): the stage above's saved
   // tensors may lie in this block's part of the gradients' buffer (place_saved) until then.
   template <class Done>
   void backward(Gpt2Step::Problem& p, cudaStream_t stream, Done done) {
@@ -384,6 +403,16 @@ struct FusedStep {
       const gpt2::BlockOffsets& ob = off.blocks[l];
       const Block& s = saved(l);
       auto W = [&, at = gpt2::stage_begin(c, l)](std::size_t offset) { return weight(P, offset, s.w, at); };
+      if constexpr (kGradCopies) {  // the block's small gradients zeroed, the MLP's second bias into place
+        SmallGrads g{};
+        const std::size_t parts[SmallGrads::kParts] = {ob.ln1_w, ob.ln1_b, ob.qkv_b, ob.proj_b,
+                                                       ob.ln2_w, ob.ln2_b, ob.fc_b};
+        const int counts[SmallGrads::kParts] = {d, d, 3 * d, d, d, d, 4 * d};
+        for (int t = 0; t < SmallGrads::kParts; ++t) g.zero[t] = G + parts[t], g.count[t] = counts[t];
+        g.carry = carry, g.fc2_b = G + ob.fc2_b, g.d = d;
+        small_grads_kernel<<<blocks_for(4 * std::size_t(d)), kThreads, 0, stream>>>(g);
+        LAB_CHECK(cudaGetLastError());
+      }
       // The MLP: GELU's output made again from the pre-activation, the second product's backward,
       // GELU's backward in place, the first product's.
       if (n % 2 == 0)  // two quads a thread: see gelu_kernel
@@ -391,12 +420,9 @@ struct FusedStep {
       else
         gelu_kernel<1><<<blocks_for(n), kThreads, 0, stream>>>(s.h, act.data(), n);
       LAB_CHECK(cudaGetLastError());
-      if (kGradCopies)
-        LAB_CHECK(cudaMemcpyAsync(G + ob.fc2_b, carry, d * sizeof(float), cudaMemcpyDeviceToDevice, stream));
       products.linear_backward(blas, dy_of(dx.data()), act.data(), W(ob.fc2_w), dact, G + ob.fc2_w,
                                db_of(G + ob.fc2_b), rows, d, 4 * d, stream);
       if constexpr (kGradCopies) {
-        LAB_CHECK(cudaMemsetAsync(G + ob.fc_b, 0, 4 * d * sizeof(float), stream));
         gelu_backward_sum_kernel<Op, Grad><<<column_owner_grid(rows, d), kThreads, 0, stream>>>(dact, s.h, next,
                                                                                                G + ob.fc_b, rows, d);
       } else {
@@ -407,7 +433,7 @@ struct FusedStep {
       products.linear_backward(blas, dy_of(dact), ln.data(), W(ob.fc_w), dln.data(), G + ob.fc_w, db_of(G + ob.fc_b),
                                rows, 4 * d, d, stream);
       layer_norm_backward(dln.data(), s.mid, P + ob.ln2_w, s.mean2, s.rstd2, dx.data(), G + ob.ln2_w, G + ob.ln2_b,
-                          true, stream, next, kGradCopies ? G + ob.proj_b : nullptr);
+                          true, stream, next, kGradCopies ? G + ob.proj_b : nullptr, kGradCopies);
       // The attention: dO by head with delta, the flash backward, dQ dK dV back into rows.
       products.linear_backward(blas, dy_of(dx.data()), s.att, W(ob.proj_w), dln.data(), G + ob.proj_w,
                                db_of(G + ob.proj_b), rows, d, d, stream);
@@ -421,7 +447,6 @@ struct FusedStep {
             dln.data(), s.att, dout.data(), delta.data(), head_rows, c.context, c.heads, hd, dp);
       LAB_CHECK(cudaGetLastError());
       LAB_CHECK(cudaMemsetAsync(dq, 0, nh * sizeof(float), stream));
-      if constexpr (kGradCopies) LAB_CHECK(cudaMemsetAsync(G + ob.qkv_b, 0, 3 * d * sizeof(float), stream));
       if constexpr (kRows) {  // dK and dV straight into dQKV's rows, with their bias gradients; dQ by head
         attention.backward_rows(s.q, s.k, s.v, dout.data(), s.lse, delta.data(), dq, next, G + ob.qkv_b, c.batch,
                                 c.heads, c.context, dp, hd, true, 1.f / std::sqrt(float(hd)), stream);
@@ -441,7 +466,7 @@ struct FusedStep {
                                db_of(G + ob.qkv_b), rows, 3 * d, d, stream);
       // The residual stream's gradient is the embeddings' (block 0) or the block below's dY.
       layer_norm_backward(dln.data(), s.x, P + ob.ln1_w, s.mean1, s.rstd1, dx.data(), G + ob.ln1_w, G + ob.ln1_b, true,
-                          stream, l > 0 ? next : nullptr, l > 0 ? carry : nullptr);
+                          stream, l > 0 ? next : nullptr, l > 0 ? carry : nullptr, kGradCopies);
       done(l);
     }
     ops::embedding_backward(dx.data(), p.tokens.data(), G + off.wte, rows, c.vocab, d, stream);
