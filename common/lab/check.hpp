@@ -40,10 +40,14 @@ class CudaError : public Error {
 class OutOfMemory : public Error {
  public:
   OutOfMemory(std::size_t wanted, std::size_t free_bytes, std::size_t total_bytes);
+  // An allocation above the process's cap (set_device_memory_limit, --memory-limit): the same
+  // error and exit status, its message naming the cap.
+  static OutOfMemory over_limit(std::size_t wanted, std::size_t used, std::size_t limit);
   std::size_t wanted() const { return wanted_; }
   std::size_t free_bytes() const { return free_; }
 
  private:
+  OutOfMemory(const std::string& message, std::size_t wanted, std::size_t free_bytes);
   std::size_t wanted_, free_;
 };
 

@@ -13,6 +13,7 @@
 
 #include "lab/check.hpp"
 #include "lab/cli.hpp"
+#include "lab/memory.hpp"
 
 namespace lab {
 
@@ -48,7 +49,13 @@ inline int demo_main(int argc, char** argv, const DemoInfo& d, const std::functi
                      const std::function<int()>& body) {
   CLI::App app{d.program + ": " + d.description, d.program};
   bool describe = false;
+  double limit_gib = 0;
   options(app);
+  app.add_option("--memory-limit", limit_gib,
+                 "cap the lab's own device allocations at this many GiB (0, the default: no cap); an "
+                 "allocation above it is out of memory, as on a smaller GPU, so that the OOM rows can be "
+                 "met on purpose")
+      ->check(CLI::Range(0.0, 1e6));
   app.add_flag("--describe", describe, "print this program's description as JSON and exit (no GPU needed)");
   app.footer(exit_status_help());
   try {
@@ -66,6 +73,7 @@ inline int demo_main(int argc, char** argv, const DemoInfo& d, const std::functi
               << "\", \"sweep\": []}\n";
     return kExitOk;
   }
+  set_device_memory_limit(static_cast<std::size_t>(limit_gib * double(std::size_t{1} << 30)));
   return run_reporting_errors(body);
 }
 

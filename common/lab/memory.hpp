@@ -25,6 +25,13 @@ struct MemoryStats {
 MemoryStats device_memory_stats();
 void reset_device_memory_peak();  // peak := current
 
+// A cap on the tracked allocations (the lab's own buffers; cuBLAS's workspaces and the context are
+// not counted), for the process: an allocation that would take the tracked total above it throws
+// OutOfMemory, as a smaller device would, before asking the device. So a report meets its OOM rows
+// on purpose on any GPU (the demos' --memory-limit). 0: no cap (the default).
+void set_device_memory_limit(std::size_t bytes);
+std::size_t device_memory_limit();
+
 // Raw allocation used by the owners below: throws OutOfMemory (bytes wanted, free, total) when the
 // device cannot satisfy it, CudaError for anything else. Zero bytes gives nullptr.
 void* device_alloc(std::size_t bytes, bool tracked = true);

@@ -42,6 +42,17 @@ OutOfMemory::OutOfMemory(std::size_t wanted, std::size_t free_bytes, std::size_t
       wanted_(wanted),
       free_(free_bytes) {}
 
+OutOfMemory::OutOfMemory(const std::string& message, std::size_t wanted, std::size_t free_bytes)
+    : Error(std::string(kOutOfMemoryMarker) + message, kExitOutOfMemory), wanted_(wanted), free_(free_bytes) {}
+
+OutOfMemory OutOfMemory::over_limit(std::size_t wanted, std::size_t used, std::size_t limit) {
+  const std::size_t left = used < limit ? limit - used : 0;
+  return OutOfMemory("out of device memory under the memory limit (--memory-limit) of " + mib(limit) + ": wanted " +
+                         std::to_string(wanted) + " bytes (" + mib(wanted) + "), " + std::to_string(left) +
+                         " bytes left (" + mib(left) + ")",
+                     wanted, left);
+}
+
 const char* built_architectures() { return "sm_" LAB_CUDA_ARCHITECTURES; }
 
 namespace detail {

@@ -8,6 +8,7 @@ namespace lab {
 namespace {
 std::atomic<std::size_t> g_current{0};
 std::atomic<std::size_t> g_peak{0};
+std::atomic<std::size_t> g_limit{0};
 
 void note_alloc(std::size_t bytes) {
   const std::size_t now = g_current.fetch_add(bytes) + bytes;
@@ -19,9 +20,15 @@ void note_alloc(std::size_t bytes) {
 
 MemoryStats device_memory_stats() { return {g_current.load(), g_peak.load()}; }
 void reset_device_memory_peak() { g_peak.store(g_current.load()); }
+void set_device_memory_limit(std::size_t bytes) { g_limit.store(bytes); }
+std::size_t device_memory_limit() { return g_limit.load(); }
 
 void* device_alloc(std::size_t bytes, bool tracked) {
   if (bytes == 0) return nullptr;
+  if (const std::size_t limit = g_limit.load(); tracked && limit != 0) {
+    const std::size_t used = g_current.load();
+    if (used > limit || bytes > limit - used) throw OutOfMemory::over_limit(bytes, used, limit);
+  }
   void* p = nullptr;
   const cudaError_t r = cudaMalloc(&p, bytes);
   if (r == cudaErrorMemoryAllocation) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "lab/check.hpp"
+#include "lab/memory.hpp"
 #include "lab/check_cupti.hpp"
 #include "lab/check_nvrtc.hpp"
 
@@ -51,6 +52,30 @@ TEST(Check, ErrorsCarryTheirExitStatus) {
   EXPECT_EQ(lab::OutOfMemory(10, 5, 20).exit_code(), lab::kExitOutOfMemory);
   EXPECT_NE(std::string(lab::OutOfMemory(10, 5, 20).what()).find("wanted 10 bytes"), std::string::npos);
   EXPECT_EQ(lab::CudaError("x", 1).exit_code(), lab::kExitWrongResult);
+}
+
+// The memory cap (--memory-limit) refuses an allocation above it before asking the device (so this
+// runs without one), as out of memory, naming the cap; and an untracked allocation is not capped.
+TEST(Check, MemoryLimitRefusesWhatWouldGoAboveIt) {
+  const std::size_t before = lab::device_memory_stats().current;
+  lab::set_device_memory_limit(before + (std::size_t{1} << 20));
+  EXPECT_EQ(lab::device_memory_limit(), before + (std::size_t{1} << 20));
+  try {
+    (void)lab::device_alloc(std::size_t{2} << 20);
+    ADD_FAILURE() << "an allocation of 2 MiB under a 1 MiB cap was not refused";
+  } catch (const lab::OutOfMemory& e) {
+    EXPECT_EQ(e.exit_code(), lab::kExitOutOfMemory);
+    EXPECT_EQ(e.wanted(), std::size_t{2} << 20);
+    EXPECT_EQ(e.free_bytes(), std::size_t{1} << 20);
+    const std::string m = e.what();
+    EXPECT_EQ(m.rfind(lab::kOutOfMemoryMarker, 0), 0u) << m;
+    EXPECT_NE(m.find("--memory-limit"), std::string::npos) << m;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "refused with another error: " << e.what();
+  }
+  EXPECT_EQ(lab::device_memory_stats().current, before);
+  lab::set_device_memory_limit(0);
+  EXPECT_EQ(lab::device_memory_limit(), 0u);
 }
 
 }  // namespace
