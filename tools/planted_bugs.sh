@@ -28,11 +28,13 @@
 # Hopper attention whose keys are split across blocks, a chunk's mask taken at the row's first key
 # tile instead of the chunk's; and in the GPT-2 step whose attention writes the products' rows, O's
 # rows placed without their batch's offset, each head's last column of O left unwritten, and V's
-# bias gradient not summed.
+# bias gradient not summed; and in the fused steps' shared kernels, the loss's gradient 1% high for
+# every non-target logit (the row held in registers), and the MLP's second bias gradient carried
+# into the block below without clearing (each block's then the sum of its own and those above).
 # Exit status 0 when every bug was caught (with --check-patterns: when every text was found once).
 set -u
 if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
-  sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'
   [ $# -ge 1 ] && exit 0 || exit 2
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -148,6 +150,11 @@ plant gpt2_rows_o_mask ch04_compile_vs_fused/attention/kernels/mma_tiles.cuh opt
   '__floats2bfloat162_rn(a, b);  // the pair' '__floats2bfloat162_rn(a, col + 2 < cols ? b : 0.f);  // the pair'
 plant gpt2_rows_v_bias ch04_compile_vs_fused/attention/hopper/backward_wgmma.cuh optimized_gpt2_step_fused_bf16_rows \
   'if (col >= out.cols) continue;' 'if (col >= out.cols || which == 1) continue;'
+plant gpt2_loss_rows ch04_compile_vs_fused/gpt2/fused/kernels.cuh optimized_gpt2_step_fused_bf16_rows \
+  'dzr[j] = to<Grad>((v[k] * inv_s - (j == target ? 1.f : 0.f)) * inv_rows);' \
+  'dzr[j] = to<Grad>((1.01f * v[k] * inv_s - (j == target ? 1.f : 0.f)) * inv_rows);'
+plant gpt2_small_grads_carry ch04_compile_vs_fused/gpt2/fused/kernels.cuh optimized_gpt2_step_fused_bf16_rows \
+  'g.fc2_b[i] = g.carry[i], g.carry[i] = 0.f;' 'g.fc2_b[i] = g.carry[i];'
 
 if [ $planted -eq 0 ]; then
   echo "planted_bugs: no bug is named ${only[*]}" >&2

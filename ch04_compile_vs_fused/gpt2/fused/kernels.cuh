@@ -91,6 +91,7 @@ void with_vec_items(int d, F&& f) {
   if (d % 4 != 0) return with_items(d, [&](auto items) { f(items, One{}); });
   with_items((d + 3) / 4, [&](auto items) {
     if constexpr (decltype(items)::value <= 4) f(items, Four{});
+    else throw lab::Error("the row kernels hold d_model <= 4096 in registers, not " + std::to_string(d));
   });
 }
 
