@@ -151,6 +151,13 @@ function(lab_chapter short)
   if(variant_sources OR test_sources)
     lab_chapter_gtest_binary(${short} tests lab_chapter_test_main "gpu;${short}" 300 ${objects} ${test_sources})
   endif()
+  # The chapter's kernel tests (tests/kernels/*.cu): GPU unit tests of kernels that several variants
+  # share, each against a double reference of its own contract, in a binary of their own
+  # (chNN_kernels, without the variants) so that a planted bug there rebuilds one file.
+  file(GLOB kernel_test_sources CONFIGURE_DEPENDS "${root}/tests/kernels/*.cu")
+  if(kernel_test_sources)
+    lab_chapter_gtest_binary(${short} kernels lab_chapter_test_main "gpu;${short}" 300 ${kernel_test_sources})
+  endif()
   # The chapter's fuzz binary: every variant on random shapes near its check shapes, under fresh
   # seeds (LAB_FUZZ_CASES a variant, default 60). `ctest -L fuzz` runs them all.
   if(variant_sources)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole GPU check in one command: configure, build with every core, run the full test suite
 # (GPU tests included), the fuzz and seed sweep (ctest -L fuzz: every variant on random shapes
-# near its checks, under fresh seeds), compute-sanitizer memcheck, racecheck, initcheck and
-# synccheck on every chapter's test binary, and end with a one-line summary. Logs go to LOGDIR,
+# near its checks, under fresh seeds), compute-sanitizer memcheck, racecheck, initcheck and synccheck
+# on every chapter's test and kernel-test binaries (chNN_tests, chNN_kernels), and end with a one-line summary. Logs go to LOGDIR,
 # one file per step. LAB_FUZZ_CASES sets the fuzz shapes a variant (default 60). LAB_CHECK_JOBS=N
 # runs N tests (and N sanitizer runs) at a time (default 1): they are correctness checks, so they
 # may share the GPU; most of a test's time is its process creating a CUDA context.
@@ -54,7 +54,7 @@ sanitize() {
   echo $? >"$logdir/$name.status"
 }
 names=()
-for t in "$build"/ch*/ch*_tests; do
+for t in "$build"/ch*/ch*_tests "$build"/ch*/ch*_kernels; do
   [ -x "$t" ] || continue
   n=$(basename "$t")
   for tool in memcheck racecheck initcheck synccheck; do

@@ -1,0 +1,408 @@
+// The fused GPT-2 steps' shared row kernels (gpt2/fused/kernels.cuh), each on its own, against a
+// double reference of its own contract on the same inputs, in bf16 as steps 7 to 9 run them.
+//
+// Why here as well as in the steps' checks: a step's check compares the whole step with the double
+// reference, so its bound must allow every bf16 rounding of the step before a kernel's output. For
+// a bias gradient (a column sum whose terms cancel) that is more than 1% of the value, and three
+// bugs of 1% in these kernels passed the step's check (tools/planted_bugs.sh: gpt2_grads_ln_bias,
+// gpt2_grads_gelu_bias, gpt2_grads_qkv_rows). Here a kernel's inputs are exact (bf16 or fp32
+// values the reference reads too), so its bound is its own arithmetic alone:
+//  - an output written in bf16 errs by at most u_b = 2^-8 relative (rounded to nearest) plus the
+//    fp32 error of the value rounded, (1 + u_b) times it: a 1% error is 2.5 bounds away;
+//  - every output the kernel writes whole starts as NaN (lab::poison), so an unwritten one fails;
+//  - an fp32 value by its operations' roundings (u = 2^-24 each; erff, expf, logf within CUDA's
+//    documented 2, 2 and 1 ulp), stated at each test, with fp32::sum_error for sums;
+//  - a copy or a rounding of an fp32 value to bf16: exactly the host's rounding of the same value.
+// The inputs are drawn so that the column sums do not cancel (positive terms) as well as signed,
+// so that the bound, which grows with the sum of the terms' magnitudes, stays near the value.
+#include <gtest/gtest.h>
+
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <numbers>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "gpt2/fused/kernels.cuh"
+#include "lab/memory.hpp"
+#include "lab/rng.hpp"
+#include "lab/testing.hpp"
+#include "lab/verify.hpp"
+
+#pragma nv_diag_suppress 177  // kernels.cuh's helpers this file does not call
+
+namespace {
+
+using bf16 = __nv_bfloat16;
+constexpr double kU = lab::fp32::kUnitRoundoff;  // 2^-24
+constexpr double kUb = 0x1p-8;                    // bf16's unit roundoff: 8 significant bits
+using lab::fp32::sum_error;
+
+float round_bf16(float x) { return __bfloat162float(__float2bfloat16(x)); }
+std::vector<bf16> to_bf16(const std::vector<float>& x) {
+  std::vector<bf16> y(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) y[i] = __float2bfloat16(x[i]);
+  return y;
+}
+std::vector<float> to_float(const std::vector<bf16>& x) {
+  std::vector<float> y(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) y[i] = __bfloat162float(x[i]);
+  return y;
+}
+template <class T>
+lab::DeviceBuffer<T> device(const std::vector<T>& host) {
+  lab::DeviceBuffer<T> d(host.size());
+  d.upload(host);
+  return d;
+}
+std::vector<float> uniform(lab::Rng& rng, std::size_t n, float lo, float hi) {
+  std::vector<float> x(n);
+  rng.uniform(std::span<float>(x), lo, hi);
+  return x;
+}
+
+// An output's bound: rtol |ref| + slack (per element), no relative-L2 bound (the slack is the claim).
+lab::Verdict judge(const std::vector<float>& got, const std::vector<double>& ref, const std::vector<double>& slack,
+                   double rtol, const char* what) {
+  return lab::compare(got, ref, lab::Tolerance::per_element(0, rtol, what), what, {}, slack);
+}
+// A value rounded to bf16 from an fp32 value that errs by e: |out - ref| <= u_b |ref| + (1 + u_b) e.
+std::vector<double> rounded_slack(const std::vector<double>& e) {
+  std::vector<double> s(e.size());
+  for (std::size_t i = 0; i < e.size(); ++i) s[i] = (1 + kUb) * e[i];
+  return s;
+}
+
+// Each verdict's one line is printed (its worst element's share of the bound among them), so that a
+// run shows how close a correct kernel comes to its bound, not only that it passed.
+#define EXPECT_PASSES(verdict)                                                            \
+  do {                                                                                    \
+    const lab::Verdict v_ = (verdict);                                                    \
+    std::printf("  %s\n", v_.summary().c_str());                                          \
+    EXPECT_TRUE(v_.pass) << v_.details() << "\n(reproduce with LAB_SEED=" << seed << ")"; \
+  } while (0)
+
+// ---------------------------------------------------------------------------------------------
+// layer_norm_backward_kernel<Items, V, bf16>, launched as FusedStep::layer_norm_backward does
+// (min(rows, 512) blocks; here also one block, so that one block walks every row):
+//   xh = (x - mean) rstd, g = dy w, dx = rstd (g - mean(g) - xh mean(g xh)),
+//   dres = dres_in + dx (accumulate), next_dy = dres in bf16, and the column sums
+//   dw += sum dy xh, db += sum dy, next_db += sum dres (fp32 values).
+// fp32 errors: xh 2 roundings, g 1; mean(g) a sum of d terms of 1 rounding each, then 1 / d and a
+// product (2u); mean(g xh) of d terms of 4 roundings, then 2u; dx's own three operations. With
+// A = |g| + sum|g| / d + |xh| sum|g xh| / d, they add up to at most
+// rstd (8u A + sum_error(d + 1) sum|g| / d + |xh| sum_error(d + 4) sum|g xh| / d); dres one more
+// rounding. The column sums: rows terms, each with its own error (dw's: 3 roundings; next_db's:
+// dres's bound).
+struct LnCase {
+  std::size_t rows;
+  int d;
+  unsigned grid;  // 0: as the step launches it
+};
+
+void run_layer_norm_backward(const LnCase& cs, std::uint64_t seed, bool positive) {
+  lab::Rng rng(seed);
+  const std::size_t rows = cs.rows, n = rows * std::size_t(cs.d);
+  const int d = cs.d;
+  std::vector<float> x = uniform(rng, n, -1.f, 1.f), w = uniform(rng, d, 0.5f, 1.5f);
+  std::vector<float> dy = positive ? uniform(rng, n, 0.2f, 1.f) : uniform(rng, n, -1.f, 1.f);
+  std::vector<float> dres = positive ? uniform(rng, n, 2.f, 3.f) : uniform(rng, n, -1.f, 1.f);
+  std::vector<float> mean(rows), rstd(rows);
+  for (std::size_t r = 0; r < rows; ++r) {  // the row's statistics, then fp32 values both sides read
+    double s = 0, q = 0;
+    for (int j = 0; j < d; ++j) s += x[r * d + j];
+    const double mu = s / d;
+    for (int j = 0; j < d; ++j) q += (x[r * d + j] - mu) * (x[r * d + j] - mu);
+    mean[r] = float(mu), rstd[r] = float(1 / std::sqrt(q / d + gpt2::kLayerNormEps));
+  }
+  auto dx_d = device(x), w_d = device(w), dy_d = device(dy), dres_d = device(dres), mean_d = device(mean),
+       rstd_d = device(rstd);
+  lab::DeviceBuffer<float> dw_d(d), db_d(d), ndb_d(d);
+  lab::DeviceBuffer<bf16> ndy_d(n);
+  lab::poison(ndy_d);
+  for (auto* b : {&dw_d, &db_d, &ndb_d}) LAB_CHECK(cudaMemset(b->data(), 0, d * sizeof(float)));
+  const unsigned grid = cs.grid ? cs.grid : static_cast<unsigned>(std::min<std::size_t>(rows, 512));
+  with_vec_items(d, [&](auto items, auto v) {
+    layer_norm_backward_kernel<decltype(items)::value, decltype(v)::value, bf16><<<grid, kThreads>>>(
+        dy_d.data(), dx_d.data(), w_d.data(), mean_d.data(), rstd_d.data(), dres_d.data(), dw_d.data(), db_d.data(),
+        rows, d, true, ndy_d.data(), ndb_d.data());
+  });
+  LAB_CHECK(cudaGetLastError());
+  LAB_CHECK(cudaDeviceSynchronize());
+
+  std::vector<double> r_dres(n), e_dres(n), r_dw(d, 0), e_dw(d, 0), r_db(d, 0), e_db(d, 0), r_ndb(d, 0),
+      e_ndb(d, 0), m_dw(d, 0), m_db(d, 0), m_ndb(d, 0);
+  for (std::size_t r = 0; r < rows; ++r) {
+    const double mu = mean[r], rs = rstd[r];
+    lab::Sum sg, sgx;
+    std::vector<double> xh(d), g(d);
+    for (int j = 0; j < d; ++j) {
+      xh[j] = (x[r * d + j] - mu) * rs, g[j] = double(dy[r * d + j]) * w[j];
+      sg.add(g[j]), sgx.add(g[j] * xh[j]);
+    }
+    const double mg = sg.value / d, mgx = sgx.value / d, ag = sg.magnitude / d, agx = sgx.magnitude / d;
+    const double e_mg = sum_error(d + 1) * ag, e_mgx = sum_error(d + 4) * agx;
+    for (int j = 0; j < d; ++j) {
+      const std::size_t i = r * d + j;
+      const double dx = rs * (g[j] - mg - xh[j] * mgx);
+      const double terms = std::fabs(g[j]) + ag + std::fabs(xh[j]) * agx;
+      const double e_dx = std::fabs(rs) * (8 * kU * terms + e_mg + std::fabs(xh[j]) * e_mgx) * (1 + 16 * kU);
+      r_dres[i] = dres[i] + dx;
+      e_dres[i] = e_dx + kU * (std::fabs(dres[i]) + std::fabs(dx)) * (1 + kU);
+      r_dw[j] += dy[i] * xh[j], m_dw[j] += std::fabs(dy[i] * xh[j]);
+      r_db[j] += dy[i], m_db[j] += std::fabs(dy[i]);
+      r_ndb[j] += r_dres[i], m_ndb[j] += std::fabs(r_dres[i]), e_ndb[j] += e_dres[i];
+    }
+  }
+  for (int j = 0; j < d; ++j) {
+    e_dw[j] = sum_error(double(rows) + 3) * m_dw[j];
+    e_db[j] = sum_error(double(rows)) * m_db[j];
+    e_ndb[j] += sum_error(double(rows)) * m_ndb[j];
+  }
+  const std::vector<float> got_ndy = to_float(ndy_d.download()), got_dres = dres_d.download();
+  EXPECT_PASSES(judge(got_dres, r_dres, e_dres, 0, "dres"));
+  // next_dy is dres rounded, exactly: the same fp32 value both ways.
+  std::vector<double> rounded(n);
+  for (std::size_t i = 0; i < n; ++i) rounded[i] = round_bf16(got_dres[i]);
+  EXPECT_PASSES(lab::compare(got_ndy, rounded, lab::Tolerance::exact(), "next_dy against dres rounded"));
+  EXPECT_PASSES(judge(got_ndy, r_dres, rounded_slack(e_dres), kUb, "next_dy (bf16)"));
+  EXPECT_PASSES(judge(dw_d.download(), r_dw, e_dw, 0, "dw"));
+  EXPECT_PASSES(judge(db_d.download(), r_db, e_db, 0, "db"));
+  EXPECT_PASSES(judge(ndb_d.download(), r_ndb, e_ndb, 0, "next_db"));
+}
+
+TEST(RowKernels, LayerNormBackwardBf16) {
+  LAB_REQUIRE_GPU();
+  const std::uint64_t seed = lab::testing::run_seed();
+  // d: four columns a thread (768, GPT-2 small; 2052, three items), one (67); rows off the grid.
+  for (const LnCase& cs : {LnCase{300, 768, 0}, LnCase{37, 2052, 0}, LnCase{700, 67, 0}, LnCase{129, 768, 1}})
+    for (bool positive : {true, false}) {
+      SCOPED_TRACE("rows " + std::to_string(cs.rows) + ", d " + std::to_string(cs.d) + ", grid " +
+                   std::to_string(cs.grid) + (positive ? ", positive terms" : ", signed terms"));
+      run_layer_norm_backward(cs, seed, positive);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// gelu_backward_sum_kernel<bf16, bf16>, launched as the step does (column_owner_grid(rows, cols/4)):
+//   dh = g gelu'(h) in bf16, db += sum over rows of g gelu'(h) (fp32 values).
+// gelu'(x) = Phi(x) + x phi(x) as dgelu computes it: Phi = 0.5 (1 + erff(x c)), c = 1/sqrt 2 in
+// fp32 (x c errs by 2u relative: c's rounding and the product's; erf' <= 2/sqrt pi), erff within
+// 2 ulp (4u relative), 1 + erf one rounding; phi = expf(-0.5 x x) 0.3989...: x x one rounding
+// (the exponent errs by u x^2 / 2 absolute), expf within 2 ulp, the constant and the product two;
+// x phi one, the sum one; g times it one.
+double dgelu_ref(double x) { return 0.5 * (1 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-0.5 * x * x) / std::sqrt(2 * std::numbers::pi); }
+double dgelu_error(double x) {
+  const double erf = std::erf(x / std::sqrt(2.0)), cdf = 0.5 * (1 + erf);
+  const double pdf = std::exp(-0.5 * x * x) / std::sqrt(2 * std::numbers::pi);
+  const double e_cdf = 0.5 * (4 * kU * std::fabs(erf) + 2 / std::sqrt(std::numbers::pi) * 2 * kU * std::fabs(x) / std::sqrt(2.0)) +
+                       kU * cdf;
+  const double e_pdf = pdf * (4 * kU + 0.5 * kU * x * x + 2 * kU);
+  return (e_cdf + std::fabs(x) * e_pdf + kU * std::fabs(x) * pdf + kU * (cdf + std::fabs(x) * pdf)) * (1 + 8 * kU);
+}
+
+void run_gelu_backward_sum(std::size_t rows, int cols, std::uint64_t seed, bool positive) {
+  lab::Rng rng(seed);
+  const std::size_t n = rows * std::size_t(cols);
+  // Positive terms: g > 0 and h in [-0.5, 3], where gelu' > 0.13; signed: both across zero.
+  std::vector<float> g = positive ? uniform(rng, n, 0.1f, 1.f) : uniform(rng, n, -1.f, 1.f);
+  std::vector<float> h = positive ? uniform(rng, n, -0.5f, 3.f) : uniform(rng, n, -4.f, 4.f);
+  for (float& v : h) v = round_bf16(v);  // the pre-activation is saved in bf16
+  auto g_d = device(g);
+  auto h_d = device(to_bf16(h));
+  lab::DeviceBuffer<bf16> dh_d(n);
+  lab::poison(dh_d);
+  lab::DeviceBuffer<float> db_d(cols);
+  LAB_CHECK(cudaMemset(db_d.data(), 0, cols * sizeof(float)));
+  gelu_backward_sum_kernel<bf16, bf16><<<column_owner_grid(rows, cols / 4), kThreads>>>(g_d.data(), h_d.data(),
+                                                                                     dh_d.data(), db_d.data(), rows,
+                                                                                     cols / 4);
+  LAB_CHECK(cudaGetLastError());
+  LAB_CHECK(cudaDeviceSynchronize());
+  std::vector<double> r_dh(n), e_dh(n), r_db(cols, 0), e_db(cols, 0), m_db(cols, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    const double v = g[i] * dgelu_ref(h[i]);
+    r_dh[i] = v;
+    e_dh[i] = std::fabs(g[i]) * dgelu_error(h[i]) + kU * std::fabs(v);
+    const int c = int(i % cols);
+    r_db[c] += v, m_db[c] += std::fabs(v), e_db[c] += e_dh[i];
+  }
+  for (int c = 0; c < cols; ++c) e_db[c] += sum_error(double(rows)) * m_db[c];
+  EXPECT_PASSES(judge(to_float(dh_d.download()), r_dh, rounded_slack(e_dh), kUb, "dh (bf16)"));
+  EXPECT_PASSES(judge(db_d.download(), r_db, e_db, 0, "db"));
+}
+
+TEST(RowKernels, GeluBackwardSumBf16) {
+  LAB_REQUIRE_GPU();
+  const std::uint64_t seed = lab::testing::run_seed();
+  // cols = 4 d: GPT-2 small's 3072, and 4 x 67 (a grid's last block partly past the columns).
+  const struct {
+    std::size_t rows;
+    int cols;
+  } cases[] = {{517, 3072}, {2000, 268}};
+  for (const auto& [rows, cols] : cases)
+    for (bool positive : {true, false}) {
+      SCOPED_TRACE("rows " + std::to_string(rows) + ", cols " + std::to_string(cols) +
+                   (positive ? ", positive terms" : ", signed terms"));
+      run_gelu_backward_sum(rows, cols, seed, positive);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// qkv_rows_sum_kernel<bf16>: dQ, dK, dV by head (B h T dp, dp >= hd the flash width) into the rows
+// of dQKV (B T x 3d) in bf16, each exactly the host's rounding of the same fp32 value (a copy and a
+// rounding), and db += each column's sum over the rows (rows terms). With first/parts, only those
+// thirds (step 9 writes dQ's alone): the other columns keep what they held.
+void run_qkv_rows_sum(int batch, int context, int heads, int hd, int dp, int first, int parts, std::uint64_t seed,
+                      bool positive) {
+  lab::Rng rng(seed);
+  const int d = heads * hd;
+  const std::size_t rows = std::size_t(batch) * context, nh = rows * heads * dp;
+  std::vector<float> src[3];
+  for (auto& s : src) s = positive ? uniform(rng, nh, 0.1f, 1.f) : uniform(rng, nh, -1.f, 1.f);
+  auto q_d = device(src[0]), k_d = device(src[1]), v_d = device(src[2]);
+  const std::vector<float> before = uniform(rng, rows * 3 * d, -8.f, 8.f);  // what columns not written keep
+  auto dqkv_d = device(to_bf16(before));
+  lab::DeviceBuffer<float> db_d(3 * d);
+  LAB_CHECK(cudaMemset(db_d.data(), 0, 3 * d * sizeof(float)));
+  qkv_rows_sum_kernel<bf16><<<column_owner_grid(rows, parts * d), kThreads>>>(
+      q_d.data(), k_d.data(), v_d.data(), dqkv_d.data(), db_d.data(), rows, context, heads, hd, dp, first, parts);
+  LAB_CHECK(cudaGetLastError());
+  LAB_CHECK(cudaDeviceSynchronize());
+  std::vector<double> r_rows(rows * 3 * d), r_db(3 * d, 0), e_db(3 * d, 0);
+  for (std::size_t i = 0; i < r_rows.size(); ++i) r_rows[i] = round_bf16(before[i]);
+  for (int part = first; part < first + parts; ++part)
+    for (std::size_t r = 0; r < rows; ++r)
+      for (int c = 0; c < d; ++c) {
+        const std::size_t b = r / context, t = r % context, head = c / hd;
+        const float v = src[part][((b * heads + head) * context + t) * dp + c % hd];
+        r_rows[r * 3 * d + part * d + c] = round_bf16(v);
+        r_db[part * d + c] += v, e_db[part * d + c] += std::fabs(v);
+      }
+  for (double& e : e_db) e *= sum_error(double(rows));
+  EXPECT_PASSES(lab::compare(to_float(dqkv_d.download()), r_rows, lab::Tolerance::exact(), "dqkv rows (bf16)"));
+  EXPECT_PASSES(judge(db_d.download(), r_db, e_db, 0, "db"));
+}
+
+TEST(RowKernels, QkvRowsSumBf16) {
+  LAB_REQUIRE_GPU();
+  const std::uint64_t seed = lab::testing::run_seed();
+  struct Case {
+    int batch, context, heads, hd, dp, first, parts;
+  };
+  // GPT-2-like heads of 64; heads of 24 padded to 32; step 9's dQ third alone.
+  for (const Case& c : {Case{2, 130, 4, 64, 64, 0, 3}, Case{3, 77, 3, 24, 32, 0, 3}, Case{2, 100, 4, 64, 64, 0, 1}})
+    for (bool positive : {true, false}) {
+      SCOPED_TRACE("B " + std::to_string(c.batch) + " T " + std::to_string(c.context) + " h " +
+                   std::to_string(c.heads) + " hd " + std::to_string(c.hd) + " dp " + std::to_string(c.dp) +
+                   " parts " + std::to_string(c.first) + "+" + std::to_string(c.parts) +
+                   (positive ? ", positive terms" : ", signed terms"));
+      run_qkv_rows_sum(c.batch, c.context, c.heads, c.hd, c.dp, c.first, c.parts, seed, positive);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// cross_entropy_rows_kernel<Items, true, bf16>, Items as the step picks them (the vocabulary over
+// 1024 threads, rounded up to 1, 2, 4, 8 or 16): loss = max + log sum exp(z - max) - z[target],
+// dz = (exp(z - max) / sum - onehot) / rows in bf16.
+// fp32 errors: z - max one rounding (u |z - max|, which expf's value takes relatively), expf 2 ulp
+// (4u); the sum of V terms (sum_error(V) of it, plus the terms' own); 1 / sum and the product two
+// roundings, the onehot's subtraction one, 1 / rows and the product two; logf 1 ulp (2u) and the
+// loss's two additions.
+void run_cross_entropy_rows(std::size_t rows, int vocab, std::uint64_t seed) {
+  lab::Rng rng(seed);
+  std::vector<float> z = uniform(rng, rows * vocab, -6.f, 6.f);
+  std::vector<std::int32_t> targets(rows);
+  rng.integers(std::span<std::int32_t>(targets), 0, vocab);
+  auto z_d = device(z);
+  auto t_d = device(targets);
+  lab::DeviceBuffer<float> loss_d(rows);
+  lab::DeviceBuffer<bf16> dz_d(rows * vocab);
+  lab::poison(loss_d), lab::poison(dz_d);
+  const float inv_rows = 1.f / float(rows);
+  auto launch = [&](auto items) {
+    cross_entropy_rows_kernel<decltype(items)::value, true, bf16><<<unsigned(rows), kRowThreads>>>(
+        z_d.data(), t_d.data(), loss_d.data(), vocab, inv_rows, dz_d.data());
+  };
+  if (vocab <= kRowThreads) launch(std::integral_constant<int, 1>{});
+  else if (vocab <= 2 * kRowThreads) launch(std::integral_constant<int, 2>{});
+  else if (vocab <= 4 * kRowThreads) launch(std::integral_constant<int, 4>{});
+  else if (vocab <= 8 * kRowThreads) launch(std::integral_constant<int, 8>{});
+  else launch(std::integral_constant<int, 16>{});
+  LAB_CHECK(cudaGetLastError());
+  LAB_CHECK(cudaDeviceSynchronize());
+  std::vector<double> r_loss(rows), e_loss(rows), r_dz(rows * vocab), e_dz(rows * vocab);
+  for (std::size_t r = 0; r < rows; ++r) {
+    const float* zr = z.data() + r * vocab;
+    const double mx = *std::max_element(zr, zr + vocab);
+    double s = 0, e_terms = 0;
+    for (int j = 0; j < vocab; ++j) {
+      const double e = std::exp(zr[j] - mx);
+      s += e, e_terms += e * (4 * kU + kU * std::fabs(zr[j] - mx)) * (1 + 8 * kU);
+    }
+    const double e_s = e_terms + sum_error(vocab) * s, rel_s = e_s / s;  // the sum's relative error
+    const double ls = std::log(s);
+    r_loss[r] = mx + ls - zr[targets[r]];
+    e_loss[r] = rel_s * (1 + 2 * rel_s) + 2 * kU * std::fabs(ls) + 2 * kU * (std::fabs(mx) + std::fabs(ls) + std::fabs(zr[targets[r]]));
+    for (int j = 0; j < vocab; ++j) {
+      const double p = std::exp(zr[j] - mx) / s, hot = j == targets[r] ? 1.0 : 0.0, v = p - hot;
+      const double e_p = p * ((4 * kU + kU * std::fabs(zr[j] - mx)) * (1 + 8 * kU) + rel_s * (1 + 2 * rel_s) + 2 * kU);
+      r_dz[r * vocab + j] = v / double(rows);
+      e_dz[r * vocab + j] = ((e_p + kU * std::fabs(v)) / double(rows) + 2 * kU * std::fabs(v) / double(rows)) * (1 + 4 * kU);
+    }
+  }
+  EXPECT_PASSES(judge(loss_d.download(), r_loss, e_loss, 0, "loss"));
+  EXPECT_PASSES(judge(to_float(dz_d.download()), r_dz, rounded_slack(e_dz), kUb, "dz (bf16)"));
+}
+
+TEST(RowKernels, CrossEntropyRowsBf16) {
+  LAB_REQUIRE_GPU();
+  const std::uint64_t seed = lab::testing::run_seed();
+  // One item a thread (97), four (3001), sixteen (the lab's GPT-2 vocabulary, 10000).
+  const struct {
+    std::size_t rows;
+    int vocab;
+  } cases[] = {{64, 97}, {37, 3001}, {23, 10000}};
+  for (const auto& [rows, vocab] : cases) {
+    SCOPED_TRACE("rows " + std::to_string(rows) + ", vocab " + std::to_string(vocab));
+    run_cross_entropy_rows(rows, vocab, seed);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// small_grads_kernel: the seven small gradients zeroed, the MLP's second bias gradient moved from
+// carry into place and carry zeroed (exact: stores of zeros and a copy).
+TEST(RowKernels, SmallGradsZeroesAndMovesTheCarry) {
+  LAB_REQUIRE_GPU();
+  const std::uint64_t seed = lab::testing::run_seed();
+  lab::Rng rng(seed);
+  for (int d : {768, 67}) {
+    SCOPED_TRACE("d " + std::to_string(d));
+    const int counts[SmallGrads::kParts] = {d, d, 3 * d, d, d, d, 4 * d};
+    std::vector<lab::DeviceBuffer<float>> parts;
+    SmallGrads g{};
+    for (int t = 0; t < SmallGrads::kParts; ++t) {
+      parts.push_back(device(uniform(rng, counts[t], 1.f, 2.f)));
+      g.zero[t] = parts.back().data(), g.count[t] = counts[t];
+    }
+    const std::vector<float> carry = uniform(rng, d, -1.f, 1.f);
+    auto carry_d = device(carry), fc2_d = device(uniform(rng, d, 5.f, 6.f));
+    g.carry = carry_d.data(), g.fc2_b = fc2_d.data(), g.d = d;
+    small_grads_kernel<<<blocks_for(4 * std::size_t(d)), kThreads>>>(g);
+    LAB_CHECK(cudaGetLastError());
+    LAB_CHECK(cudaDeviceSynchronize());
+    for (int t = 0; t < SmallGrads::kParts; ++t)
+      EXPECT_PASSES(lab::compare(parts[t].download(), std::vector<double>(counts[t], 0.0), lab::Tolerance::exact(),
+                                 "zeroed part " + std::to_string(t)));
+    EXPECT_PASSES(lab::compare(fc2_d.download(), std::vector<double>(carry.begin(), carry.end()),
+                               lab::Tolerance::exact(), "fc2_b (the carry moved)"));
+    EXPECT_PASSES(lab::compare(carry_d.download(), std::vector<double>(d, 0.0), lab::Tolerance::exact(), "carry"));
+  }
+}
+
+}  // namespace
