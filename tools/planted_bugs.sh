@@ -32,11 +32,12 @@
 # bias gradient not summed; and in the fused steps' shared kernels, the loss's gradient 1% high for
 # every non-target logit (the row held in registers), and the MLP's second bias gradient carried
 # into the block below without clearing (each block's then the sum of its own and those above),
-# each against step 9's check and again against the kernels' own tests.
+# each against step 9's check and again against the kernels' own tests, which also meet a
+# LayerNorm's gain 1% high and the attention backward's delta 1% high.
 # Exit status 0 when every bug was caught (with --check-patterns: when every text was found once).
 set -u
 if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
-  sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'
   [ $# -ge 1 ] && exit 0 || exit 2
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -172,6 +173,10 @@ plant kernels_loss_rows ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_kernel
   'dzr[j] = to<Grad>((1.01f * v[k] * inv_s - (j == target ? 1.f : 0.f)) * inv_rows);'
 plant kernels_small_grads_carry ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_kernels \
   'g.fc2_b[i] = g.carry[i], g.carry[i] = 0.f;' 'g.fc2_b[i] = g.carry[i];'
+plant kernels_ln_gain ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_kernels \
+  'ln[off + j] = to<Out>((v[k] - mu) * rs * w[j] + b[j]);' 'ln[off + j] = to<Out>((v[k] - mu) * rs * 1.01f * w[j] + b[j]);'
+plant kernels_dout_delta ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_kernels \
+  'if (hr < head_rows && c == 0) delta[hr] = s;' 'if (hr < head_rows && c == 0) delta[hr] = 1.01f * s;'
 
 if [ $planted -eq 0 ]; then
   echo "planted_bugs: no bug is named ${only[*]}" >&2

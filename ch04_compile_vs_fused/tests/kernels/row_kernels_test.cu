@@ -206,6 +206,16 @@ double dgelu_error(double x) {
   return (e_cdf + std::fabs(x) * e_pdf + kU * std::fabs(x) * pdf + kU * (cdf + std::fabs(x) * pdf)) * (1 + 8 * kU);
 }
 
+// gelu(x) = 0.5 x (1 + erff(x c)) as the kernels compute it: erff's argument and value as in
+// dgelu_error, 1 + erf one rounding, 0.5 x exact, the product one.
+double gelu_ref(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+double gelu_error(double x) {
+  const double erf = std::erf(x / std::sqrt(2.0));
+  const double e_one_plus =
+      4 * kU * std::fabs(erf) + 2 / std::sqrt(std::numbers::pi) * 2 * kU * std::fabs(x) / std::sqrt(2.0) + kU * (1 + erf);
+  return (0.5 * std::fabs(x) * e_one_plus + kU * std::fabs(gelu_ref(x))) * (1 + 8 * kU);
+}
+
 void run_gelu_backward_sum(std::size_t rows, int cols, std::uint64_t seed, bool positive) {
   lab::Rng rng(seed);
   const std::size_t n = rows * std::size_t(cols);
@@ -402,6 +412,302 @@ TEST(RowKernels, SmallGradsZeroesAndMovesTheCarry) {
     EXPECT_PASSES(lab::compare(fc2_d.download(), std::vector<double>(carry.begin(), carry.end()),
                                lab::Tolerance::exact(), "fc2_b (the carry moved)"));
     EXPECT_PASSES(lab::compare(carry_d.download(), std::vector<double>(d, 0.0), lab::Tolerance::exact(), "carry"));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// residual_layer_norm_kernel<Items, bf16>, a block a row as FusedStep::residual_layer_norm launches
+// it: v = x + (y + bias), mean, rstd = rsqrtf(var + eps), ln = (v - mean) rstd w + b in bf16.
+// fp32 errors: v two roundings; the mean a sum of d terms of two roundings, then 1 / d and a
+// product; (v - mean) one more, its square one, their sum d; the variance's 1 / d, product, eps
+// and eps's own rounding four; rsqrtf 2 ulp (4u) and half the variance's relative error (to first order, times
+// 1 + that error beyond it); ln's two products and its addition.
+void run_residual_layer_norm(std::size_t rows, int d, bool residual, std::uint64_t seed) {
+  lab::Rng rng(seed);
+  const std::size_t n = rows * std::size_t(d);
+  const std::vector<float> x = uniform(rng, n, -1.f, 3.f), y = uniform(rng, n, -2.f, 2.f), bias = uniform(rng, d, -1.f, 1.f),
+                           w = uniform(rng, d, 0.5f, 1.5f), b = uniform(rng, d, -0.5f, 0.5f);
+  auto x_d = device(x), y_d = device(y), bias_d = device(bias), w_d = device(w), b_d = device(b);
+  lab::DeviceBuffer<float> xo_d(n), mean_d(rows), rstd_d(rows);
+  lab::DeviceBuffer<bf16> ln_d(n);
+  lab::poison(xo_d), lab::poison(mean_d), lab::poison(rstd_d), lab::poison(ln_d);
+  with_items(d, [&](auto items) {
+    residual_layer_norm_kernel<decltype(items)::value, bf16><<<unsigned(rows), kThreads>>>(
+        x_d.data(), residual ? y_d.data() : nullptr, residual ? bias_d.data() : nullptr, xo_d.data(), w_d.data(),
+        b_d.data(), ln_d.data(), mean_d.data(), rstd_d.data(), d);
+  });
+  LAB_CHECK(cudaGetLastError());
+  LAB_CHECK(cudaDeviceSynchronize());
+  std::vector<double> r_v(n), e_v(n), r_ln(n), e_ln(n), r_mean(rows), e_mean(rows), r_rstd(rows), e_rstd(rows);
+  for (std::size_t r = 0; r < rows; ++r) {
+    double sum = 0, mag = 0, e_terms = 0;
+    for (int j = 0; j < d; ++j) {
+      const std::size_t i = r * d + j;
+      const double t = residual ? double(y[i]) + bias[j] : 0.0;
+      r_v[i] = x[i] + t;
+      e_v[i] = residual ? kU * (std::fabs(t) + std::fabs(r_v[i])) * (1 + kU) : 0.0;
+      sum += r_v[i], mag += std::fabs(r_v[i]), e_terms += e_v[i];
+    }
+    const double mu = sum / d;
+    const double e_mu = ((e_terms + sum_error(double(d)) * mag) / d + 2 * kU * std::fabs(mu)) * (1 + 4 * kU);
+    double q = 0, e_q = 0;
+    std::vector<double> e_a(d);
+    for (int j = 0; j < d; ++j) {
+      const std::size_t i = r * d + j;
+      const double a = r_v[i] - mu;
+      e_a[j] = (e_v[i] + e_mu + kU * std::fabs(a)) * (1 + 2 * kU);
+      q += a * a;
+      e_q += (2 * std::fabs(a) * e_a[j] + e_a[j] * e_a[j]) * (1 + kU) + kU * a * a;
+    }
+    e_q += sum_error(double(d)) * q;
+    const double var = q / d + gpt2::kLayerNormEps;
+    const double eps_rel = (e_q / d + 4 * kU * var) / var;  // the variance's relative error, with eps
+    const double rs = 1 / std::sqrt(var);
+    const double rs_rel = (0.5 * eps_rel * (1 + eps_rel) + 4 * kU) * (1 + 4 * kU);
+    r_mean[r] = mu, e_mean[r] = e_mu, r_rstd[r] = rs, e_rstd[r] = rs_rel * rs;
+    for (int j = 0; j < d; ++j) {
+      const std::size_t i = r * d + j;
+      const double a = r_v[i] - mu, z = a * rs * w[j] + b[j];
+      r_ln[i] = z;
+      e_ln[i] = (std::fabs(w[j]) * rs * (e_a[j] + std::fabs(a) * rs_rel + 2 * kU * std::fabs(a)) + kU * std::fabs(z)) *
+                (1 + 4 * kU + 2 * rs_rel);
+    }
+  }
+  if (residual) EXPECT_PASSES(judge(xo_d.download(), r_v, e_v, 0, "x_out"));
+  EXPECT_PASSES(judge(mean_d.download(), r_mean, e_mean, 0, "mean"));
+  EXPECT_PASSES(judge(rstd_d.download(), r_rstd, e_rstd, 0, "rstd"));
+  EXPECT_PASSES(judge(to_float(ln_d.download()), r_ln, rounded_slack(e_ln), kUb, "ln (bf16)"));
+
+  // layer_norm_again_kernel, from the mean and rstd just written and the same rows (x_out, or x
+  // where there is no residual), as the backward calls it: "the forward's expression on the same
+  // fp32 values, so the same output": equal to the forward's ln, bit for bit.
+  lab::DeviceBuffer<bf16> again_d(n);
+  lab::poison(again_d);
+  const float* rows_in = residual ? xo_d.data() : x_d.data();
+  if (d % 4 == 0)
+    layer_norm_again_kernel<4><<<unsigned(rows), kThreads>>>(rows_in, mean_d.data(), rstd_d.data(), w_d.data(),
+                                                              b_d.data(), again_d.data(), d);
+  else
+    layer_norm_again_kernel<1><<<unsigned(rows), kThreads>>>(rows_in, mean_d.data(), rstd_d.data(), w_d.data(),
+                                                              b_d.data(), again_d.data(), d);
+  LAB_CHECK(cudaGetLastError());
+  LAB_CHECK(cudaDeviceSynchronize());
+  const std::vector<float> ln_got = to_float(ln_d.download());
+  EXPECT_PASSES(lab::compare(to_float(again_d.download()), std::vector<double>(ln_got.begin(), ln_got.end()),
+                             lab::Tolerance::exact(), "ln again against the forward's ln"));
+}
+
+TEST(RowKernels, ResidualLayerNormAndAgainBf16) {
+  LAB_REQUIRE_GPU();
+  const std::uint64_t seed = lab::testing::run_seed();
+  const struct {
+    std::size_t rows;
+    int d;
+  } cases[] = {{64, 768}, {9, 1600}, {33, 67}, {5, 4096}};
+  for (const auto& [rows, d] : cases)
+    for (bool residual : {true, false}) {
+      SCOPED_TRACE("rows " + std::to_string(rows) + ", d " + std::to_string(d) + (residual ? ", residual" : ""));
+      run_residual_layer_norm(rows, d, residual, seed);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Copies and roundings, exact: round_kernel (the weights' bf16 copy), qkv_heads_kernel (Q, K, V by
+// head, each the fp32 sum of the product's value and its bias rounded once; zeros in the padding),
+// and bias_gelu_kernel's h (the pre-activation, its bias added in fp32 and rounded once) with its
+// act = gelu(h) at the rounded h in bf16 (bounded as gelu_error says), and gelu_kernel's act again
+// from h: the same values, bit for bit.
+TEST(RowKernels, RoundKernelBf16) {
+  LAB_REQUIRE_GPU();
+  const std::uint64_t seed = lab::testing::run_seed();
+  lab::Rng rng(seed);
+  for (std::size_t n : {std::size_t(4096 * 3 + 8), std::size_t(1001)}) {
+    const std::vector<float> x = uniform(rng, n, -3.f, 3.f);
+    auto x_d = device(x);
+    lab::DeviceBuffer<bf16> y_d(n);
+    lab::poison(y_d);
+    if (n % 4 == 0) round_kernel<4><<<blocks_for(n / 4), kThreads>>>(x_d.data(), y_d.data(), n);
+    else round_kernel<1><<<blocks_for(n), kThreads>>>(x_d.data(), y_d.data(), n);
+    LAB_CHECK(cudaGetLastError());
+    std::vector<double> ref(n);
+    for (std::size_t i = 0; i < n; ++i) ref[i] = round_bf16(x[i]);
+    EXPECT_PASSES(lab::compare(to_float(y_d.download()), ref, lab::Tolerance::exact(), "y (bf16)"));
+  }
+}
+
+TEST(RowKernels, QkvHeadsBf16) {
+  LAB_REQUIRE_GPU();
+  const std::uint64_t seed = lab::testing::run_seed();
+  lab::Rng rng(seed);
+  const struct {
+    int batch, context, heads, hd, dp;
+  } cases[] = {{2, 65, 4, 64, 64}, {3, 17, 3, 24, 32}, {1, 9, 2, 13, 16}};
+  for (const auto& [batch, context, heads, hd, dp] : cases) {
+    SCOPED_TRACE("hd " + std::to_string(hd) + ", dp " + std::to_string(dp));
+    const int d = heads * hd;
+    const std::size_t rows = std::size_t(batch) * context, nh = rows * heads * dp;
+    const std::vector<float> qkv = uniform(rng, rows * 3 * d, -2.f, 2.f), bias = uniform(rng, 3 * d, -1.f, 1.f);
+    auto qkv_d = device(qkv), bias_d = device(bias);
+    lab::DeviceBuffer<bf16> out[3] = {lab::DeviceBuffer<bf16>(nh), lab::DeviceBuffer<bf16>(nh),
+                                      lab::DeviceBuffer<bf16>(nh)};
+    for (auto& o : out) lab::poison(o);
+    if (hd % 4 == 0)
+      qkv_heads_kernel<4><<<blocks_for(nh / 4), kThreads>>>(qkv_d.data(), bias_d.data(), out[0].data(), out[1].data(),
+                                                           out[2].data(), nh, context, heads, hd, dp);
+    else
+      qkv_heads_kernel<1><<<blocks_for(nh), kThreads>>>(qkv_d.data(), bias_d.data(), out[0].data(), out[1].data(),
+                                                       out[2].data(), nh, context, heads, hd, dp);
+    LAB_CHECK(cudaGetLastError());
+    for (int part = 0; part < 3; ++part) {
+      std::vector<double> ref(nh);
+      for (std::size_t i = 0; i < nh; ++i) {
+        const std::size_t c = i % dp, t = i / dp % context, bh = i / (std::size_t(dp) * context);
+        const std::size_t row = bh / heads * context + t, col = bh % heads * hd + c;
+        ref[i] = c < std::size_t(hd) ? round_bf16(qkv[row * 3 * d + part * d + col] + bias[part * d + col]) : 0.0;
+      }
+      EXPECT_PASSES(lab::compare(to_float(out[part].download()), ref, lab::Tolerance::exact(),
+                                 part == 0 ? "q (bf16)" : part == 1 ? "k (bf16)" : "v (bf16)"));
+    }
+  }
+}
+
+TEST(RowKernels, BiasGeluAndGeluAgainBf16) {
+  LAB_REQUIRE_GPU();
+  const std::uint64_t seed = lab::testing::run_seed();
+  lab::Rng rng(seed);
+  const struct {
+    std::size_t rows;
+    int d;  // cols = 4 d
+  } cases[] = {{50, 768}, {7, 67}};
+  for (const auto& [rows, d] : cases) {
+    SCOPED_TRACE("rows " + std::to_string(rows) + ", d " + std::to_string(d));
+    const std::size_t n4 = rows * d, n = 4 * n4;  // quads, values
+    const std::vector<float> y = uniform(rng, n, -5.f, 5.f), bias = uniform(rng, 4 * d, -1.f, 1.f);
+    auto y_d = device(y), bias_d = device(bias);
+    lab::DeviceBuffer<bf16> h_d(n), act_d(n), again_d(n);
+    lab::poison(h_d), lab::poison(act_d), lab::poison(again_d);
+    bias_gelu_kernel<<<blocks_for(n4), kThreads>>>(y_d.data(), bias_d.data(), h_d.data(), act_d.data(), n4, d);
+    if (n4 % 2 == 0) gelu_kernel<2><<<blocks_for(n4 / 2), kThreads>>>(h_d.data(), again_d.data(), n4);
+    else gelu_kernel<1><<<blocks_for(n4), kThreads>>>(h_d.data(), again_d.data(), n4);
+    LAB_CHECK(cudaGetLastError());
+    std::vector<double> r_h(n), r_act(n), e_act(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const float h = round_bf16(y[i] + bias[i % (4 * d)]);
+      r_h[i] = h, r_act[i] = gelu_ref(h), e_act[i] = gelu_error(h);
+    }
+    const std::vector<float> act = to_float(act_d.download());
+    EXPECT_PASSES(lab::compare(to_float(h_d.download()), r_h, lab::Tolerance::exact(), "h (bf16)"));
+    EXPECT_PASSES(judge(act, r_act, rounded_slack(e_act), kUb, "act (bf16)"));
+    EXPECT_PASSES(lab::compare(to_float(again_d.download()), std::vector<double>(act.begin(), act.end()),
+                               lab::Tolerance::exact(), "act again against the forward's act"));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// dout_heads4_kernel (hd a multiple of 4) and dout_heads_kernel (any hd): dO by head, exactly the
+// host's rounding of the fp32 gradient rows (zeros in the padding), and delta = sum over the head's
+// columns of dO O (fp32 dO, bf16 O), a sum of hd products: sum_error(hd + 1).
+TEST(RowKernels, DoutHeadsBf16) {
+  LAB_REQUIRE_GPU();
+  const std::uint64_t seed = lab::testing::run_seed();
+  lab::Rng rng(seed);
+  const struct {
+    int batch, context, heads, hd, dp;
+    bool four;
+  } cases[] = {{2, 33, 4, 64, 64, true}, {1, 20, 3, 24, 32, true}, {2, 9, 2, 13, 16, false}, {1, 40, 2, 64, 64, false}};
+  for (const auto& [batch, context, heads, hd, dp, four] : cases) {
+    SCOPED_TRACE("hd " + std::to_string(hd) + ", dp " + std::to_string(dp) + (four ? ", four a thread" : ", a warp"));
+    const int d = heads * hd;
+    const std::size_t rows = std::size_t(batch) * context, head_rows = rows * heads, nh = head_rows * dp;
+    const std::vector<float> datt = uniform(rng, rows * d, -1.f, 1.f);
+    std::vector<float> att = uniform(rng, rows * d, -1.f, 1.f);
+    for (float& a : att) a = round_bf16(a);
+    auto datt_d = device(datt);
+    auto att_d = device(to_bf16(att));
+    lab::DeviceBuffer<bf16> dout_d(nh);
+    lab::DeviceBuffer<float> delta_d(head_rows);
+    lab::poison(dout_d), lab::poison(delta_d);
+    if (four)
+      dout_heads4_kernel<<<unsigned(lab::ceil_div(head_rows * (dp / 4), kThreads)), kThreads>>>(
+          datt_d.data(), att_d.data(), dout_d.data(), delta_d.data(), head_rows, context, heads, hd, dp);
+    else
+      dout_heads_kernel<<<unsigned(lab::ceil_div(head_rows * 32, kThreads)), kThreads>>>(
+          datt_d.data(), att_d.data(), dout_d.data(), delta_d.data(), head_rows, context, heads, hd, dp);
+    LAB_CHECK(cudaGetLastError());
+    std::vector<double> r_dout(nh), r_delta(head_rows, 0), e_delta(head_rows, 0);
+    for (std::size_t i = 0; i < nh; ++i) {
+      const std::size_t c = i % dp, t = i / dp % context, bh = i / (std::size_t(dp) * context);
+      const std::size_t r = (bh / heads * context + t) * d + bh % heads * hd + c;
+      if (c >= std::size_t(hd)) {
+        r_dout[i] = 0;
+        continue;
+      }
+      r_dout[i] = round_bf16(datt[r]);
+      r_delta[i / dp] += double(datt[r]) * att[r], e_delta[i / dp] += std::fabs(double(datt[r]) * att[r]);
+    }
+    for (double& e : e_delta) e *= sum_error(hd + 1.0);
+    EXPECT_PASSES(lab::compare(to_float(dout_d.download()), r_dout, lab::Tolerance::exact(), "dout (bf16)"));
+    EXPECT_PASSES(judge(delta_d.download(), r_delta, e_delta, 0, "delta"));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// cross_entropy_kernel<true, bf16>, the loss for vocabularies above cross_entropy_rows_kernel's 16384
+// (GPT-2's padded 50304), and mean_kernel. Its running (max, sum) pairs are combined by rescales:
+// each term passes through at most vocab / 256 + 13 combines (its thread's, then 5 shuffles and
+// the 8 warps' 8), each an expf (2 ulp, its argument's rounding relative |z - max| u), a product and an
+// addition, so a term of the sum errs relatively by at most that many times (6u + u range);
+// dz as cross_entropy_rows'. The mean: rows losses added and one division.
+TEST(RowKernels, CrossEntropyLongRowsAndMeanBf16) {
+  LAB_REQUIRE_GPU();
+  const std::uint64_t seed = lab::testing::run_seed();
+  lab::Rng rng(seed);
+  const struct {
+    std::size_t rows;
+    int vocab;
+  } cases[] = {{9, 50304}, {17, 16385}};
+  for (const auto& [rows, vocab] : cases) {
+    SCOPED_TRACE("rows " + std::to_string(rows) + ", vocab " + std::to_string(vocab));
+    const std::vector<float> z = uniform(rng, rows * vocab, -6.f, 6.f);
+    std::vector<std::int32_t> targets(rows);
+    rng.integers(std::span<std::int32_t>(targets), 0, vocab);
+    auto z_d = device(z);
+    auto t_d = device(targets);
+    lab::DeviceBuffer<float> loss_d(rows), mean_d(1);
+    lab::DeviceBuffer<bf16> dz_d(rows * vocab);
+    lab::poison(loss_d), lab::poison(dz_d), lab::poison(mean_d);
+    const float inv_rows = 1.f / float(rows);
+    cross_entropy_kernel<true, bf16><<<unsigned(rows), kThreads>>>(z_d.data(), t_d.data(), loss_d.data(), vocab,
+                                                                   inv_rows, dz_d.data());
+    mean_kernel<<<1, kThreads>>>(loss_d.data(), mean_d.data(), rows);
+    LAB_CHECK(cudaGetLastError());
+    LAB_CHECK(cudaDeviceSynchronize());
+    const double levels = std::ceil(double(vocab) / kThreads) + 13;
+    std::vector<double> r_loss(rows), e_loss(rows), r_dz(rows * vocab), e_dz(rows * vocab);
+    double r_mean = 0, m_mean = 0, e_sum = 0;
+    for (std::size_t r = 0; r < rows; ++r) {
+      const float* zr = z.data() + r * vocab;
+      const double mx = *std::max_element(zr, zr + vocab), range = mx - *std::min_element(zr, zr + vocab);
+      const double rel_term = levels * (6 * kU + kU * range) * (1 + levels * 8 * kU);
+      double s = 0;
+      for (int j = 0; j < vocab; ++j) s += std::exp(zr[j] - mx);
+      const double rel_s = rel_term + sum_error(vocab);
+      const double ls = std::log(s);
+      r_loss[r] = mx + ls - zr[targets[r]];
+      e_loss[r] = rel_s * (1 + 2 * rel_s) + 2 * kU * std::fabs(ls) +
+                  2 * kU * (std::fabs(mx) + std::fabs(ls) + std::fabs(zr[targets[r]]));
+      for (int j = 0; j < vocab; ++j) {
+        const double p = std::exp(zr[j] - mx) / s, hot = j == targets[r] ? 1.0 : 0.0, v = p - hot;
+        const double e_p = p * ((4 * kU + kU * std::fabs(zr[j] - mx)) * (1 + 8 * kU) + rel_s * (1 + 2 * rel_s) + 2 * kU);
+        r_dz[r * vocab + j] = v / double(rows);
+        e_dz[r * vocab + j] = ((e_p + 3 * kU * std::fabs(v)) / double(rows)) * (1 + 4 * kU);
+      }
+      r_mean += r_loss[r], m_mean += std::fabs(r_loss[r]), e_sum += e_loss[r];
+    }
+    const double e_mean = (e_sum + sum_error(double(rows)) * m_mean) / double(rows) + kU * std::fabs(r_mean) / double(rows);
+    EXPECT_PASSES(judge(loss_d.download(), r_loss, e_loss, 0, "loss"));
+    EXPECT_PASSES(judge(to_float(dz_d.download()), r_dz, rounded_slack(e_dz), kUb, "dz (bf16)"));
+    EXPECT_PASSES(judge(mean_d.download(), {r_mean / double(rows)}, {e_mean * (1 + 4 * kU)}, 0, "mean loss"));
   }
 }
 
