@@ -28,7 +28,7 @@
 # whose rows two SMs split, the other half's sum of dy gamma xhat left out of a row's dx; and in the
 # Hopper attention whose keys are split across blocks, a chunk's mask taken at the row's first key
 # tile instead of the chunk's; and in the GPT-2 step whose attention writes the products' rows, O's
-# rows placed without their batch's offset, each head's last column of O left unwritten, and V's
+# rows placed without their batch's offset, each head's last column of O, dK and dV zeroed, and V's
 # bias gradient not summed; and in the fused steps' shared kernels, the loss's gradient 1% high for
 # every non-target logit (the row held in registers), and the MLP's second bias gradient carried
 # into the block below without clearing (each block's then the sum of its own and those above),
@@ -159,8 +159,9 @@ plant split_key_offset ch04_compile_vs_fused/attention/hopper/overlapped.cuh opt
   'mma::mask_scores<Causal>(s, w.key(j), ' 'mma::mask_scores<Causal>(s, j * flashtma::Config<D>::kBc, '
 plant gpt2_rows_batch ch04_compile_vs_fused/attention/hopper/flash_tma.cuh optimized_gpt2_step_fused_bf16_rows \
   'std::size_t(head / rows.heads) * seq;' 'std::size_t(head / rows.heads);'
-plant gpt2_rows_o_mask ch04_compile_vs_fused/attention/kernels/mma_tiles.cuh optimized_gpt2_step_fused_bf16_rows \
-  '__floats2bfloat162_rn(a, b);  // the pair' '__floats2bfloat162_rn(a, col + 2 < cols ? b : 0.f);  // the pair'
+plant gpt2_rows_o_mask ch04_compile_vs_fused/attention/kernels/mma_ptx.cuh optimized_gpt2_step_fused_bf16_rows \
+  '*reinterpret_cast<__nv_bfloat162*>(r) = __floats2bfloat162_rn(a, b);' \
+  '*reinterpret_cast<__nv_bfloat162*>(r) = __floats2bfloat162_rn(a, col + 2 < cols ? b : 0.f);'
 plant gpt2_rows_v_bias ch04_compile_vs_fused/attention/hopper/backward_wgmma.cuh optimized_gpt2_step_fused_bf16_rows \
   'if (col >= out.cols) continue;' 'if (col >= out.cols || which == 1) continue;'
 plant gpt2_loss_rows ch04_compile_vs_fused/gpt2/fused/kernels.cuh optimized_gpt2_step_fused_bf16_rows \

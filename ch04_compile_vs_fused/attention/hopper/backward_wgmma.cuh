@@ -253,14 +253,7 @@ __global__ void __launch_bounds__(Bwd<D>::kThreads, 1)
       const int hh = head % out.heads;
       const std::size_t base = std::size_t(head / out.heads) * seq * out.ld + std::size_t(hh) * out.cols;
       float sk[D / 8][2] = {}, sv[D / 8][2] = {};
-      auto put = [&](__nv_bfloat16* r, int col, float a, float b) {
-        if (col + 1 < out.cols && reinterpret_cast<std::uintptr_t>(r) % 4 == 0) {
-          *reinterpret_cast<__nv_bfloat162*>(r) = __floats2bfloat162_rn(a, b);  // the pair in one store
-        } else {
-          if (col < out.cols) r[0] = __float2bfloat16(a);
-          if (col + 1 < out.cols) r[1] = __float2bfloat16(b);
-        }
-      };
+      auto put = [&](__nv_bfloat16* r, int col, float a, float b) { mma::store_bf16_pair(r, col, out.cols, a, b); };
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int key = krow0 + 8 * h;

@@ -136,6 +136,18 @@ __device__ __forceinline__ void atomic_add2(float* at, float x, float y) {
 #endif
 }
 
+// a and b (columns col and col + 1 of a row of bf16 at r - col) rounded to nearest, even, and
+// stored at r[0] and r[1], leaving the columns from `cols` on (a head's padding) unwritten: one
+// 4-byte store where both are in the row and r is aligned to it, else one store each.
+__device__ __forceinline__ void store_bf16_pair(__nv_bfloat16* r, int col, int cols, float a, float b) {
+  if (col + 1 < cols && reinterpret_cast<std::uintptr_t>(r) % 4 == 0) {
+    *reinterpret_cast<__nv_bfloat162*>(r) = __floats2bfloat162_rn(a, b);
+  } else {
+    if (col < cols) r[0] = __float2bfloat16(a);
+    if (col + 1 < cols) r[1] = __float2bfloat16(b);
+  }
+}
+
 // Two floats as a bf16 pair (lo in the low half: the lower column).
 __device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);

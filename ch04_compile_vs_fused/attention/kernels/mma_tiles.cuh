@@ -152,13 +152,7 @@ struct Softmax {
                                              std::size_t ld, int cols, float* __restrict__ lse, int qrow0,
                                              int seq) const {
     finish(acc, lse, qrow0, seq, [&](int row, int col, float a, float b) {
-      __nv_bfloat16* r = o + std::size_t(row) * ld + col;
-      if (col + 1 < cols && reinterpret_cast<std::uintptr_t>(r) % 4 == 0) {
-        *reinterpret_cast<__nv_bfloat162*>(r) = __floats2bfloat162_rn(a, b);  // the pair in one store
-      } else {
-        if (col < cols) r[0] = __float2bfloat16(a);
-        if (col + 1 < cols) r[1] = __float2bfloat16(b);
-      }
+      mma::store_bf16_pair(o + std::size_t(row) * ld + col, col, cols, a, b);
     });
   }
 
