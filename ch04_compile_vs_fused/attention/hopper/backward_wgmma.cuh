@@ -13,13 +13,16 @@
 #include "attention/hopper/flash_tma.cuh"
 
 namespace flashtma::bwd {
-// The block: kConsumers warpgroups of 64 keys and a producer warpgroup; 64-query tiles in kStages
+// The block: Cn consumer warpgroups of 64 keys and a producer warpgroup; 64-query tiles in kStages
 // stages. Shared memory at d = 128: K and V 64 KB, the ring 64 KB, each of the two consumers' dS^T
-// 8 KB and dQ partial 32 KB: 210 KB of the 227. At d = 64 three consumers (192 keys) share each
-// Q and dO tile, at 160 registers each (dV and dK take 64).
-template <int D>
+// 8 KB and dQ partial 32 KB: 210 KB of the 227. At d = 64 three consumers (192 keys, the default)
+// share each Q and dO tile, at 160 registers each (dV and dK take 64); two (128 keys, 240
+// registers each) make more, smaller blocks, which fill a small grid's last wave better: the GPT-2
+// steps' attention takes two (gpt2/fused/hopper_attention.cuh, kBackwardConsumers).
+template <int D, int Cn = (D == 64 ? 3 : 2)>
 struct Bwd {
-  static constexpr int kConsumers = D == 64 ? 3 : 2, kBc = 64 * kConsumers, kBr = 64, kRegions = D / 64;
+  static_assert(Cn == 2 || (Cn == 3 && D == 64), "two consumers, or three at d = 64");
+  static constexpr int kConsumers = Cn, kBc = 64 * kConsumers, kBr = 64, kRegions = D / 64;
   static constexpr int kThreads = 128 * (kConsumers + 1);
   static constexpr int kStages = 2;
   static constexpr int kKVBytes = kBc * D * 2, kTileBytes = kBr * D * 2;  // K or V; Q or dO (bf16)
@@ -50,9 +53,9 @@ struct KVRows {
 #if defined(LAB_SM90A)
 namespace tma = lab::tma;
 
-template <int D>
+template <int D, int Cn>
 struct Smem {
-  using C = Bwd<D>;
+  using C = Bwd<D, Cn>;
   std::uint8_t *k, *v, *q, *dout, *ds, *dq;
   float* rows;  // per consumer: lse (log2 units) then delta, kBr each
   std::uint64_t *kv_full, *full, *empty;
@@ -74,17 +77,17 @@ __device__ __forceinline__ void group_sync(int consumer) {
   asm volatile("bar.sync %0, 128;\n" ::"r"(1 + consumer) : "memory");
 }
 
-template <int D, bool Causal>
-__global__ void __launch_bounds__(Bwd<D>::kThreads, 1)
+template <int D, bool Causal, int Cn>
+__global__ void __launch_bounds__(Bwd<D, Cn>::kThreads, 1)
     flash_backward_wgmma(const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap kmap,
                          const __grid_constant__ CUtensorMap vmap, const __grid_constant__ CUtensorMap dmap,
                          const __grid_constant__ CUtensorMap dqmap, const float* __restrict__ lse,
                          const float* __restrict__ delta,
                          float* __restrict__ dk, float* __restrict__ dv, int seq, float scale, float scale_log2,
                          const KVRows out) {
-  using C = Bwd<D>;
+  using C = Bwd<D, Cn>;
   extern __shared__ std::uint8_t smem_raw[];
-  const Smem<D> sh(smem_raw);
+  const Smem<D, Cn> sh(smem_raw);
   const int key0 = int(blockIdx.x) * C::kBc, head = int(blockIdx.y);
   const int tiles = (seq + C::kBr - 1) / C::kBr, first = Causal ? key0 / C::kBr : 0;  // earlier queries see no key here
   const int group = int(threadIdx.x) / 128;
@@ -318,47 +321,74 @@ __global__ void __launch_bounds__(Bwd<D>::kThreads, 1)
 }
 #endif
 
+// The consumer warpgroups a block of width d runs: `consumers` (2, or 3 at d = 64), or with 0 the
+// default (3 at d = 64, 2 at d = 128).
+inline int consumers_for(int d, int consumers) {
+  if (consumers == 0) return d == 64 ? 3 : 2;
+  if (consumers != 2 && !(consumers == 3 && d == 64))
+    throw lab::Error("the Hopper attention backward runs 2 consumer warpgroups, or 3 at d = 64, not " +
+                     std::to_string(consumers) + " at d = " + std::to_string(d));
+  return consumers;
+}
+
 // The five tensor maps a launch reads and adds through: Q and dO by 64 queries, K and V by a
-// block's keys, dQ in boxes of 32 columns by 64 queries (fp32, 128-byte swizzled) for the
-// reductions.
+// block's keys (64 a consumer), dQ in boxes of 32 columns by 64 queries (fp32, 128-byte swizzled)
+// for the reductions; and the consumers the launch runs, which the K and V boxes were made for.
 struct Maps {
   CUtensorMap q{}, k{}, v{}, dout{}, dq{};
+  int consumers = 0;
 };
 inline Maps maps(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const __nv_bfloat16* dout,
-                 float* dq, int bh, int seq, int d) {
+                 float* dq, int bh, int seq, int d, int consumers = 0) {
   const attn::Dims a(lab::Shape{1, bh, seq, d, 0});
-  const int bc = d == 64 ? Bwd<64>::kBc : Bwd<128>::kBc, br = Bwd<128>::kBr;
+  const int cn = consumers_for(d, consumers), bc = 64 * cn, br = Bwd<128>::kBr;
   Maps m;
+  m.consumers = cn;
   m.q = head_map(q, a, br), m.dout = head_map(dout, a, br), m.k = head_map(k, a, bc), m.v = head_map(v, a, bc);
   m.dq = lab::tma::f32_map_swizzle128(dq, {std::uint64_t(d), std::uint64_t(seq), std::uint64_t(bh)},
                                       {std::uint64_t(d) * 4, std::uint64_t(seq) * d * 4}, {32, 64, 1});
   return m;
 }
 
+// Calls f(d, causal, consumers as integral constants) for the kernel of width d (64 or 128), causal
+// and `consumers` (consumers_for's).
+template <class F>
+void with_consumers(int d, bool causal, int consumers, F&& f) {
+  with_kernel(d, causal, [&](auto dc, auto cc) {
+    if constexpr (decltype(dc)::value == 64) {
+      if (consumers == 2) return f(dc, cc, std::integral_constant<int, 2>{});
+      return f(dc, cc, std::integral_constant<int, 3>{});
+    } else {
+      f(dc, cc, std::integral_constant<int, 2>{});
+    }
+  });
+}
+
 // The kernel's shared memory, set once before launches. Static, as flash_tma.cuh's prepare() and
 // launch() are (see there): each translation unit prepares and launches its own copy of the kernel.
-static inline void prepare(int d, bool causal) {
+static inline void prepare(int d, bool causal, int consumers = 0) {
 #if defined(LAB_SM90A)
-  with_kernel(d, causal, [&](auto dc, auto cc) {
-    constexpr int D = decltype(dc)::value;
-    LAB_CHECK(cudaFuncSetAttribute(flash_backward_wgmma<D, decltype(cc)::value>,
-                                   cudaFuncAttributeMaxDynamicSharedMemorySize, Bwd<D>::kSmemBytes));
+  with_consumers(d, causal, consumers_for(d, consumers), [&](auto dc, auto cc, auto nc) {
+    constexpr int D = decltype(dc)::value, Cn = decltype(nc)::value;
+    LAB_CHECK(cudaFuncSetAttribute(flash_backward_wgmma<D, decltype(cc)::value, Cn>,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, Bwd<D, Cn>::kSmemBytes));
   });
 #else
-  (void)d, (void)causal;
+  (void)d, (void)causal, (void)consumers;
 #endif
 }
 
-// A block per kBc keys of each head; scale: the scores' (1 / sqrt of the head size). dK and dV by
-// head into dk and dv, or into rows (out.dk set; dk and dv unused). prepare() first.
+// A block per kBc keys of each head (64 a consumer: m.consumers, which maps() chose and prepare() was
+// given); scale: the scores' (1 / sqrt of the head size). dK and dV by head into dk and dv, or into
+// rows (out.dk set; dk and dv unused). prepare() first.
 static inline void launch(const Maps& m, const float* lse, const float* delta, float* dk, float* dv, int bh, int seq, int d,
                    bool causal, float scale, cudaStream_t stream, const KVRows& out = {}) {
 #if defined(LAB_SM90A)
-  with_kernel(d, causal, [&](auto dc, auto cc) {
-    constexpr int D = decltype(dc)::value;
-    using C = Bwd<D>;
+  with_consumers(d, causal, consumers_for(d, m.consumers), [&](auto dc, auto cc, auto nc) {
+    constexpr int D = decltype(dc)::value, Cn = decltype(nc)::value;
+    using C = Bwd<D, Cn>;
     const dim3 grid((seq + C::kBc - 1) / C::kBc, bh);
-    flash_backward_wgmma<D, decltype(cc)::value><<<grid, C::kThreads, C::kSmemBytes, stream>>>(
+    flash_backward_wgmma<D, decltype(cc)::value, Cn><<<grid, C::kThreads, C::kSmemBytes, stream>>>(
         m.q, m.k, m.v, m.dout, m.dq, lse, delta, dk, dv, seq, scale, scale * flash::kLog2e, out);
     LAB_CHECK(cudaGetLastError());
   });

@@ -22,13 +22,23 @@ struct HopperAttention {
   static constexpr const char* kPrecision = "bf16";
   using Operand = __nv_bfloat16;
   using Schedule = flashtma::Overlapped;
+  // The backward's consumer warpgroups a block (backward_wgmma.cuh): two, 128 keys a block, where
+  // the attention ladder's step takes three (192 keys) at d = 64. A GPT-2 step's attention is a
+  // small grid: at small, context 1024 (48 heads of 1024 keys), three make 288 blocks, 2.2 waves of
+  // the H100's 132 SMs, the last one mostly idle; two make 384, and the backward took 125 us
+  // against 133 (H100, 2026-11-26, the ladder's program at 4x12x1024x64 causal; step 9 10.05 ms
+  // against 10.14 at small, 15.66 against 15.92 at medium, context 512). At the ladder's
+  // 8x16x4096x64 two are slower (4.67 ms against 4.17: 31 waves either way, and three share each
+  // Q and dO tile among more keys), so the choice is the step's, not the kernel's default. At
+  // d = 128 the kernel runs two either way.
+  static constexpr int kBackwardConsumers = 2;
   static bool hopper(int d) { return d == 64 || d == 128; }
 
   HopperAttention(const gpt2::Config& c, gpt2::Phase phase) {
     const int dp = flash_width(c.head_dim());
     if (!hopper(dp) || !flashtma::device_supports(lab::current_device()).empty()) return;
     flashtma::prepare<Schedule>(dp, true);
-    if (phase != gpt2::Phase::forward) flashtma::bwd::prepare(dp, true);
+    if (phase != gpt2::Phase::forward) flashtma::bwd::prepare(dp, true, kBackwardConsumers);
   }
   static std::string supports(const lab::DeviceFacts& dev) { return flashtma::device_supports(dev); }
 
@@ -47,8 +57,8 @@ struct HopperAttention {
                 const float* lse, const float* delta, float* dq, float* dk, float* dv, int bh, int seq, int d,
                 bool causal, float scale, cudaStream_t stream) {
     if (!hopper(d)) return flashbf16::backward(q, k, v, dout, lse, delta, dq, dk, dv, bh, seq, d, causal, scale, stream);
-    flashtma::bwd::launch(flashtma::bwd::maps(q, k, v, dout, dq, bh, seq, d), lse, delta, dk, dv, bh, seq, d, causal,
-                          scale, stream);
+    flashtma::bwd::launch(flashtma::bwd::maps(q, k, v, dout, dq, bh, seq, d, kBackwardConsumers), lse, delta, dk, dv,
+                          bh, seq, d, causal, scale, stream);
   }
 };
 

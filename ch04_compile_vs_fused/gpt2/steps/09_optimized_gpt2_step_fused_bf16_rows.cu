@@ -85,8 +85,8 @@ struct HopperRows : HopperAttention {
     }
     const flashtma::bwd::KVRows rows{.dk = dqkv + dm, .dv = dqkv + 2 * dm, .db_k = db + dm, .db_v = db + 2 * dm,
                                      .heads = heads, .cols = hd, .ld = 3 * dm};
-    flashtma::bwd::launch(flashtma::bwd::maps(q, k, v, dout, dq, bh, seq, d), lse, delta, nullptr, nullptr, bh, seq, d,
-                          causal, scale, stream, rows);
+    flashtma::bwd::launch(flashtma::bwd::maps(q, k, v, dout, dq, bh, seq, d, kBackwardConsumers), lse, delta, nullptr,
+                          nullptr, bh, seq, d, causal, scale, stream, rows);
   }
 };
 
