@@ -33,11 +33,14 @@
 # every non-target logit (the row held in registers), and the MLP's second bias gradient carried
 # into the block below without clearing (each block's then the sum of its own and those above),
 # each against step 9's check and again against the kernels' own tests, which also meet a
-# LayerNorm's gain 1% high and the attention backward's delta 1% high.
+# LayerNorm's gain 1% high and the attention backward's delta 1% high; and in each tensor-core
+# family of the attention, one output's odd columns 1% high (O of the mma.sync, Hopper TMA and
+# 3xTF32 forwards; dK of the mma.sync, wgmma and 3xTF32 backwards: the bf16 ones are expected
+# MISSED until the bf16 bound is tied to a same-precision implementation's error, issue #44).
 # Exit status 0 when every bug was caught (with --check-patterns: when every text was found once).
 set -u
 if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
-  sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'
   [ $# -ge 1 ] && exit 0 || exit 2
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -174,6 +177,26 @@ plant kernels_loss_rows ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_kernel
   'dzr[j] = to<Grad>((1.01f * v[k] * inv_s - (j == target ? 1.f : 0.f)) * inv_rows);'
 plant kernels_small_grads_carry ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_kernels \
   'g.fc2_b[i] = g.carry[i], g.carry[i] = 0.f;' 'g.fc2_b[i] = g.carry[i];'
+# One output's odd columns 1% high, in each tensor-core family of the attention (issue #44's
+# sensitivity): the forwards' O (mma_tiles.cuh's write, which the mma.sync, the Hopper TMA and the
+# 3xTF32 forwards share) and the backwards' dK.
+plant attn_tc_forward_1pct ch04_compile_vs_fused/attention/kernels/mma_tiles.cuh optimized_attention_fused_tc \
+  '= make_float2(a, b);' '= make_float2(a, 1.01f * b);'
+plant attn_tma_forward_1pct ch04_compile_vs_fused/attention/kernels/mma_tiles.cuh optimized_attention_fused_tma \
+  '= make_float2(a, b);' '= make_float2(a, 1.01f * b);'
+plant attn_3xtf32_forward_1pct ch04_compile_vs_fused/attention/kernels/mma_tiles.cuh optimized_attention_fused_3xtf32 \
+  '= make_float2(a, b);' '= make_float2(a, 1.01f * b);'
+plant attn_tc_backward_1pct ch04_compile_vs_fused/attention/kernels/flash_bf16.cuh optimized_attention_backward_fused_tc \
+  'make_float2(dk_acc[n][2 * h] * scale, dk_acc[n][2 * h + 1] * scale)' \
+  'make_float2(dk_acc[n][2 * h] * scale, 1.01f * dk_acc[n][2 * h + 1] * scale)'
+plant attn_wgmma_backward_1pct ch04_compile_vs_fused/attention/hopper/backward_wgmma.cuh \
+  optimized_attention_backward_fused_wgmma \
+  'make_float2(dk_acc[0][nn][2 * h] * scale, dk_acc[0][nn][2 * h + 1] * scale)' \
+  'make_float2(dk_acc[0][nn][2 * h] * scale, 1.01f * dk_acc[0][nn][2 * h + 1] * scale)'
+plant attn_3xtf32_backward_1pct ch04_compile_vs_fused/attention/kernels/flash_3xtf32.cuh \
+  optimized_attention_backward_fused_3xtf32 \
+  'make_float2(dk_acc[dn][2 * h] * scale, dk_acc[dn][2 * h + 1] * scale)' \
+  'make_float2(dk_acc[dn][2 * h] * scale, 1.01f * dk_acc[dn][2 * h + 1] * scale)'
 plant kernels_ln_gain ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_kernels \
   'ln[off + j] = to<Out>((v[k] - mu) * rs * w[j] + b[j]);' 'ln[off + j] = to<Out>((v[k] - mu) * rs * 1.01f * w[j] + b[j]);'
 plant kernels_dout_delta ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_kernels \
