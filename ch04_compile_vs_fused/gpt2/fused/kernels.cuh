@@ -592,6 +592,20 @@ __global__ void __launch_bounds__(kRowThreads)
   }
 }
 
+// Calls f(std::integral_constant<int, Items>{}) with the fewest items a thread (1, 2, 4, 8 or 16)
+// that hold a row of `vocab` logits in cross_entropy_rows_kernel's kRowThreads threads, and returns
+// true; false (f not called) for a longer row, which cross_entropy_kernel takes.
+template <class F>
+bool with_row_items(int vocab, F&& f) {
+  if (vocab <= kRowThreads) f(std::integral_constant<int, 1>{});
+  else if (vocab <= 2 * kRowThreads) f(std::integral_constant<int, 2>{});
+  else if (vocab <= 4 * kRowThreads) f(std::integral_constant<int, 4>{});
+  else if (vocab <= 8 * kRowThreads) f(std::integral_constant<int, 8>{});
+  else if (vocab <= 16 * kRowThreads) f(std::integral_constant<int, 16>{});
+  else return false;
+  return true;
+}
+
 // loss = the mean of the rows' losses: one block.
 __global__ void mean_kernel(const float* __restrict__ losses, float* __restrict__ loss, std::size_t rows) {
   float s = 0;

@@ -348,12 +348,7 @@ struct FusedStep {
         cross_entropy_rows_kernel<decltype(items)::value, kBackward, Grad>
             <<<rows, kRowThreads, 0, stream>>>(head.logits, p.targets.data(), losses.data(), v, inv_rows, dz);
       };
-      if (v <= kRowThreads) rows_kernel(std::integral_constant<int, 1>{});
-      else if (v <= 2 * kRowThreads) rows_kernel(std::integral_constant<int, 2>{});
-      else if (v <= 4 * kRowThreads) rows_kernel(std::integral_constant<int, 4>{});
-      else if (v <= 8 * kRowThreads) rows_kernel(std::integral_constant<int, 8>{});
-      else if (v <= 16 * kRowThreads) rows_kernel(std::integral_constant<int, 16>{});
-      else
+      if (!with_row_items(v, rows_kernel))
         cross_entropy_kernel<kBackward, Grad>
             <<<rows, kThreads, 0, stream>>>(head.logits, p.targets.data(), losses.data(), v, inv_rows, dz);
     };

@@ -317,8 +317,8 @@ TEST(RowKernels, QkvRowsSumBf16) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// cross_entropy_rows_kernel<Items, true, bf16>, Items as the step picks them (the vocabulary over
-// 1024 threads, rounded up to 1, 2, 4, 8 or 16): loss = max + log sum exp(z - max) - z[target],
+// cross_entropy_rows_kernel<Items, true, bf16>, Items as the step picks them (with_row_items: the
+// vocabulary over 1024 threads, rounded up to 1, 2, 4, 8 or 16): loss = max + log sum exp(z - max) - z[target],
 // dz = (exp(z - max) / sum - onehot) / rows in bf16.
 // fp32 errors: z - max one rounding (u |z - max|, which expf's value takes relatively), expf 2 ulp
 // (4u); the sum of V terms (sum_error(V) of it, plus the terms' own); 1 / sum and the product two
@@ -339,11 +339,7 @@ void run_cross_entropy_rows(std::size_t rows, int vocab, std::uint64_t seed) {
     cross_entropy_rows_kernel<decltype(items)::value, true, bf16><<<unsigned(rows), kRowThreads>>>(
         z_d.data(), t_d.data(), loss_d.data(), vocab, inv_rows, dz_d.data());
   };
-  if (vocab <= kRowThreads) launch(std::integral_constant<int, 1>{});
-  else if (vocab <= 2 * kRowThreads) launch(std::integral_constant<int, 2>{});
-  else if (vocab <= 4 * kRowThreads) launch(std::integral_constant<int, 4>{});
-  else if (vocab <= 8 * kRowThreads) launch(std::integral_constant<int, 8>{});
-  else launch(std::integral_constant<int, 16>{});
+  ASSERT_TRUE(with_row_items(vocab, launch)) << "vocab " << vocab << " is past the rows kernel";
   LAB_CHECK(cudaGetLastError());
   LAB_CHECK(cudaDeviceSynchronize());
   std::vector<double> r_loss(rows), e_loss(rows), r_dz(rows * vocab), e_dz(rows * vocab);
@@ -668,6 +664,7 @@ TEST(RowKernels, CrossEntropyLongRowsAndMeanBf16) {
   } cases[] = {{9, 50304}, {17, 16385}};
   for (const auto& [rows, vocab] : cases) {
     SCOPED_TRACE("rows " + std::to_string(rows) + ", vocab " + std::to_string(vocab));
+    ASSERT_FALSE(with_row_items(vocab, [](auto) {})) << "the step runs cross_entropy_rows_kernel here";
     const std::vector<float> z = uniform(rng, rows * vocab, -6.f, 6.f);
     std::vector<std::int32_t> targets(rows);
     rng.integers(std::span<std::int32_t>(targets), 0, vocab);
