@@ -188,6 +188,14 @@ function(lab_chapter short)
   endforeach()
 endfunction()
 
+# Registers a GoogleTest binary's tests with CTest, listed when ctest runs (PRE_TEST). The listing
+# loads the binary and its libraries (cuBLAS alone is over 500 MB): on a cold disk that can take
+# longer than GoogleTest's 5 s default, and a listing cut off fails the whole ctest run, so it has
+# the time a slow machine needs.
+function(lab_discover_tests target)
+  gtest_discover_tests(${target} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 300 ${ARGN})
+endfunction()
+
 # A chapter's GoogleTest binary, chNN_<suffix>: the chapter's variant objects (and sources) with a
 # main from common/, its tests registered with CTest under `labels`, built by the chapter target.
 function(lab_chapter_gtest_binary short suffix main labels timeout)
@@ -198,8 +206,8 @@ function(lab_chapter_gtest_binary short suffix main labels timeout)
   target_include_directories(${target} PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}")
   set_target_properties(${target} PROPERTIES LINKER_LANGUAGE CXX)
   lab_target_defaults(${target})
-  gtest_discover_tests(${target} DISCOVERY_MODE PRE_TEST TEST_PREFIX "${short}."
-                       PROPERTIES LABELS "${labels}" TIMEOUT ${timeout})
+  lab_discover_tests(${target} TEST_PREFIX "${short}."
+                     PROPERTIES LABELS "${labels}" TIMEOUT ${timeout})
   add_dependencies(${short} ${target})
 endfunction()
 
