@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -99,6 +100,62 @@ struct HeadReference {
 };
 HeadReference reference_head(const float* q, const float* k, const float* v, const float* dout, int seq, int d,
                              bool causal, Precision prec = Precision::fp32());
+
+// The bf16 backward as its kernels round, emulated in double: the check that a 1% error in a
+// gradient cannot pass. Precision::bf16()'s slack allows every product its bf16 rounding whatever
+// its sign; for dK and dQ, sums whose terms cancel, that is more than 1% of the value, so a kernel
+// 1% off passes it. Emulating the rounding points removes what they cost from the comparison:
+//   Q, K, V and dO rounded to bf16 (nearest, even); lse and delta = rowsum(dO o O) from the eager
+//   fp32 forward of the fp32 inputs (attn::SavedOutput); S = Q K^T and dP = dO V^T summed in fp32 on
+//   the tensor cores; P = exp2(S scale log2 e - lse log2 e); dS = P (dP - delta) from that unrounded
+//   P; P and dS rounded to bf16 (nearest, even) before dV = P^T dO, dK = dS^T Q and dQ = dS K,
+//   summed in fp32, dK and dQ then scaled.
+// These are the rounding points of flash_bf16.cuh's mma.sync kernel and backward_wgmma.cuh's wgmma
+// kernel: a variant that declares "bf16" for the backward declares them. What a correct kernel may
+// still differ by is its fp32 arithmetic: the sums (the tensor cores' accumulation truncates),
+// exp2's approximation, the fp32 forward's lse and delta, and the P and dS whose fp32 value lies
+// near a point halfway between two bf16 values, which then round the other way (a "flip": one bf16
+// spacing of that element).
+// Each is modelled by its variance, errors as independent (random inputs, of random sign) and each
+// rounding's as large as u of the partial result it rounds rather than uniform within it (3 times
+// the variance); a tensor-core step (16 products and the accumulator) by 20 truncations of up to
+// 2u of its largest addend. The flips by their probability under that model (a Gaussian error
+// against the distance to the midpoint). The sums' share of a gradient's squared L2 distance from
+// the emulation is their variance; the flips' share is bounded as a sum of independent rare
+// events (a Chernoff bound, exceeded with probability 1e-9: a few flips of large elements, or many
+// of small ones). A kernel passes when its L2 distance from the emulation is within
+// kBf16EmulationFactor = 2 (as FlashAttention-3's tests hold their kernels to twice a reference
+// implementation's error) times the square root of their sum. At the check shapes a 1% error in
+// half of a gradient's elements is 2 to 20 allowances away, and the fp32 stand-in of the kernels'
+// arithmetic (tests/attention_reference_test.cpp) within 0.5 of one.
+//
+// One gradient's model, over one head or several (+=): the sums' variance, and each possible
+// flip's probability p and the w it adds to the squared distance if it happens.
+struct Bf16Moment {
+  double sums = 0;
+  std::vector<double> flip_p, flip_w;
+  Bf16Moment& operator+=(const Bf16Moment& o);
+  // The second moment allowed: the sums' variance, and the flips' sum of w as a Chernoff bound puts
+  // it, exceeded with probability at most 1e-9 (flips independent: min over theta > 0 of
+  // (log 1e9 + sum log(1 + p (exp(theta w) - 1))) / theta).
+  double value() const;
+};
+struct Bf16Emulation {
+  std::vector<double> dq, dk, dv;
+  Bf16Moment dq_moment, dk_moment, dv_moment;
+};
+inline constexpr double kBf16EmulationFactor = 2;
+// A gradient's L2 distance from its emulated values, and what the model allows it:
+// kBf16EmulationFactor sqrt(model.value()). It passes when distance <= allowed.
+struct Bf16Distance {
+  double distance = 0, allowed = 0;
+  double share() const { return distance / allowed; }
+  bool pass() const { return distance <= allowed; }  // false for NaN
+};
+Bf16Distance bf16_emulation_distance(std::span<const float> got, std::span<const double> emulated,
+                                     const Bf16Moment& model);
+Bf16Emulation emulate_bf16_backward(const float* q, const float* k, const float* v, const float* dout, int seq, int d,
+                                    bool causal);
 // Inputs shared by both directions, drawn from the Rng: uniform in [-1, 1].
 struct Inputs {
   Dims dims;

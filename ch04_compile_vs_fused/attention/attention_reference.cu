@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <sstream>
 #include <tuple>
 
 #include "attention/attention.cuh"
@@ -112,6 +113,218 @@ HeadReference reference_head(const float* q, const float* k, const float* v, con
   return r;
 }
 
+namespace {
+
+// x rounded to bf16 (8 significant bits, nearest, ties to even), with the spacing of bf16 values at
+// x and x's distance from the nearest point halfway between two of them. Below 2^-126 the spacing is
+// bf16's subnormal one, 2^-133.
+struct Bf16Rounding {
+  double value, spacing, to_midpoint;
+};
+Bf16Rounding round_bf16(double x) {
+  if (x == 0) return {0.0, 0x1p-133, 0x1p-134};
+  int e = 0;
+  std::frexp(std::fabs(x), &e);  // |x| in [2^(e-1), 2^e)
+  const double spacing = std::ldexp(1.0, std::max(e - 8, -133));
+  const double units = std::fabs(x) / spacing, low = std::floor(units), frac = units - low;
+  double r = low;
+  if (frac > 0.5 || (frac == 0.5 && std::fmod(low, 2.0) != 0)) r = low + 1;
+  return {std::copysign(r * spacing, x), spacing, std::fabs(frac - 0.5) * spacing};
+}
+
+double upper_tail(double t) { return 0.5 * std::erfc(t / std::sqrt(2.0)); }  // P(Z > t), Z normal
+
+// A rounding point's flip: the value's error (variance var) against its distance from the nearest
+// midpoint (and the far one, a spacing further), into one gradient's model with weight `norm2`
+// (the squared norm of the row of the other operand that multiplies this element into it).
+void add_flip(Bf16Moment& m, const Bf16Rounding& r, double var, double norm2) {
+  if (var <= 0) return;
+  const double sigma = std::sqrt(var);
+  double p = 0, w = 0;
+  if (sigma < r.spacing / 4) {  // a flip moves the element by one spacing
+    p = upper_tail(r.to_midpoint / sigma) + upper_tail((r.spacing - r.to_midpoint) / sigma);
+    w = r.spacing * r.spacing * norm2;
+  } else {  // the error spans spacings: the rounded values differ by at most it and one spacing
+    p = 1;
+    w = (sigma + r.spacing) * (sigma + r.spacing) * norm2;
+  }
+  // A flip less likely than 1e-15 is left out (of 10^6 such, the chance that any flips is 1e-9).
+  if (p < 1e-15) return;
+  m.flip_p.push_back(std::min(p, 1.0));
+  m.flip_w.push_back(w);
+}
+
+}  // namespace
+
+Bf16Moment& Bf16Moment::operator+=(const Bf16Moment& o) {
+  sums += o.sums;
+  flip_p.insert(flip_p.end(), o.flip_p.begin(), o.flip_p.end());
+  flip_w.insert(flip_w.end(), o.flip_w.begin(), o.flip_w.end());
+  return *this;
+}
+
+double Bf16Moment::value() const {
+  double w_max = 0;
+  for (const double w : flip_w) w_max = std::max(w_max, w);
+  if (w_max == 0) return sums;
+  const double log_odds = std::log(1e9);
+  // t(theta) = (log 1e9 + K(theta)) / theta, K the flips' cumulant generating function; its least
+  // value over theta, searched in log theta.
+  auto bound = [&](double log_theta) {
+    const double theta = std::exp(log_theta);
+    double k = 0;
+    for (std::size_t i = 0; i < flip_w.size(); ++i) {
+      const double x = theta * flip_w[i], p = flip_p[i];
+      k += x > 30 ? std::log(p) + x + std::log1p((1 - p) * std::exp(-x) / p) : std::log1p(p * std::expm1(x));
+    }
+    return (log_odds + k) / theta;
+  };
+  double lo = std::log(1e-3 / w_max), hi = std::log(1e3 / w_max);
+  for (int it = 0; it < 40; ++it) {  // golden section
+    const double a = lo + 0.381966 * (hi - lo), b = lo + 0.618034 * (hi - lo);
+    if (bound(a) < bound(b)) hi = b; else lo = a;
+  }
+  return sums + bound(0.5 * (lo + hi));
+}
+
+Bf16Distance bf16_emulation_distance(std::span<const float> got, std::span<const double> emulated,
+                                     const Bf16Moment& model) {
+  double sq = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double dist = double(got[i]) - emulated[i];
+    sq += dist * dist;
+  }
+  return {std::sqrt(sq), kBf16EmulationFactor * std::sqrt(model.value())};
+}
+
+Bf16Emulation emulate_bf16_backward(const float* q, const float* k, const float* v, const float* dout, int seq, int d,
+                                    bool causal) {
+  constexpr double u = lab::fp32::kUnitRoundoff, u2 = u * u;
+  constexpr double ex2_var = 0x1p-42;  // ex2.approx's relative error (2^-22.5), with margin: 2^-21, squared
+  const double scale = 1.0 / std::sqrt(double(d)), log2e = 1.4426950408889634, ln2 = 0.6931471805599453;
+  const double scale_log2 = scale * log2e;
+  // A tensor-core sum, one instruction (a step: 16 products and the accumulator) at a time: a step
+  // aligns its addends to the largest and truncates them, at most 20 truncations (16 + 4 for the
+  // accumulator's partial sums inside the step), each within one ulp of the largest addend, 2u of
+  // it: a variance of at most 20 (2u big)^2 / 3 for the step's largest addend big.
+  auto tc_step_var = [&](double big) { return 4 * u2 * (20.0 / 3.0) * big * big; };
+  constexpr int kStep = 16;
+  const std::size_t n = std::size_t(seq) * d;
+  auto at = [d](int row, int c) { return std::size_t(row) * d + c; };
+  std::vector<double> qb(n), kb(n), vb(n), db(n), q2(seq, 0.0), k2(seq, 0.0), d2(seq, 0.0);
+  for (int r = 0; r < seq; ++r)
+    for (int c = 0; c < d; ++c) {
+      const std::size_t i = at(r, c);
+      qb[i] = round_bf16(q[i]).value, kb[i] = round_bf16(k[i]).value;
+      vb[i] = round_bf16(v[i]).value, db[i] = round_bf16(dout[i]).value;
+      q2[r] += qb[i] * qb[i], k2[r] += kb[i] * kb[i], d2[r] += db[i] * db[i];
+    }
+  Bf16Emulation e;
+  e.dq.assign(n, 0.0), e.dk.assign(n, 0.0), e.dv.assign(n, 0.0);
+  // Each gradient element's largest addend in its current step of 16 queries (dV, dK) or keys (dQ).
+  std::vector<double> big_dk(n, 0.0), big_dv(n, 0.0), big_dq(d, 0.0);
+  std::vector<double> s(seq), s_var(seq), ex(seq), ex_var(seq), o(d), o_var(d);
+  for (int i = 0; i < seq; ++i) {
+    const int last = causal ? i : seq - 1;
+    // The eager fp32 forward (cuBLAS S = Q K^T, the scale, a row's online max and sum with
+    // __expf, lse = max + logf(sum), cuBLAS O = P V), then delta = rowsum(dO o O) in fp32: their
+    // values in double, their errors' variances. The max's own error cancels (in P and in lse). A
+    // sum's roundings each err by up to u of the partial sum they round: u^2 times the sum of the
+    // squared partial sums, taken in order (a blocked or tree order's partial sums are shorter).
+    double m = -std::numeric_limits<double>::infinity(), lo = std::numeric_limits<double>::infinity();
+    for (int j = 0; j <= last; ++j) {
+      double dot = 0, parts = 0;
+      for (int c = 0; c < d; ++c) {
+        dot += double(q[at(i, c)]) * double(k[at(j, c)]);
+        parts += dot * dot;
+      }
+      s[j] = dot * scale;
+      s_var[j] = scale * scale * u2 * parts + 2 * u2 * s[j] * s[j];
+      m = std::max(m, s[j]), lo = std::min(lo, s[j]);
+    }
+    double l = 0, l_var = 0, l_parts = 0;
+    for (int j = 0; j <= last; ++j) {
+      const double x = s[j] - m;
+      ex[j] = std::exp(x);
+      ex_var[j] = s_var[j] + 2 * u2 * x * x + ex2_var;  // relative: x's, x log2 e's and ex2's errors
+      l += ex[j];
+      l_var += ex[j] * ex[j] * ex_var[j], l_parts += l * l;
+    }
+    const double range = m - lo;
+    // l relative: its terms', the sum's roundings, and the online rescales' (at most 64 on a term's path).
+    const double l_rel_var = (l_var + u2 * l_parts) / (l * l) + 64 * (ex2_var + u2 * range * range);
+    const double lse = m + std::log(l);
+    const double lse_var = l_rel_var + 4 * u2 * std::log(l) * std::log(l) + u2 * lse * lse;
+    std::fill(o.begin(), o.end(), 0.0), std::fill(o_var.begin(), o_var.end(), 0.0);
+    for (int j = 0; j <= last; ++j) {
+      const double p = ex[j] / l, pv = p * p * (ex_var[j] + 2 * u2);  // inv and the product
+      for (int c = 0; c < d; ++c) {
+        const double vj = double(v[at(j, c)]);
+        o[c] += p * vj;
+        o_var[c] += pv * vj * vj + u2 * o[c] * o[c];
+      }
+    }
+    // delta: l's error scales all of O (and delta) alike; the rest is independent across c.
+    double delta = 0, delta_var = 0;
+    for (int c = 0; c < d; ++c) {
+      const double g = double(dout[at(i, c)]);
+      delta += g * o[c];
+      delta_var += g * g * (o_var[c] + u2 * o[c] * o[c]) + u2 * delta * delta;
+    }
+    delta_var += delta * delta * l_rel_var;
+    // The exponent's row part, -lse log2 e, rounded once.
+    const double a_row_var = log2e * log2e * lse_var + u2 * lse * lse * log2e * log2e;
+    std::fill(big_dq.begin(), big_dq.end(), 0.0);
+    for (int j = 0; j <= last; ++j) {
+      double sb = 0, dp = 0, sb_var = 0, dp_var = 0, sb_big = 0, dp_big = 0;
+      for (int c = 0; c < d; ++c) {
+        if (c % kStep == 0) sb_big = std::fabs(sb), dp_big = std::fabs(dp);
+        const double t = qb[at(i, c)] * kb[at(j, c)], g = db[at(i, c)] * vb[at(j, c)];
+        sb += t, dp += g;
+        sb_big = std::max(sb_big, std::fabs(t)), dp_big = std::max(dp_big, std::fabs(g));
+        if (c % kStep == kStep - 1 || c == d - 1) sb_var += tc_step_var(sb_big), dp_var += tc_step_var(dp_big);
+      }
+      const double a = sb * scale_log2 - lse * log2e;
+      const double a_var =
+          scale_log2 * scale_log2 * sb_var + u2 * sb * sb * scale_log2 * scale_log2 + a_row_var + u2 * a * a;
+      const double p = std::exp2(a), p_var = p * p * (ln2 * ln2 * a_var + ex2_var);
+      const double gap = dp - delta, gap_var = dp_var + delta_var + u2 * gap * gap;
+      const double ds = p * gap, ds_var = gap * gap * p_var + p * p * gap_var + u2 * ds * ds;
+      const Bf16Rounding pr = round_bf16(p), dr = round_bf16(ds);
+      add_flip(e.dv_moment, pr, p_var, d2[i]);
+      add_flip(e.dk_moment, dr, ds_var, scale * scale * q2[i]);
+      add_flip(e.dq_moment, dr, ds_var, scale * scale * k2[j]);
+      const bool dq_step_ends = j % kStep == kStep - 1 || j == last;
+      for (int c = 0; c < d; ++c) {
+        const std::size_t ic = at(i, c), jc = at(j, c);
+        if (j % kStep == 0) big_dq[c] = std::fabs(e.dq[ic]);
+        e.dv[jc] += pr.value * db[ic], big_dv[jc] = std::max(big_dv[jc], std::fabs(pr.value * db[ic]));
+        e.dk[jc] += dr.value * qb[ic], big_dk[jc] = std::max(big_dk[jc], std::fabs(dr.value * qb[ic]));
+        e.dq[ic] += dr.value * kb[jc], big_dq[c] = std::max(big_dq[c], std::fabs(dr.value * kb[jc]));
+        // dQ's partial sums over blocks of keys are then added in fp32: one more rounding a step, at most.
+        if (dq_step_ends) e.dq_moment.sums += scale * scale * (tc_step_var(big_dq[c]) + u2 * e.dq[ic] * e.dq[ic]);
+      }
+    }
+    // dV and dK's steps over queries end every 16 rows of Q (and at the last): each key's element
+    // then starts its next step from its accumulator.
+    if (i % kStep == kStep - 1 || i == seq - 1)
+      for (int j = 0; j < (causal ? i + 1 : seq); ++j)
+        for (int c = 0; c < d; ++c) {
+          const std::size_t jc = at(j, c);
+          e.dv_moment.sums += tc_step_var(big_dv[jc]);
+          e.dk_moment.sums += scale * scale * tc_step_var(big_dk[jc]);
+          big_dv[jc] = std::fabs(e.dv[jc]), big_dk[jc] = std::fabs(e.dk[jc]);
+        }
+  }
+  // dK and dQ's scale, last: its rounding and the product's.
+  for (std::size_t i = 0; i < n; ++i) {
+    e.dk[i] *= scale, e.dq[i] *= scale;
+    e.dk_moment.sums += 2 * u2 * e.dk[i] * e.dk[i];
+    e.dq_moment.sums += 2 * u2 * e.dq[i] * e.dq[i];
+  }
+  return e;
+}
+
 Inputs::Inputs(const lab::Shape& s, lab::Rng& rng) : dims(s), q(dims.elements()), k(dims.elements()), v(dims.elements()) {
   rng.uniform(q, -1.f, 1.f);
   rng.uniform(k, -1.f, 1.f);
@@ -180,6 +393,30 @@ using Pair = std::pair<const std::vector<double>&, const std::vector<double>&>;
 
 }  // namespace
 
+// The bf16 backward's gradient `what` against its emulation, normwise over every head (see
+// attn::emulate_bf16_backward). Fails `v` when it is not within its allowance; either way, notes
+// how close it came.
+void judge_emulated(lab::Verdict& v, const std::vector<float>& got, const std::vector<attn::Bf16Emulation>& emulated,
+                    std::vector<double> attn::Bf16Emulation::*values, attn::Bf16Moment attn::Bf16Emulation::*moment,
+                    const char* what) {
+  std::vector<double> all;
+  attn::Bf16Moment model;
+  for (const auto& e : emulated) {
+    all.insert(all.end(), (e.*values).begin(), (e.*values).end());
+    model += e.*moment;
+  }
+  const attn::Bf16Distance r = attn::bf16_emulation_distance(got, all, model);
+  std::ostringstream o;
+  o.precision(3);
+  o << what << "'s L2 distance from the bf16 emulation " << r.distance << ", " << r.share() << " of its allowance "
+    << r.allowed;
+  if (!r.pass()) {
+    v.pass = false;
+    if (v.reason.empty()) v.reason = o.str();
+  }
+  v.note = o.str();
+}
+
 lab::Verdict Attention::Problem::verify() {
   const attn::Precision prec = precision_of(*this);
   const auto refs = references(*this, nullptr, prec);
@@ -203,11 +440,26 @@ lab::Verdict AttentionBackward::Problem::verify() {
   const auto refs = references(*this, &hdout, prec);
   const lab::Tolerance tol = tolerance_for(prec);
   const std::size_t per_head = std::size_t(dims.seq) * dims.d;
+  // The bf16 backward is also held to its emulation, normwise (attn::emulate_bf16_backward).
+  std::vector<attn::Bf16Emulation> emulated;
+  if (std::string(prec.name) == "bf16") {
+    const auto hq = q.download(), hk = k.download(), hv = v.download();
+    for (int h = 0; h < dims.bh(); ++h) {
+      const std::size_t at = std::size_t(h) * per_head;
+      emulated.push_back(attn::emulate_bf16_backward(hq.data() + at, hk.data() + at, hv.data() + at,
+                                                     hdout.data() + at, dims.seq, dims.d, dims.causal));
+    }
+  }
+  auto one = [&](const lab::DeviceBuffer<float>& out, auto pick, std::vector<double> attn::Bf16Emulation::*emu,
+                 attn::Bf16Moment attn::Bf16Emulation::*moment, const char* what) {
+    const auto got = out.download();
+    lab::Verdict v = compare_heads(dims, got, pick, refs, tol, what, per_head);
+    if (!emulated.empty()) judge_emulated(v, got, emulated, emu, moment, what);
+    return v;
+  };
   // With one key, P = 1 whatever the scores: dQ and dK are identically zero, checked so.
-  lab::Verdict v = compare_heads(dims, dv.download(), [](const auto& r) { return Pair(r.dv, r.dv_slack); }, refs, tol,
-                                 "dV", per_head);
-  v.also(compare_heads(dims, dq.download(), [](const auto& r) { return Pair(r.dq, r.dq_slack); }, refs, tol, "dQ",
-                       per_head));
-  return v.also(compare_heads(dims, dk.download(), [](const auto& r) { return Pair(r.dk, r.dk_slack); }, refs, tol,
-                              "dK", per_head));
+  using E = attn::Bf16Emulation;
+  lab::Verdict v = one(dv, [](const auto& r) { return Pair(r.dv, r.dv_slack); }, &E::dv, &E::dv_moment, "dV");
+  v.also(one(dq, [](const auto& r) { return Pair(r.dq, r.dq_slack); }, &E::dq, &E::dq_moment, "dQ"));
+  return v.also(one(dk, [](const auto& r) { return Pair(r.dk, r.dk_slack); }, &E::dk, &E::dk_moment, "dK"));
 }

@@ -2,7 +2,13 @@
 // L = sum(O o dO), causal and not, so the GPU checks compare with a reference that is right.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "attention/attention.cuh"
@@ -50,6 +56,102 @@ TEST(AttentionReference, GradientsMatchCentralDifferences) {
       }
     }
   }
+}
+
+// The bf16 backward's emulation (attn::emulate_bf16_backward), held to both sides by a stand-in of
+// the kernels' arithmetic in fp32 on the host: the eager fp32 forward (S, the softmax with expf and
+// logf, O = P V, sequential fp32 sums) for lse and delta = rowsum(dO o O); then Q, K, V, dO rounded
+// to bf16, S and dP summed in fp32, P = exp2f(fmaf(S, scale log2 e, -lse log2 e)), dS = P (dP -
+// delta), P and dS rounded to bf16, dV, dK and dQ summed sequentially in fp32, dK and dQ scaled
+// last. The stand-in must be within its allowance at every check shape; the same stand-in with one
+// gradient's odd columns 1% high must not be, where the gradient is not rounding noise (two keys or
+// more).
+float bf16_rn(float x) {  // to nearest, ties to even (finite x)
+  std::uint32_t b;
+  std::memcpy(&b, &x, 4);
+  b = (b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u;
+  std::memcpy(&x, &b, 4);
+  return x;
+}
+
+struct Grads {
+  std::vector<float> dq, dk, dv;
+};
+Grads bf16_stand_in(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
+                    const std::vector<float>& dout, int seq, int d, bool causal) {
+  const std::size_t n = std::size_t(seq) * d;
+  auto at = [d](int r, int c) { return std::size_t(r) * d + c; };
+  const float scale = 1.0f / std::sqrt(float(d)), log2e = 1.44269504f, scale_log2 = scale * log2e;
+  std::vector<float> qb(n), kb(n), vb(n), db(n), s(seq), o(d);
+  for (std::size_t i = 0; i < n; ++i) qb[i] = bf16_rn(q[i]), kb[i] = bf16_rn(k[i]), vb[i] = bf16_rn(v[i]), db[i] = bf16_rn(dout[i]);
+  Grads g{std::vector<float>(n, 0.f), std::vector<float>(n, 0.f), std::vector<float>(n, 0.f)};
+  for (int i = 0; i < seq; ++i) {
+    const int last = causal ? i : seq - 1;
+    float m = -INFINITY, l = 0;
+    for (int j = 0; j <= last; ++j) {
+      float dot = 0;
+      for (int c = 0; c < d; ++c) dot += q[at(i, c)] * k[at(j, c)];
+      s[j] = dot * scale;
+      m = std::max(m, s[j]);
+    }
+    for (int j = 0; j <= last; ++j) l += std::exp(s[j] - m);
+    const float lse = m + std::log(l), inv = 1.0f / l;
+    std::fill(o.begin(), o.end(), 0.f);
+    for (int j = 0; j <= last; ++j) {
+      const float p = std::exp(s[j] - m) * inv;
+      for (int c = 0; c < d; ++c) o[c] += p * v[at(j, c)];
+    }
+    float delta = 0;
+    for (int c = 0; c < d; ++c) delta += dout[at(i, c)] * o[c];
+    const float lse_log2 = lse * log2e;
+    for (int j = 0; j <= last; ++j) {
+      float sb = 0, dp = 0;
+      for (int c = 0; c < d; ++c) sb += qb[at(i, c)] * kb[at(j, c)], dp += db[at(i, c)] * vb[at(j, c)];
+      const float p = std::exp2(std::fma(sb, scale_log2, -lse_log2));
+      const float pb = bf16_rn(p), dsb = bf16_rn(p * (dp - delta));
+      for (int c = 0; c < d; ++c) {
+        g.dv[at(j, c)] += pb * db[at(i, c)];
+        g.dk[at(j, c)] += dsb * qb[at(i, c)];
+        g.dq[at(i, c)] += dsb * kb[at(j, c)];
+      }
+    }
+  }
+  for (std::size_t i = 0; i < n; ++i) g.dk[i] *= scale, g.dq[i] *= scale;
+  return g;
+}
+
+TEST(AttentionReference, Bf16BackwardEmulationHoldsTheKernelsArithmeticBothWays) {
+  const std::uint64_t seed = lab::testing::run_seed();
+  lab::Rng rng(seed);
+  double worst = 0, closest_bug = INFINITY;
+  std::string worst_at, closest_at;
+  for (const lab::Shape& shape : Attention::checks()) {
+    const int seq = int(shape[2]), d = int(shape[3]);
+    const bool causal = shape[4] != 0;
+    const std::size_t n = std::size_t(seq) * d;
+    std::vector<float> q(n), k(n), v(n), dout(n);
+    for (auto* x : {&q, &k, &v, &dout}) rng.uniform(*x, -1.f, 1.f);
+    const attn::Bf16Emulation e = attn::emulate_bf16_backward(q.data(), k.data(), v.data(), dout.data(), seq, d, causal);
+    const Grads g = bf16_stand_in(q, k, v, dout, seq, d, causal);
+    using Pick = std::tuple<const char*, std::vector<float> Grads::*, const std::vector<double>*, const attn::Bf16Moment*>;
+    for (auto [name, got, values, model] : {Pick{"dV", &Grads::dv, &e.dv, &e.dv_moment},
+                                            Pick{"dK", &Grads::dk, &e.dk, &e.dk_moment},
+                                            Pick{"dQ", &Grads::dq, &e.dq, &e.dq_moment}}) {
+      const attn::Bf16Distance ok = attn::bf16_emulation_distance(g.*got, *values, *model);
+      EXPECT_TRUE(ok.pass()) << name << " of the stand-in at " << shape.str() << ": distance " << ok.distance
+                             << " above " << ok.allowed << " (LAB_SEED=" << seed << ")";
+      if (ok.share() > worst) worst = ok.share(), worst_at = std::string(name) + " at " + shape.str();
+      if (seq < 2) continue;  // one key: dQ and dK are rounding noise, no 1% to see
+      std::vector<float> bad = g.*got;
+      for (std::size_t i = 1; i < n; i += 2) bad[i] *= 1.01f;
+      const attn::Bf16Distance caught = attn::bf16_emulation_distance(bad, *values, *model);
+      EXPECT_FALSE(caught.pass()) << name << " 1% high on odd columns passed at " << shape.str() << ": distance "
+                                  << caught.distance << ", allowed " << caught.allowed << " (LAB_SEED=" << seed << ")";
+      if (caught.share() < closest_bug) closest_bug = caught.share(), closest_at = std::string(name) + " at " + shape.str();
+    }
+  }
+  std::printf("  the stand-in at most %.3f of its allowance (%s); a gradient 1%% high on odd columns at least %.2f "
+              "(%s)\n", worst, worst_at.c_str(), closest_bug, closest_at.c_str());
 }
 
 }  // namespace

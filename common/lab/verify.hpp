@@ -83,6 +83,7 @@ struct Verdict {
   std::vector<Mismatch> first;  // the first few bad elements, in index order
   std::vector<std::int64_t> dims;  // row-major extents, to print indices as coordinates
   std::string reason;           // why it failed; empty when it passed
+  std::string note;             // what a further check of the output found (printed pass or fail)
   Tolerance tol;
   bool conditioned = false;     // the bound included the reference's per-element slack
   bool zero_reference = false;  // the reference was identically zero (no relative L2 bound)

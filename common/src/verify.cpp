@@ -140,6 +140,7 @@ std::string Verdict::summary() const {
     << (zero_reference ? "; zero reference" : "") << ")";
   if (pass && count > 0) o << ", worst element at " << num(worst_share) << " of its bound";
   if (!pass) o << ": " << reason;
+  if (!note.empty() && note != reason) o << "; " << note;
   return o.str();
 }
 
@@ -167,6 +168,7 @@ Verdict& Verdict::also(const Verdict& o) {
   r.worst_share = std::max(worst_share, o.worst_share);
   r.conditioned = conditioned || o.conditioned;
   r.zero_reference = zero_reference && o.zero_reference;
+  r.note = note.empty() ? o.note : o.note.empty() ? note : note + "; " + o.note;
   *this = std::move(r);
   return *this;
 }

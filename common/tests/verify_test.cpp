@@ -165,6 +165,23 @@ TEST(Verify, CombinedVerdictFailsWhenAnyPartFails) {
   EXPECT_TRUE(c.pass);
 }
 
+// A further check's note (the bf16 attention backward's distance from its emulation) is printed
+// after the verdict, passing or failing, and combined verdicts keep every part's.
+TEST(Verify, NotesArePrintedAndCombined) {
+  const std::vector<double> ref{1.0, 2.0};
+  const std::vector<float> good{1.f, 2.f};
+  auto a = compare(good, ref, Tolerance::exact(), "dx");
+  a.note = "dx's distance 0.1 of its allowance";
+  auto b = compare(good, ref, Tolerance::exact(), "dw");
+  b.note = "dw's distance 0.2 of its allowance";
+  EXPECT_NE(a.summary().find("dx's distance 0.1"), std::string::npos);
+  a.also(b);
+  EXPECT_NE(a.summary().find("dx's distance 0.1 of its allowance; dw's distance 0.2"), std::string::npos) << a.summary();
+  auto c = compare(good, ref, Tolerance::exact(), "dq");
+  c.pass = false, c.reason = c.note = "dq's distance 3 of its allowance";
+  EXPECT_EQ(c.summary().find("allowance; dq"), std::string::npos) << "a reason that is the note is printed once";
+}
+
 TEST(Verify, PresetsGrowLooserWithLowerPrecision) {
   EXPECT_LT(Tolerance::fp32().max_rel_l2, Tolerance::tf32().max_rel_l2);
   EXPECT_LT(Tolerance::tf32().max_rel_l2, Tolerance::bf16().max_rel_l2);
