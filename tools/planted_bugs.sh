@@ -197,6 +197,10 @@ plant attn_3xtf32_backward_1pct ch04_compile_vs_fused/attention/kernels/flash_3x
   optimized_attention_backward_fused_3xtf32 \
   'make_float2(dk_acc[dn][2 * h] * scale, dk_acc[dn][2 * h + 1] * scale)' \
   'make_float2(dk_acc[dn][2 * h] * scale, 1.01f * dk_acc[dn][2 * h + 1] * scale)'
+# The GPT-2 bf16 step's check against a product 1% off (issue #44's sensitivity, the last family):
+# the MLP's first product's odd columns 1% high, as its bias and GELU pass reads them.
+plant gpt2_bf16_fc_1pct ch04_compile_vs_fused/gpt2/fused/kernels.cuh optimized_gpt2_step_fused_bf16_rows \
+  '    float4 t = load4(y + 4 * i);' '    float4 t = load4(y + 4 * i); t.y *= 1.01f, t.w *= 1.01f;'
 plant kernels_ln_gain ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_kernels \
   'ln[off + j] = to<Out>((v[k] - mu) * rs * w[j] + b[j]);' 'ln[off + j] = to<Out>((v[k] - mu) * rs * 1.01f * w[j] + b[j]);'
 plant kernels_dout_delta ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_kernels \

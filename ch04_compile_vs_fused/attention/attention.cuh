@@ -156,6 +156,32 @@ Bf16Distance bf16_emulation_distance(std::span<const float> got, std::span<const
                                      const Bf16Moment& model);
 Bf16Emulation emulate_bf16_backward(const float* q, const float* k, const float* v, const float* dout, int seq, int d,
                                     bool causal);
+
+// The bf16 forwards likewise: P = exp2(S scale log2 e - m) rounded to bf16 before P V, where m is
+// the row's running maximum, which the online softmax updates once a tile of keys; so the emulation
+// needs each variant's tiles (lab::Declared::schedule, a ForwardSchedule in std::any). key_tile:
+// keys a tile, counted from each chunk's first key. A row's keys are one chunk, or, where
+// chunk_starts has an entry for the row's tile of query_tile rows, chunks from those keys, each
+// normalised by its own sum and then combined (lse = log sum_c exp(lse_c); O = sum_c exp(lse_c -
+// lse) O_c: the split step).
+struct ForwardSchedule {
+  explicit ForwardSchedule(int keys = 64) : key_tile(keys) {}
+  int key_tile;
+  int query_tile = 0;
+  std::vector<std::vector<int>> chunk_starts;  // by query tile; empty: every row one chunk
+  std::vector<int> chunks_of(int row) const;   // the first key of each of row's chunks
+};
+// The rest as the backward's: S = Q K^T from the bf16 inputs on the tensor cores; the tile's maximum
+// of S times scale log2 e rounded to fp32; P = exp2(fma(S, scale log2 e, -m)) in fp32, summed
+// unrounded into l (fp32), rounded to bf16 into O's accumulator (the tensor cores), which is rescaled
+// by exp2(m_old - m_new) as l is; O = acc / l. Its model: O's sums, l's error (all of a row's O
+// alike), the combine's roundings, and the flips of P.
+struct Bf16ForwardEmulation {
+  std::vector<double> o;
+  Bf16Moment o_moment;
+};
+Bf16ForwardEmulation emulate_bf16_forward(const float* q, const float* k, const float* v, int seq, int d, bool causal,
+                                          const ForwardSchedule& schedule);
 // Inputs shared by both directions, drawn from the Rng: uniform in [-1, 1].
 struct Inputs {
   Dims dims;

@@ -2,6 +2,7 @@
 // the slack a correct kernel of each precision may show, propagated through the algorithm) and
 // the verification of both directions' outputs against it.
 #include <algorithm>
+#include <any>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -325,6 +326,129 @@ Bf16Emulation emulate_bf16_backward(const float* q, const float* k, const float*
   return e;
 }
 
+std::vector<int> ForwardSchedule::chunks_of(int row) const {
+  if (query_tile > 0 && std::size_t(row / query_tile) < chunk_starts.size() && !chunk_starts[row / query_tile].empty())
+    return chunk_starts[row / query_tile];
+  return {0};
+}
+
+Bf16ForwardEmulation emulate_bf16_forward(const float* q, const float* k, const float* v, int seq, int d, bool causal,
+                                          const ForwardSchedule& schedule) {
+  constexpr double u = lab::fp32::kUnitRoundoff, u2 = u * u;
+  constexpr double ex2_var = 0x1p-42;  // as the backward's
+  const double scale = 1.0 / std::sqrt(double(d)), log2e = 1.4426950408889634, ln2 = 0.6931471805599453;
+  const double scale_log2 = scale * log2e;
+  auto tc_step_var = [&](double big) { return 4 * u2 * (20.0 / 3.0) * big * big; };  // as the backward's
+  constexpr int kStep = 16;
+  const std::size_t n = std::size_t(seq) * d;
+  auto at = [d](int row, int c) { return std::size_t(row) * d + c; };
+  std::vector<double> qb(n), kb(n), vb(n), v2(seq, 0.0);
+  for (int r = 0; r < seq; ++r)
+    for (int c = 0; c < d; ++c) {
+      const std::size_t i = at(r, c);
+      qb[i] = round_bf16(q[i]).value, kb[i] = round_bf16(k[i]).value, vb[i] = round_bf16(v[i]).value;
+      v2[r] += vb[i] * vb[i];
+    }
+  Bf16ForwardEmulation e;
+  e.o.assign(n, 0.0);
+  // One row's keys: x = S scale log2 e and its variance; the maximum of its tile (then its factor
+  // into O, below); P's rounding and variance; the chunk it is in.
+  std::vector<double> x(seq), x_var(seq), factor(seq), p_var(seq);
+  std::vector<Bf16Rounding> pr(seq);
+  std::vector<int> chunk_of(seq);
+  std::vector<double> acc(d), big(d), out(d), out_var(d);
+  for (int i = 0; i < seq; ++i) {
+    const int last = causal ? i : seq - 1;
+    for (int j = 0; j <= last; ++j) {
+      double sb = 0, sb_var = 0, sb_big = 0;
+      for (int c = 0; c < d; ++c) {
+        if (c % kStep == 0) sb_big = std::fabs(sb);
+        const double t = qb[at(i, c)] * kb[at(j, c)];
+        sb += t, sb_big = std::max(sb_big, std::fabs(t));
+        if (c % kStep == kStep - 1 || c == d - 1) sb_var += tc_step_var(sb_big);
+      }
+      x[j] = sb * scale_log2;
+      x_var[j] = scale_log2 * scale_log2 * sb_var + u2 * x[j] * x[j];  // S's sum, and scale log2 e's rounding
+    }
+    std::vector<int> starts = schedule.chunks_of(i);
+    starts.push_back(last + 1);
+    // Each chunk: its tiles' running max, P, its O_c (in out, weighted below) and lse_c.
+    std::vector<double> lse_c, l_rel_var_c;
+    std::vector<std::vector<double>> o_c, o_var_c;
+    for (std::size_t c = 0; c + 1 < starts.size(); ++c) {
+      const int first = starts[c], end = std::min(starts[c + 1], last + 1);
+      if (first >= end) continue;
+      double m = -std::numeric_limits<double>::infinity(), m_var = 0, l = 0, l_var = 0;
+      std::fill(acc.begin(), acc.end(), 0.0), std::fill(out_var.begin(), out_var.end(), 0.0);
+      int tiles = 0;
+      for (int t0 = first; t0 < end; t0 += schedule.key_tile, ++tiles) {
+        const int t1 = std::min(t0 + schedule.key_tile, end);
+        double mx = m;
+        for (int j = t0; j < t1; ++j)
+          if (x[j] > mx) mx = x[j], m_var = x_var[j] + u2 * x[j] * x[j];  // fp32(max s * scale log2 e)
+        const double alpha = std::exp2(m - mx);  // 0 on the first tile
+        l *= alpha, l_var *= alpha * alpha;
+        for (int c2 = 0; c2 < d; ++c2) acc[c2] *= alpha, out_var[c2] = out_var[c2] * alpha * alpha + u2 * acc[c2] * acc[c2];
+        m = mx;
+        for (int j = t0; j < t1; ++j) {
+          const double a = x[j] - m, p = std::exp2(a);
+          // x's error, the tile max's (common to the tile), the fma's rounding, ex2's.
+          p_var[j] = p * p * (ln2 * ln2 * (x_var[j] + m_var + u2 * a * a) + ex2_var);
+          pr[j] = round_bf16(p), factor[j] = m, chunk_of[j] = int(lse_c.size());
+          l += p, l_var += p_var[j];
+        }
+        // P V on the tensor cores, steps of 16 keys from the tile's first.
+        for (int c2 = 0; c2 < d; ++c2) {
+          double b = std::fabs(acc[c2]);
+          for (int j = t0; j < t1; ++j) {
+            if ((j - t0) % kStep == 0 && j > t0) out_var[c2] += tc_step_var(b), b = std::fabs(acc[c2]);
+            const double t = pr[j].value * vb[at(j, c2)];
+            acc[c2] += t, b = std::max(b, std::fabs(t));
+          }
+          out_var[c2] += tc_step_var(b);
+        }
+      }
+      // l relative: its terms' errors, and its fp32 roundings (each within u of l: the tile sums,
+      // the lanes' shuffles and the rescales).
+      const double l_rel_var = l_var / (l * l) + u2 * (double(end - first) + 2.0 * tiles + 4);
+      std::vector<double> oc(d), ov(d);
+      for (int c2 = 0; c2 < d; ++c2) {
+        oc[c2] = acc[c2] / l;
+        ov[c2] = out_var[c2] / (l * l) + 2 * u2 * oc[c2] * oc[c2];  // the sums; acc times 1 / l
+      }
+      lse_c.push_back((m + std::log2(l)) / log2e), l_rel_var_c.push_back(l_rel_var);
+      o_c.push_back(std::move(oc)), o_var_c.push_back(std::move(ov));
+      // The chunk's m and l, for its keys' factors below.
+      for (int j = first; j < end; ++j) factor[j] = std::exp2(factor[j] - m) / l;
+    }
+    // The combine (the split step): weights exp(lse_c - max), O = sum_c w_c O_c / sum_c w_c, a few
+    // fp32 roundings and one expf a chunk.
+    const std::size_t chunks = lse_c.size();
+    double top = -std::numeric_limits<double>::infinity(), wsum = 0;
+    for (const double x0 : lse_c) top = std::max(top, x0);
+    std::vector<double> w(chunks);
+    for (std::size_t c = 0; c < chunks; ++c) w[c] = std::exp(lse_c[c] - top), wsum += w[c];
+    for (int c2 = 0; c2 < d; ++c2) {
+      double o = 0, var = 0;
+      for (std::size_t c = 0; c < chunks; ++c) {
+        const double share = w[c] / wsum, oc = o_c[c][c2];
+        o += share * oc;
+        var += share * share * (o_var_c[c][c2] + oc * oc * l_rel_var_c[c]);
+      }
+      if (chunks > 1) var += u2 * (chunks + 20.0) * (chunks + 20.0) * o * o;
+      e.o[at(i, c2)] = o;
+      e.o_moment.sums += var;
+    }
+    // The flips: key j's P moves O's row by its spacing times its factor (its tile's max against
+    // the chunk's, over the chunk's sum, times the chunk's share) times V's row j.
+    for (int j = 0; j <= last; ++j) {
+      const double f = factor[j] * w[std::size_t(chunk_of[j])] / wsum;
+      add_flip(e.o_moment, pr[j], p_var[j], f * f * v2[j]);
+    }
+  }
+  return e;
+}
+
 Inputs::Inputs(const lab::Shape& s, lab::Rng& rng) : dims(s), q(dims.elements()), k(dims.elements()), v(dims.elements()) {
   rng.uniform(q, -1.f, 1.f);
   rng.uniform(k, -1.f, 1.f);
@@ -393,19 +517,12 @@ using Pair = std::pair<const std::vector<double>&, const std::vector<double>&>;
 
 }  // namespace
 
-// The bf16 backward's gradient `what` against its emulation, normwise over every head (see
-// attn::emulate_bf16_backward). Fails `v` when it is not within its allowance; either way, notes
-// how close it came.
-void judge_emulated(lab::Verdict& v, const std::vector<float>& got, const std::vector<attn::Bf16Emulation>& emulated,
-                    std::vector<double> attn::Bf16Emulation::*values, attn::Bf16Moment attn::Bf16Emulation::*moment,
-                    const char* what) {
-  std::vector<double> all;
-  attn::Bf16Moment model;
-  for (const auto& e : emulated) {
-    all.insert(all.end(), (e.*values).begin(), (e.*values).end());
-    model += e.*moment;
-  }
-  const attn::Bf16Distance r = attn::bf16_emulation_distance(got, all, model);
+// A bf16 output `what` against its emulation, normwise over every head (values: the heads'
+// emulated values in order; model: theirs summed; see attn::emulate_bf16_backward). Fails `v` when
+// it is not within its allowance; either way, notes how close it came.
+void judge_emulated(lab::Verdict& v, const std::vector<float>& got, const std::vector<double>& values,
+                    const attn::Bf16Moment& model, const char* what) {
+  const attn::Bf16Distance r = attn::bf16_emulation_distance(got, values, model);
   std::ostringstream o;
   o.precision(3);
   o << what << "'s L2 distance from the bf16 emulation " << r.distance << ", " << r.share() << " of its allowance "
@@ -417,16 +534,41 @@ void judge_emulated(lab::Verdict& v, const std::vector<float>& got, const std::v
   v.note = o.str();
 }
 
+// The schedule a bf16 forward declares (lab::Declared::schedule), which its emulation needs.
+attn::ForwardSchedule schedule_of(const lab::Problem& p, const attn::Dims& a) {
+  const auto& f = p.declared().schedule;
+  const std::any s = f ? f(lab::Shape{a.batch, a.heads, a.seq, a.d, a.causal ? 1 : 0}) : std::any();
+  if (const auto* sched = std::any_cast<attn::ForwardSchedule>(&s)) return *sched;
+  throw lab::Error("attention: a bf16 forward must declare its schedule (lab::Declared::schedule returning an "
+                   "attn::ForwardSchedule: the keys a tile of its online softmax), which the check emulates");
+}
+
 lab::Verdict Attention::Problem::verify() {
   const attn::Precision prec = precision_of(*this);
   const auto refs = references(*this, nullptr, prec);
   const lab::Tolerance tol = tolerance_for(prec);
-  lab::Verdict v = compare_heads(dims, o.download(), [](const auto& r) { return Pair(r.o, r.o_slack); }, refs, tol, "O",
-                                 std::size_t(dims.seq) * dims.d);
+  const auto got = o.download();
+  const std::size_t per_head = std::size_t(dims.seq) * dims.d;
+  lab::Verdict verdict = compare_heads(dims, got, [](const auto& r) { return Pair(r.o, r.o_slack); }, refs, tol, "O", per_head);
+  // A bf16 forward is also held to its emulation, normwise (attn::emulate_bf16_forward).
+  if (std::string(prec.name) == "bf16") {
+    const attn::ForwardSchedule sched = schedule_of(*this, dims);
+    const auto hq = q.download(), hk = k.download(), hv = v.download();
+    std::vector<double> values;
+    attn::Bf16Moment model;
+    for (int h = 0; h < dims.bh(); ++h) {
+      const std::size_t at = std::size_t(h) * per_head;
+      attn::Bf16ForwardEmulation e = attn::emulate_bf16_forward(hq.data() + at, hk.data() + at, hv.data() + at,
+                                                                dims.seq, dims.d, dims.causal, sched);
+      values.insert(values.end(), e.o.begin(), e.o.end());
+      model += e.o_moment;
+    }
+    judge_emulated(verdict, got, values, model, "O");
+  }
   if (declared().writes_output("lse"))
-    v.also(compare_heads(dims, lse.download(), [](const auto& r) { return Pair(r.lse, r.lse_slack); }, refs, tol,
+    verdict.also(compare_heads(dims, lse.download(), [](const auto& r) { return Pair(r.lse, r.lse_slack); }, refs, tol,
                          "lse", std::size_t(dims.seq)));
-  return v;
+  return verdict;
 }
 
 AttentionBackward::Problem::Problem(const lab::Shape& s, lab::Rng& rng)
@@ -454,7 +596,12 @@ lab::Verdict AttentionBackward::Problem::verify() {
                  attn::Bf16Moment attn::Bf16Emulation::*moment, const char* what) {
     const auto got = out.download();
     lab::Verdict v = compare_heads(dims, got, pick, refs, tol, what, per_head);
-    if (!emulated.empty()) judge_emulated(v, got, emulated, emu, moment, what);
+    if (!emulated.empty()) {
+      std::vector<double> values;
+      attn::Bf16Moment model;
+      for (const auto& e : emulated) values.insert(values.end(), (e.*emu).begin(), (e.*emu).end()), model += e.*moment;
+      judge_emulated(v, got, values, model, what);
+    }
     return v;
   };
   // With one key, P = 1 whatever the scores: dQ and dK are identically zero, checked so.

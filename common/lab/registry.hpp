@@ -4,6 +4,7 @@
 // by hand.
 #pragma once
 
+#include <any>
 #include <concepts>
 #include <cstdint>
 #include <functional>
@@ -75,6 +76,10 @@ struct Declared {
   // The bytes it moves through device memory per run, where that is more than the topic's minimum
   // (Work::bytes): a lesson about traffic shows both. Reported as moved_GB/s and bytes_x_minimum.
   std::function<double(const Shape&)> moved_bytes = {};
+  // The order of its arithmetic at a shape, for references that emulate it (a type the topic
+  // defines, in std::any: attention's attn::ForwardSchedule, the tiles of keys over which a bf16
+  // forward's online softmax keeps its running maximum, to which its P is rounded).
+  std::function<std::any(const Shape&)> schedule = {};
 
   Tolerance tolerance_or(Tolerance topic_default) const { return tolerance.value_or(topic_default); }
   bool writes_output(std::string_view name) const;

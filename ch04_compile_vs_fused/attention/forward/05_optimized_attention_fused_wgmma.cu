@@ -119,7 +119,11 @@ struct Wgmma {
   lab::DeviceBuffer<__nv_bfloat16> vt16;
   Wgmma(const Attention::Problem& p, cudaStream_t stream)
       : in16(p, stream), seq_padded((p.dims.seq + 63) / 64 * 64), vt16(std::size_t(p.dims.bh()) * 128 * seq_padded) {}
-  static lab::Declared declared() { return {.precision = "bf16", .writes = {"lse"}}; }
+  // bf16, its running max kept over tiles of kBc keys (the check emulates its rounding of P).
+  static lab::Declared declared() {
+    return {.precision = "bf16", .writes = {"lse"},
+            .schedule = [](const lab::Shape&) { return std::any(attn::ForwardSchedule(wg::kBc)); }};
+  }
   static std::string supports(const lab::Shape& s, const lab::DeviceFacts& dev) {
 #if defined(LAB_SM90A)
     if (dev.cc_major != 9 || dev.cc_minor != 0) return "wgmma needs an sm_90 GPU (this one is " + dev.arch() + ")";

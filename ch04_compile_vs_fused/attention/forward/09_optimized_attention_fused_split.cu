@@ -92,7 +92,24 @@ struct Split {
       part_lse = lab::DeviceBuffer<float>(std::size_t(plan.slots) * br);
     }
   }
-  static lab::Declared declared() { return {.precision = "bf16", .writes = {"lse"}}; }
+  // bf16, its running max kept over tiles of 128 keys from each chunk's first (the check emulates
+  // its rounding of P): the chunks this shape's plan splits each query tile's keys into, on this GPU.
+  static lab::Declared declared() {
+    return {.precision = "bf16", .writes = {"lse"}, .schedule = [](const lab::Shape& s) {
+              const attn::Dims a(s);
+              const int bc = flashtma::Config<64>::kBc;
+              attn::ForwardSchedule sched(bc);
+              if (a.d != 64 && a.d != 128) return std::any(sched);
+              sched.query_tile = a.d == 64 ? flashtma::Config<64>::kBr : flashtma::Config<128>::kBr;
+              const Plan plan = splitplan::make_plan(a, sched.query_tile, bc, lab::current_device().sms,
+                                                     lab::current_device().l2_bytes);
+              sched.chunk_starts.resize(std::size_t((a.seq + sched.query_tile - 1) / sched.query_tile));
+              for (const flashtma::Item& it : plan.items)
+                if (it.head == 0) sched.chunk_starts[std::size_t(it.tile)].push_back(it.key_tile0 * bc);
+              for (auto& starts : sched.chunk_starts) std::sort(starts.begin(), starts.end());
+              return std::any(sched);
+            }};
+  }
   static std::string supports(const lab::Shape& s, const lab::DeviceFacts& dev) { return flashtma::supports(s, dev); }
   void run(Attention::Problem& p, cudaStream_t stream) {
     flashtma::run<flashtma::Overlapped>(in, p, stream, {items.data(), int(plan.items.size()), part_o.data(), part_lse.data()});
