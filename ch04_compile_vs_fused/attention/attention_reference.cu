@@ -133,6 +133,17 @@ Bf16Rounding round_bf16(double x) {
   return {std::copysign(r * spacing, x), spacing, std::fabs(frac - 0.5) * spacing};
 }
 
+// The emulations' arithmetic model (see attention.cuh).
+constexpr double u = lab::fp32::kUnitRoundoff, u2 = u * u;
+constexpr double kLog2e = 1.4426950408889634, ln2 = 0.6931471805599453;
+constexpr double ex2_var = 0x1p-42;  // ex2.approx's relative error (2^-22.5), with margin: 2^-21, squared
+// A tensor-core sum, one instruction (a step: 16 products and the accumulator) at a time: a step
+// aligns its addends to the largest and truncates them, at most 20 truncations (16 + 4 for the
+// accumulator's partial sums inside the step), each within one ulp of the largest addend, 2u of
+// it: a variance of at most 20 (2u big)^2 / 3 for the step's largest addend big.
+constexpr int kStep = 16;
+double tc_step_var(double big) { return 4 * u2 * (20.0 / 3.0) * big * big; }
+
 double upper_tail(double t) { return 0.5 * std::erfc(t / std::sqrt(2.0)); }  // P(Z > t), Z normal
 
 // A rounding point's flip: the value's error (variance var) against its distance from the nearest
@@ -200,16 +211,7 @@ Bf16Distance bf16_emulation_distance(std::span<const float> got, std::span<const
 
 Bf16Emulation emulate_bf16_backward(const float* q, const float* k, const float* v, const float* dout, int seq, int d,
                                     bool causal) {
-  constexpr double u = lab::fp32::kUnitRoundoff, u2 = u * u;
-  constexpr double ex2_var = 0x1p-42;  // ex2.approx's relative error (2^-22.5), with margin: 2^-21, squared
-  const double scale = 1.0 / std::sqrt(double(d)), log2e = 1.4426950408889634, ln2 = 0.6931471805599453;
-  const double scale_log2 = scale * log2e;
-  // A tensor-core sum, one instruction (a step: 16 products and the accumulator) at a time: a step
-  // aligns its addends to the largest and truncates them, at most 20 truncations (16 + 4 for the
-  // accumulator's partial sums inside the step), each within one ulp of the largest addend, 2u of
-  // it: a variance of at most 20 (2u big)^2 / 3 for the step's largest addend big.
-  auto tc_step_var = [&](double big) { return 4 * u2 * (20.0 / 3.0) * big * big; };
-  constexpr int kStep = 16;
+  const double scale = 1.0 / std::sqrt(double(d)), scale_log2 = scale * kLog2e;
   const std::size_t n = std::size_t(seq) * d;
   auto at = [d](int row, int c) { return std::size_t(row) * d + c; };
   std::vector<double> qb(n), kb(n), vb(n), db(n), q2(seq, 0.0), k2(seq, 0.0), d2(seq, 0.0);
@@ -274,7 +276,7 @@ Bf16Emulation emulate_bf16_backward(const float* q, const float* k, const float*
     }
     delta_var += delta * delta * l_rel_var;
     // The exponent's row part, -lse log2 e, rounded once.
-    const double a_row_var = log2e * log2e * lse_var + u2 * lse * lse * log2e * log2e;
+    const double a_row_var = kLog2e * kLog2e * lse_var + u2 * lse * lse * kLog2e * kLog2e;
     std::fill(big_dq.begin(), big_dq.end(), 0.0);
     for (int j = 0; j <= last; ++j) {
       double sb = 0, dp = 0, sb_var = 0, dp_var = 0, sb_big = 0, dp_big = 0;
@@ -285,7 +287,7 @@ Bf16Emulation emulate_bf16_backward(const float* q, const float* k, const float*
         sb_big = std::max(sb_big, std::fabs(t)), dp_big = std::max(dp_big, std::fabs(g));
         if (c % kStep == kStep - 1 || c == d - 1) sb_var += tc_step_var(sb_big), dp_var += tc_step_var(dp_big);
       }
-      const double a = sb * scale_log2 - lse * log2e;
+      const double a = sb * scale_log2 - lse * kLog2e;
       const double a_var =
           scale_log2 * scale_log2 * sb_var + u2 * sb * sb * scale_log2 * scale_log2 + a_row_var + u2 * a * a;
       const double p = std::exp2(a), p_var = p * p * (ln2 * ln2 * a_var + ex2_var);
@@ -334,12 +336,7 @@ std::vector<int> ForwardSchedule::chunks_of(int row) const {
 
 Bf16ForwardEmulation emulate_bf16_forward(const float* q, const float* k, const float* v, int seq, int d, bool causal,
                                           const ForwardSchedule& schedule) {
-  constexpr double u = lab::fp32::kUnitRoundoff, u2 = u * u;
-  constexpr double ex2_var = 0x1p-42;  // as the backward's
-  const double scale = 1.0 / std::sqrt(double(d)), log2e = 1.4426950408889634, ln2 = 0.6931471805599453;
-  const double scale_log2 = scale * log2e;
-  auto tc_step_var = [&](double big) { return 4 * u2 * (20.0 / 3.0) * big * big; };  // as the backward's
-  constexpr int kStep = 16;
+  const double scale = 1.0 / std::sqrt(double(d)), scale_log2 = scale * kLog2e;
   const std::size_t n = std::size_t(seq) * d;
   auto at = [d](int row, int c) { return std::size_t(row) * d + c; };
   std::vector<double> qb(n), kb(n), vb(n), v2(seq, 0.0);
@@ -416,7 +413,7 @@ Bf16ForwardEmulation emulate_bf16_forward(const float* q, const float* k, const 
         oc[c2] = acc[c2] / l;
         ov[c2] = out_var[c2] / (l * l) + 2 * u2 * oc[c2] * oc[c2];  // the sums; acc times 1 / l
       }
-      lse_c.push_back((m + std::log2(l)) / log2e), l_rel_var_c.push_back(l_rel_var);
+      lse_c.push_back((m + std::log2(l)) / kLog2e), l_rel_var_c.push_back(l_rel_var);
       o_c.push_back(std::move(oc)), o_var_c.push_back(std::move(ov));
       // The chunk's m and l, for its keys' factors below.
       for (int j = first; j < end; ++j) factor[j] = std::exp2(factor[j] - m) / l;

@@ -75,6 +75,34 @@ float bf16_rn(float x) {  // to nearest, ties to even (finite x)
   return x;
 }
 
+// Row i of the eager fp32 forward that the bf16 backwards read (attn::SavedOutput): lse, and
+// delta = rowsum(dO o O), in sequential fp32 sums with expf and logf.
+struct EagerRow {
+  float lse, delta;
+};
+EagerRow eager_fp32_row(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
+                        const std::vector<float>& dout, int i, int last, int d) {
+  auto at = [d](int r, int c) { return std::size_t(r) * d + c; };
+  const float scale = 1.0f / std::sqrt(float(d));
+  std::vector<float> s(std::size_t(last) + 1), o(d, 0.f);
+  float m = -INFINITY, l = 0;
+  for (int j = 0; j <= last; ++j) {
+    float dot = 0;
+    for (int c = 0; c < d; ++c) dot += q[at(i, c)] * k[at(j, c)];
+    s[j] = dot * scale;
+    m = std::max(m, s[j]);
+  }
+  for (int j = 0; j <= last; ++j) l += std::exp(s[j] - m);
+  const float inv = 1.0f / l;
+  for (int j = 0; j <= last; ++j) {
+    const float p = std::exp(s[j] - m) * inv;
+    for (int c = 0; c < d; ++c) o[c] += p * v[at(j, c)];
+  }
+  float delta = 0;
+  for (int c = 0; c < d; ++c) delta += dout[at(i, c)] * o[c];
+  return {m + std::log(l), delta};
+}
+
 struct Grads {
   std::vector<float> dq, dk, dv;
 };
@@ -83,27 +111,12 @@ Grads bf16_stand_in(const std::vector<float>& q, const std::vector<float>& k, co
   const std::size_t n = std::size_t(seq) * d;
   auto at = [d](int r, int c) { return std::size_t(r) * d + c; };
   const float scale = 1.0f / std::sqrt(float(d)), log2e = 1.44269504f, scale_log2 = scale * log2e;
-  std::vector<float> qb(n), kb(n), vb(n), db(n), s(seq), o(d);
+  std::vector<float> qb(n), kb(n), vb(n), db(n);
   for (std::size_t i = 0; i < n; ++i) qb[i] = bf16_rn(q[i]), kb[i] = bf16_rn(k[i]), vb[i] = bf16_rn(v[i]), db[i] = bf16_rn(dout[i]);
   Grads g{std::vector<float>(n, 0.f), std::vector<float>(n, 0.f), std::vector<float>(n, 0.f)};
   for (int i = 0; i < seq; ++i) {
     const int last = causal ? i : seq - 1;
-    float m = -INFINITY, l = 0;
-    for (int j = 0; j <= last; ++j) {
-      float dot = 0;
-      for (int c = 0; c < d; ++c) dot += q[at(i, c)] * k[at(j, c)];
-      s[j] = dot * scale;
-      m = std::max(m, s[j]);
-    }
-    for (int j = 0; j <= last; ++j) l += std::exp(s[j] - m);
-    const float lse = m + std::log(l), inv = 1.0f / l;
-    std::fill(o.begin(), o.end(), 0.f);
-    for (int j = 0; j <= last; ++j) {
-      const float p = std::exp(s[j] - m) * inv;
-      for (int c = 0; c < d; ++c) o[c] += p * v[at(j, c)];
-    }
-    float delta = 0;
-    for (int c = 0; c < d; ++c) delta += dout[at(i, c)] * o[c];
+    const auto [lse, delta] = eager_fp32_row(q, k, v, dout, i, last, d);
     const float lse_log2 = lse * log2e;
     for (int j = 0; j <= last; ++j) {
       float sb = 0, dp = 0;
@@ -136,28 +149,13 @@ Grads bf16_tensor_core_stand_in(const std::vector<float>& q, const std::vector<f
   const std::size_t n = std::size_t(seq) * d;
   auto at = [d](int r, int c) { return std::size_t(r) * d + c; };
   const float scale = 1.0f / std::sqrt(float(d)), log2e = 1.44269504f, scale_log2 = scale * log2e;
-  std::vector<float> qb(n), kb(n), vb(n), db(n), s(seq), o(d), pb(seq), dsb(seq);
+  std::vector<float> qb(n), kb(n), vb(n), db(n), pb(seq), dsb(seq);
   for (std::size_t i = 0; i < n; ++i) qb[i] = bf16_rn(q[i]), kb[i] = bf16_rn(k[i]), vb[i] = bf16_rn(v[i]), db[i] = bf16_rn(dout[i]);
   Grads g{std::vector<float>(n, 0.f), std::vector<float>(n, 0.f), std::vector<float>(n, 0.f)};
   std::vector<double> step_v(n, 0.0), step_k(n, 0.0);
   for (int i = 0; i < seq; ++i) {
     const int last = causal ? i : seq - 1;
-    float m = -INFINITY, l = 0;  // the eager fp32 forward, as bf16_stand_in's
-    for (int j = 0; j <= last; ++j) {
-      float dot = 0;
-      for (int c = 0; c < d; ++c) dot += q[at(i, c)] * k[at(j, c)];
-      s[j] = dot * scale;
-      m = std::max(m, s[j]);
-    }
-    for (int j = 0; j <= last; ++j) l += std::exp(s[j] - m);
-    const float lse = m + std::log(l), inv = 1.0f / l;
-    std::fill(o.begin(), o.end(), 0.f);
-    for (int j = 0; j <= last; ++j) {
-      const float p = std::exp(s[j] - m) * inv;
-      for (int c = 0; c < d; ++c) o[c] += p * v[at(j, c)];
-    }
-    float delta = 0;
-    for (int c = 0; c < d; ++c) delta += dout[at(i, c)] * o[c];
+    const auto [lse, delta] = eager_fp32_row(q, k, v, dout, i, last, d);
     const float lse_log2 = lse * log2e;
     for (int j = 0; j <= last; ++j) {
       float sb = 0, dp = 0;
