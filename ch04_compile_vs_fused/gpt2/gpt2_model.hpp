@@ -135,6 +135,12 @@ struct ModelOptions {
   // in bf16 computes them (autocast saves it so): h off by up to 2^-8 of itself, 2^16 u. The double
   // reference ignores it, the Monte Carlo runs perturb h by that much, the fp32 stand-in rounds it.
   bool hidden_in_bf16 = false;
+  // The QKV product's and the MLP's first biases rounded to bf16 (to nearest, even) before they are
+  // added, as autocast rounds nn.Linear's bias and as cuBLASLt's BIAS epilogue reads it in the
+  // output's type (optimized_gpt2_step_fused_bf16_epilogue): each bias off by up to 2^-8 of itself.
+  // The double reference ignores it, the Monte Carlo runs perturb those biases by that much (a
+  // function of the value), the fp32 stand-in rounds them.
+  bool epilogue_bias_in_bf16 = false;
   // The attention's products (Q K^T, P V and the backward's five) beyond fp32's own rounding, as
   // operand_error, product_error and sum_error are for the linear layers'.
   double attention_operand_error = 0, attention_product_error = 0, attention_sum_error = 0;
@@ -145,7 +151,8 @@ struct ModelOptions {
   // linear layers; the head's in fp32, as that step keeps them; "bf16", every linear layer's
   // operands (head included) rounded to bf16, which keeps 8 significant bits: each operand off by up
   // to 2^-8 of itself, 2^16 u (operand_error; the tensor cores multiply bf16 exactly), and 1u a sum
-  // for their fp32 accumulation, and the MLP's pre-activation kept in bf16 (hidden_in_bf16). Any of
+  // for their fp32 accumulation, and the MLP's pre-activation kept in bf16 (hidden_in_bf16);
+  // "bf16-epilogue-bias", that and the QKV and MLP-first biases in bf16 (epilogue_bias_in_bf16). Any of
   // them may end in "+3xtf32-attention": the attention's products in 3xTF32 too, with the same 12u
   // and 1u (its tensor-core sums are at most a tile, 8 steps, before fp32 adds them); or in
   // "+bf16-attention": every operand of the attention's products (Q, K, V, P, dO, dS) rounded to

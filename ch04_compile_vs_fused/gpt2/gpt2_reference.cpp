@@ -199,6 +199,14 @@ class Model {
  private:
   T p(std::size_t i) const { return P_[i]; }
 
+  // The n biases from P_[at], or (ModelOptions::epilogue_bias_in_bf16) their copy kept in bf16.
+  const T* epilogue_bias(std::size_t at, std::size_t n, std::vector<T>& copy) const {
+    if (!o_.epilogue_bias_in_bf16) return &P_[at];
+    copy.assign(P_.begin() + std::ptrdiff_t(at), P_.begin() + std::ptrdiff_t(at + n));
+    for (T& x : copy) keep_in_bf16(x);
+    return copy.data();
+  }
+
   std::vector<T> block_forward(int l, std::vector<T> x) {
     Block<T>& b = blocks_[l];
     const BlockOffsets& o = off_.blocks[l];
@@ -206,7 +214,8 @@ class Model {
     b.ln1.assign(BT_ * d_, cst<T>(0));
     layernorm(b.x_in.data(), &P_[o.ln1_w], &P_[o.ln1_b], BT_, d_, b.ln1.data(), b.n1);
     b.qkv.assign(BT_ * 3 * d_, cst<T>(0));
-    linear<T>(b.ln1.data(), &P_[o.qkv_w], &P_[o.qkv_b], BT_, 3 * d_, d_, b.qkv.data());
+    std::vector<T> bias;  // a bias in bf16, where the model keeps it so (epilogue_bias)
+    linear<T>(b.ln1.data(), &P_[o.qkv_w], epilogue_bias(o.qkv_b, 3 * d_, bias), BT_, 3 * d_, d_, b.qkv.data());
     attention(b);
     std::vector<T> proj(BT_ * d_);
     linear<T>(b.att.data(), &P_[o.proj_w], &P_[o.proj_b], BT_, d_, d_, proj.data());
@@ -215,7 +224,7 @@ class Model {
     b.ln2.assign(BT_ * d_, cst<T>(0));
     layernorm(b.x_mid.data(), &P_[o.ln2_w], &P_[o.ln2_b], BT_, d_, b.ln2.data(), b.n2);
     b.fc.assign(BT_ * 4 * d_, cst<T>(0));
-    linear<T>(b.ln2.data(), &P_[o.fc_w], &P_[o.fc_b], BT_, 4 * d_, d_, b.fc.data());
+    linear<T>(b.ln2.data(), &P_[o.fc_w], epilogue_bias(o.fc_b, 4 * d_, bias), BT_, 4 * d_, d_, b.fc.data());
     if (o_.hidden_in_bf16)
       for (T& h : b.fc) keep_in_bf16(h);
     b.act.resize(b.fc.size());

@@ -258,11 +258,12 @@ struct HeadIndex {
 };
 
 // Q, K, V by head from the QKV product's rows (B T x 3d), each plus its bias, in the type the
-// attention reads (T); zeros in the padding.
+// attention reads (T); zeros in the padding. The rows in fp32 (In = float), or already in bf16 with
+// their bias (the product's epilogue added it: bias null), then only laid out by head.
 // A thread takes V consecutive elements of a head row (V = 4: hd a multiple of 4, so that the four
-// are all of the head or all padding; 16-byte loads of the rows and the bias).
-template <int V, class T>
-__global__ void qkv_heads_kernel(const float* __restrict__ qkv, const float* __restrict__ bias, T* __restrict__ q,
+// are all of the head or all padding; 16-byte loads of fp32 rows and the bias, 8-byte of bf16).
+template <int V, class T, class In>
+__global__ void qkv_heads_kernel(const In* __restrict__ qkv, const float* __restrict__ bias, T* __restrict__ q,
                                  T* __restrict__ k, T* __restrict__ v, std::size_t n, int context, int h, int hd,
                                  int dp) {
   const int d = h * hd;
@@ -273,13 +274,16 @@ __global__ void qkv_heads_kernel(const float* __restrict__ qkv, const float* __r
       storev<V>(q + i, Vec<V>{}), storev<V>(k + i, Vec<V>{}), storev<V>(v + i, Vec<V>{});
       continue;
     }
-    const float* r = qkv + at.row * 3 * d + at.col;
+    const In* r = qkv + at.row * 3 * d + at.col;
     Vec<V> out[3];
 #pragma unroll
     for (int part = 0; part < 3; ++part) {
-      const Vec<V> y = loadv<V>(r + part * d), b = loadv<V>(bias + part * d + at.col);
+      out[part] = loadv<V>(r + part * d);
+      if (bias) {
+        const Vec<V> b = loadv<V>(bias + part * d + at.col);
 #pragma unroll
-      for (int e = 0; e < V; ++e) out[part].e[e] = y.e[e] + b.e[e];
+        for (int e = 0; e < V; ++e) out[part].e[e] += b.e[e];
+      }
     }
     storev<V>(q + i, out[0]), storev<V>(k + i, out[1]), storev<V>(v + i, out[2]);
   }

@@ -25,7 +25,13 @@
 //                        float* dX, float* dW, float* db, int M, int N, int K, cudaStream_t):
 //        dX = dY W, dW = dY^T X and db = the column sums of dY (none when db is null), all written;
 //   optionally head(...) and head_backward(...): the same for the head's products (the
-//        vocabulary's), where they differ from linear's.
+//        vocabulary's), where they differ from linear's;
+//   optionally void linear_bias(cublasHandle_t, const Operand* X, const Operand* W, const Operand* b,
+//        Operand* Y, int M, int N, int K, cudaStream_t): Y = X W^T + b rounded once into Operand, the
+//        bias (in Operand: its copy in the stage's rounded weights) added by the product's epilogue
+//        (Operand bf16). The step then has the QKV product and the MLP's first write their rows in
+//        bf16, with their biases, where the kernels after them read fp32 and add the bias in fp32
+//        (optimized_gpt2_step_fused_bf16_epilogue.cu; its precision says the biases' rounding).
 // Everything it launches goes on the stream it is given (cuBLAS: the handle's stream), so that the
 // step is captured as one CUDA graph.
 //
@@ -109,6 +115,14 @@ concept HeadBackwardProducts = requires(P& p, cublasHandle_t h, const Op* x, con
                                         cudaStream_t s) { p.head_backward(h, dy, x, x, y, y, y, m, m, m, s); };
 template <class P>
 concept NamesHead = requires { &P::head; };
+// A Products class that names linear_bias() gives it the signature above, in bf16.
+template <class P>
+concept NamesLinearBias = requires { &P::linear_bias; };
+template <class P, class Op = typename operand_of<P>::type>
+concept LinearBiasProducts = std::is_same_v<Op, __nv_bfloat16> &&
+                             requires(P& p, cublasHandle_t h, const Op* x, Op* y, int m, cudaStream_t s) {
+                               p.linear_bias(h, x, x, x, y, m, m, m, s);
+                             };
 template <class P>
 concept NamesHeadBackward = requires { &P::head_backward; };
 

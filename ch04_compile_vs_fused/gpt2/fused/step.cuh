@@ -30,6 +30,8 @@ struct FusedStep {
                 "a Products policy's head() has linear()'s signature");
   static_assert(!policy::NamesHeadBackward<Products> || policy::HeadBackwardProducts<Products>,
                 "a Products policy's head_backward() has linear_backward()'s signature");
+  static_assert(!policy::NamesLinearBias<Products> || policy::LinearBiasProducts<Products>,
+                "a Products policy's linear_bias() takes bf16 operands and writes bf16 (policies.cuh)");
   static_assert(policy::Attention<Attention>, "an Attention policy: kPrecision, a constructor from "
                 "(const gpt2::Config&, gpt2::Phase), forward() and backward() (policies.cuh)");
   static_assert(!policy::NamesRows<Attention> || policy::WritesRows<Attention>,
@@ -47,6 +49,10 @@ struct FusedStep {
   using Block = Saved<Op, HeadOp>;
   // kRows: the attention writes O, dK and dV where the products read them (policy::WritesRows).
   static constexpr bool kRows = policy::WritesRows<Attention>;
+  // kBias: the products' epilogue adds the QKV product's and the MLP's first biases (their bf16
+  // copies) and writes bf16 (policy::LinearBiasProducts): the passes after them read bf16 and add no
+  // bias.
+  static constexpr bool kBias = policy::NamesLinearBias<Products>;
   static_assert(!kRows || (std::is_same_v<Op, __nv_bfloat16> && std::is_same_v<Grad, __nv_bfloat16> &&
                            std::is_same_v<HeadOp, __nv_bfloat16>),
                 "an attention that writes the products' rows needs them in bf16, dY too");
@@ -107,7 +113,7 @@ struct FusedStep {
       dx = Buffer(n), dln = Buffer(n), delta = Buffer(c.tokens() * c.heads), dout = lab::DeviceBuffer<HeadOp>(nh);
       wide = Buffer(std::max(4 * n, 3 * nh));
       if (kGradCopies) gy = lab::DeviceBuffer<Grad>(c.tokens() * std::max<std::size_t>(4 * d, c.vocab)), carry_db = Buffer(d);
-    } else if (kCopies) {
+    } else if (kCopies && !kBias) {
       wide = Buffer(4 * n);
     }
     ops::use_stream(blas, lead);
@@ -249,6 +255,16 @@ struct FusedStep {
     LAB_CHECK(cudaGetLastError());
   }
 
+  // act = gelu(h) over the MLP's B T x 4d pre-activation.
+  void gelu(const Op* h, cudaStream_t stream) {
+    const std::size_t n = c.tokens() * d;  // quads
+    if (n % 2 == 0)  // two quads a thread: see gelu_kernel
+      gelu_kernel<2><<<blocks_for(n / 2), kThreads, 0, stream>>>(h, act.data(), n);
+    else
+      gelu_kernel<1><<<blocks_for(n), kThreads, 0, stream>>>(h, act.data(), n);
+    LAB_CHECK(cudaGetLastError());
+  }
+
   // The optimizer overlaps the backward: the backward finishes the gradients a stage at a time (the
   // head's with the final LayerNorm's, then block L-1's down to block 0's, the embeddings' last), and
   // a stage's parameters are read by no later kernel of the step. So AdamW updates each stage on the
@@ -292,15 +308,25 @@ struct FusedStep {
       const std::size_t at = gpt2::stage_begin(c, l);
       auto W = [&](std::size_t offset) { return weight(P, offset, s.w, at); };
       round_weights(P, at, gpt2::stage_begin(c, l + 1), s.w, stream);
-      // Attention: the QKV product, its bias while laying Q, K, V out by head, flash attention.
-      products.linear(blas, ln.data(), W(ob.qkv_w), qkv.data(), rows, 3 * d, d, stream);
-      if (hd % 4 == 0)  // four elements a thread: see qkv_heads_kernel
-        qkv_heads_kernel<4><<<blocks_for(nh / 4), kThreads, 0, stream>>>(qkv.data(), P + ob.qkv_b, s.q, s.k, s.v, nh,
-                                                                         c.context, c.heads, hd, dp);
-      else
-        qkv_heads_kernel<1><<<blocks_for(nh), kThreads, 0, stream>>>(qkv.data(), P + ob.qkv_b, s.q, s.k, s.v, nh,
-                                                                     c.context, c.heads, hd, dp);
-      LAB_CHECK(cudaGetLastError());
+      // Attention: the QKV product, its bias while laying Q, K, V out by head (or in the product's
+      // epilogue, kBias: the rows in bf16, laid out alone), flash attention.
+      auto qkv_heads = [&](const auto* src, const float* bias) {
+        if (hd % 4 == 0)  // four elements a thread: see qkv_heads_kernel
+          qkv_heads_kernel<4><<<blocks_for(nh / 4), kThreads, 0, stream>>>(src, bias, s.q, s.k, s.v, nh, c.context,
+                                                                           c.heads, hd, dp);
+        else
+          qkv_heads_kernel<1><<<blocks_for(nh), kThreads, 0, stream>>>(src, bias, s.q, s.k, s.v, nh, c.context,
+                                                                       c.heads, hd, dp);
+        LAB_CHECK(cudaGetLastError());
+      };
+      if constexpr (kBias) {
+        Op* const rows_bf = reinterpret_cast<Op*>(qkv.data());
+        products.linear_bias(blas, ln.data(), W(ob.qkv_w), W(ob.qkv_b), rows_bf, rows, 3 * d, d, stream);
+        qkv_heads(rows_bf, nullptr);
+      } else {
+        products.linear(blas, ln.data(), W(ob.qkv_w), qkv.data(), rows, 3 * d, d, stream);
+        qkv_heads(qkv.data(), P + ob.qkv_b);
+      }
       if constexpr (kRows) {  // O straight into the merged rows
         attention.forward_rows(s.q, s.k, s.v, s.att, s.lse, c.batch, c.heads, c.context, dp, hd, true,
                                1.f / std::sqrt(float(hd)), stream);
@@ -317,11 +343,17 @@ struct FusedStep {
       // The MLP: its bias and GELU in one pass; the second bias, the residual and the next
       // LayerNorm (the next block's first, or the final one) in one pass.
       // The first product writes fp32: into h itself in fp32, else into scratch that the pass rounds.
-      float* y = kCopies ? wide.data() : reinterpret_cast<float*>(s.h);
-      products.linear(blas, ln.data(), W(ob.fc_w), y, rows, 4 * d, d, stream);
-      bias_gelu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y, P + ob.fc_b, s.h, act.data(), n,
-                                                               d);  // 4n values: n quads, d a row
-      LAB_CHECK(cudaGetLastError());
+      // With kBias its epilogue writes h in bf16, bias added, and the pass makes GELU alone.
+      if constexpr (kBias) {
+        products.linear_bias(blas, ln.data(), W(ob.fc_w), W(ob.fc_b), s.h, rows, 4 * d, d, stream);
+        gelu(s.h, stream);
+      } else {
+        float* y = kCopies ? wide.data() : reinterpret_cast<float*>(s.h);
+        products.linear(blas, ln.data(), W(ob.fc_w), y, rows, 4 * d, d, stream);
+        bias_gelu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y, P + ob.fc_b, s.h, act.data(), n,
+                                                                 d);  // 4n values: n quads, d a row
+        LAB_CHECK(cudaGetLastError());
+      }
       products.linear(blas, act.data(), W(ob.fc2_w), tmp.data(), rows, d, 4 * d, stream);
       if (l + 1 < c.layers) {
         Block& next = saved(l + 1);
@@ -410,11 +442,7 @@ struct FusedStep {
       }
       // The MLP: GELU's output made again from the pre-activation, the second product's backward,
       // GELU's backward in place, the first product's.
-      if (n % 2 == 0)  // two quads a thread: see gelu_kernel
-        gelu_kernel<2><<<blocks_for(n / 2), kThreads, 0, stream>>>(s.h, act.data(), n);
-      else
-        gelu_kernel<1><<<blocks_for(n), kThreads, 0, stream>>>(s.h, act.data(), n);
-      LAB_CHECK(cudaGetLastError());
+      gelu(s.h, stream);
       products.linear_backward(blas, dy_of(dx.data()), act.data(), W(ob.fc2_w), dact, G + ob.fc2_w,
                                db_of(G + ob.fc2_b), rows, d, 4 * d, stream);
       if constexpr (kGradCopies) {

@@ -42,56 +42,8 @@
 
 namespace {
 
-// HopperAttention (hopper_attention.cuh) with the outputs in the products' rows (policy::WritesRows).
-struct HopperRows : HopperAttention {
-  static constexpr bool kWritesRows = true;
-  // At head widths the Hopper kernels do not take, the mma.sync kernels write by head, here.
-  Buffer o, dkv;
-
-  HopperRows(const gpt2::Config& c, gpt2::Phase phase) : HopperAttention(c, phase) {
-    if (hopper(flash_width(c.head_dim()))) return;
-    o = Buffer(heads_size(c));
-    if (phase != gpt2::Phase::forward) dkv = Buffer(2 * heads_size(c));
-  }
-
-  void forward_rows(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* att,
-                    float* lse, int batch, int heads, int seq, int d, int hd, bool causal, float scale,
-                    cudaStream_t stream) {
-    const int bh = batch * heads;
-    if (!hopper(d)) {
-      flashbf16::forward(q, k, v, o.data(), lse, bh, seq, d, causal, scale, stream);
-      merge_heads_kernel<<<blocks_for(o.size()), kThreads, 0, stream>>>(o.data(), att, o.size(), seq, heads, hd, d);
-      LAB_CHECK(cudaGetLastError());
-      return;
-    }
-    const flashtma::Rows rows{.o = att, .heads = heads, .cols = hd, .ld = std::size_t(heads) * hd};
-    flashtma::launch<Schedule>(maps(q, k, v, bh, seq, d), nullptr, lse, bh, seq, d, causal, scale * flash::kLog2e,
-                               stream, {}, rows);
-  }
-
-  void backward_rows(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
-                     const __nv_bfloat16* dout, const float* lse, const float* delta, float* dq, __nv_bfloat16* dqkv,
-                     float* db, int batch, int heads, int seq, int d, int hd, bool causal, float scale,
-                     cudaStream_t stream) {
-    const int bh = batch * heads;
-    const std::size_t dm = std::size_t(heads) * hd, tokens = std::size_t(batch) * seq;
-    if (!hopper(d)) {
-      float *dk = dkv.data(), *dv = dk + o.size();
-      flashbf16::backward(q, k, v, dout, lse, delta, dq, dk, dv, bh, seq, d, causal, scale, stream);
-      qkv_rows_sum_kernel<__nv_bfloat16><<<column_owner_grid(tokens, int(2 * dm)), kThreads, 0, stream>>>(
-          dq, dk, dv, dqkv, db, tokens, seq, heads, hd, d, 1, 2);
-      LAB_CHECK(cudaGetLastError());
-      return;
-    }
-    const flashtma::bwd::KVRows rows{.dk = dqkv + dm, .dv = dqkv + 2 * dm, .db_k = db + dm, .db_v = db + 2 * dm,
-                                     .heads = heads, .cols = hd, .ld = 3 * dm};
-    flashtma::bwd::launch(flashtma::bwd::maps(q, k, v, dout, dq, bh, seq, d, kBackwardConsumers), lse, delta, nullptr,
-                          nullptr, bh, seq, d, causal, scale, stream, rows);
-  }
-};
-
-static_assert(HopperRows::kWritesRows && policy::WritesRows<HopperRows>);
-
+// HopperRows (hopper_attention.cuh, kept by the later bf16 steps): HopperAttention with its
+// outputs in the products' rows (policy::WritesRows).
 using FusedBf16Rows = FusedStep<Bf16GradGemm, HopperRows>;  // Bf16GradGemm: policies.cuh
 
 }  // namespace

@@ -509,7 +509,8 @@ TEST(RowKernels, ResidualLayerNormAndAgainBf16) {
 
 // ---------------------------------------------------------------------------------------------
 // Copies and roundings, exact: round_kernel (the weights' bf16 copy), qkv_heads_kernel (Q, K, V by
-// head, each the fp32 sum of the product's value and its bias rounded once; zeros in the padding),
+// head, each the fp32 sum of the product's value and its bias rounded once; zeros in the padding;
+// or from rows already rounded with their bias, as the bias epilogue writes them: the same values),
 // and bias_gelu_kernel's h (the pre-activation, its bias added in fp32 and rounded once) with its
 // act = gelu(h) at the rounded h in bf16 (bounded as gelu_error says), and gelu_kernel's act again
 // from h: the same values, bit for bit.
@@ -546,23 +547,34 @@ TEST(RowKernels, QkvHeadsBf16) {
     auto qkv_d = device(qkv), bias_d = device(bias);
     lab::DeviceBuffer<bf16> out[3] = {lab::DeviceBuffer<bf16>(nh), lab::DeviceBuffer<bf16>(nh),
                                       lab::DeviceBuffer<bf16>(nh)};
-    for (auto& o : out) lab::poison(o);
-    if (hd % 4 == 0)
-      qkv_heads_kernel<4><<<blocks_for(nh / 4), kThreads>>>(qkv_d.data(), bias_d.data(), out[0].data(), out[1].data(),
-                                                           out[2].data(), nh, context, heads, hd, dp);
-    else
-      qkv_heads_kernel<1><<<blocks_for(nh), kThreads>>>(qkv_d.data(), bias_d.data(), out[0].data(), out[1].data(),
-                                                       out[2].data(), nh, context, heads, hd, dp);
-    LAB_CHECK(cudaGetLastError());
-    for (int part = 0; part < 3; ++part) {
-      std::vector<double> ref(nh);
-      for (std::size_t i = 0; i < nh; ++i) {
-        const std::size_t c = i % dp, t = i / dp % context, bh = i / (std::size_t(dp) * context);
-        const std::size_t row = bh / heads * context + t, col = bh % heads * hd + c;
-        ref[i] = c < std::size_t(hd) ? round_bf16(qkv[row * 3 * d + part * d + col] + bias[part * d + col]) : 0.0;
+    // The rows in bf16 with their bias, as the bias epilogue writes them (bias null below).
+    std::vector<bf16> rows_bf(qkv.size());
+    for (std::size_t i = 0; i < qkv.size(); ++i) rows_bf[i] = __float2bfloat16(qkv[i] + bias[i % (3 * d)]);
+    auto rows_d = device(rows_bf);
+    for (const bool from_bf16 : {false, true}) {
+      SCOPED_TRACE(from_bf16 ? "rows in bf16 with their bias" : "rows in fp32, bias apart");
+      for (auto& o : out) lab::poison(o);
+      auto launch = [&](auto* src, const float* b) {
+        if (hd % 4 == 0)
+          qkv_heads_kernel<4><<<blocks_for(nh / 4), kThreads>>>(src, b, out[0].data(), out[1].data(), out[2].data(), nh,
+                                                               context, heads, hd, dp);
+        else
+          qkv_heads_kernel<1><<<blocks_for(nh), kThreads>>>(src, b, out[0].data(), out[1].data(), out[2].data(), nh,
+                                                           context, heads, hd, dp);
+      };
+      if (from_bf16) launch(rows_d.data(), nullptr);
+      else launch(qkv_d.data(), bias_d.data());
+      LAB_CHECK(cudaGetLastError());
+      for (int part = 0; part < 3; ++part) {
+        std::vector<double> ref(nh);
+        for (std::size_t i = 0; i < nh; ++i) {
+          const std::size_t c = i % dp, t = i / dp % context, bh = i / (std::size_t(dp) * context);
+          const std::size_t row = bh / heads * context + t, col = bh % heads * hd + c;
+          ref[i] = c < std::size_t(hd) ? round_bf16(qkv[row * 3 * d + part * d + col] + bias[part * d + col]) : 0.0;
+        }
+        EXPECT_PASSES(lab::compare(to_float(out[part].download()), ref, lab::Tolerance::exact(),
+                                   part == 0 ? "q (bf16)" : part == 1 ? "k (bf16)" : "v (bf16)"));
       }
-      EXPECT_PASSES(lab::compare(to_float(out[part].download()), ref, lab::Tolerance::exact(),
-                                 part == 0 ? "q (bf16)" : part == 1 ? "k (bf16)" : "v (bf16)"));
     }
   }
 }
