@@ -204,7 +204,7 @@ plant gpt2_bf16_fc_1pct ch04_compile_vs_fused/gpt2/fused/kernels.cuh optimized_g
   '    float4 t = load4(y + 4 * i);' '    float4 t = load4(y + 4 * i); t.y *= 1.01f, t.w *= 1.01f;'
 # The GPT-2 step whose QKV and MLP-first products add their bias in cuBLASLt's epilogue (step 10):
 # the epilogue left at its default, the two biases never added.
-plant gpt2_epilogue_no_bias ch04_compile_vs_fused/gpt2/steps/10_optimized_gpt2_step_fused_bf16_epilogue.cu \
+plant gpt2_epilogue_no_bias ch04_compile_vs_fused/gpt2/fused/epilogue_products.cuh \
   optimized_gpt2_step_fused_bf16_epilogue \
   'const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;' 'const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;'
 plant kernels_ln_gain ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_kernels \

@@ -274,6 +274,8 @@ class Model {
     std::vector<T> dact(BT_ * 4 * d_), dln2(BT_ * d_), dx(BT_ * d_);
     linear_backward<T>(dout.data(), b.act.data(), &P_[o.fc2_w], BT_, d_, 4 * d_, dact.data(), &G[o.fc2_w],
                        &G[o.fc2_b]);
+    if (o_.mlp_grad_in_bf16)
+      for (T& g : dact) keep_in_bf16(g);
     for (std::size_t i = 0; i < dact.size(); ++i) dact[i] = dact[i] * gelu_grad(b.fc[i], o_.gelu);
     linear_backward<T>(dact.data(), b.ln2.data(), &P_[o.fc_w], BT_, 4 * d_, d_, dln2.data(), &G[o.fc_w], &G[o.fc_b]);
     layernorm_backward<T>(dln2.data(), &P_[o.ln2_w], b.n2, BT_, d_, dx.data(), &G[o.ln2_w], &G[o.ln2_b]);

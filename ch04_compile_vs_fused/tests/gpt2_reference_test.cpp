@@ -365,6 +365,41 @@ TEST(Gpt2Reference, EpilogueBiasInBf16IsModelledBothWays) {
   }
 }
 
+// GELU's output gradient kept in bf16 (ModelOptions::mlp_grad_in_bf16, the precision
+// "bf16-epilogue-bias-dact" of the step whose MLP's second product writes it so), alone on fp32
+// products: the fp32 stand-in that rounds it passes the check whose Monte Carlo runs perturb it,
+// and fails the plain fp32 check; the double reference does not move. Beside bf16 products and the
+// biases in bf16, the stand-in rounding all of them passes the full declared check.
+TEST(Gpt2Reference, MlpGradInBf16IsModelledBothWays) {
+  const auto fp32 = gpt2::ModelOptions::for_precision("fp32");
+  EXPECT_FALSE(fp32.mlp_grad_in_bf16);
+  EXPECT_FALSE(gpt2::ModelOptions::for_precision("bf16-epilogue-bias").mlp_grad_in_bf16);
+  const auto declared = gpt2::ModelOptions::for_precision("bf16-epilogue-bias-dact+bf16-attention");
+  EXPECT_TRUE(declared.mlp_grad_in_bf16);
+  EXPECT_TRUE(declared.epilogue_bias_in_bf16);
+  EXPECT_TRUE(declared.hidden_in_bf16);
+  EXPECT_THROW(gpt2::ModelOptions::for_precision("bf16-dact"), std::invalid_argument);
+  gpt2::ModelOptions grads = fp32, bf16 = declared;
+  grads.mlp_grad_in_bf16 = true;
+  bf16.products = gpt2::ModelOptions::Products::bf16;
+  for (const lab::Shape& s : Gpt2Step::checks()) {
+    const Config c = gpt2::config_of(s);
+    Case k(c, lab::testing::run_seed());
+    const std::string at = "L" + std::to_string(c.layers) + " d" + std::to_string(c.d) + " h" +
+                           std::to_string(c.heads) + " T" + std::to_string(c.context);
+    const auto mine = k.run<float>(Phase::step, 3, grads);
+    const auto e = gpt2::expected(k.c, Phase::step, k.params, k.tokens, k.targets, k.opt(3), {}, grads);
+    const lab::Verdict v = judge(k, e, mine);
+    EXPECT_TRUE(v.pass) << at << ": " << v.details();
+    const auto e32 = gpt2::expected(k.c, Phase::step, k.params, k.tokens, k.targets, k.opt(3), {}, fp32);
+    EXPECT_EQ(e.ref.grads, e32.ref.grads) << "the rounding model changed the double reference";
+    EXPECT_FALSE(judge(k, e32, mine).pass) << at << ": GELU's output gradient in bf16 passed the fp32 check";
+    const auto e16 = gpt2::expected(k.c, Phase::step, k.params, k.tokens, k.targets, k.opt(3), {}, declared);
+    const lab::Verdict v16 = judge(k, e16, k.run<float>(Phase::step, 3, bf16));
+    EXPECT_TRUE(v16.pass) << at << ": " << v16.details();
+  }
+}
+
 // "+3xtf32-attention" (the step whose attention runs on the tensor cores) adds the attention's
 // rounding to either product model and nothing else, and the Monte Carlo runs carry it: the spread
 // of the QKV weight's gradient grows (12u a product against fp32's 1u), and the double reference

@@ -463,11 +463,12 @@ __global__ void gelu_backward_kernel(float4* g, const T* __restrict__ h, std::si
 
 // gelu_backward_kernel with the MLP's first product's bias gradient: dh = g gelu'(h) written in
 // Grad (the products' type for dY) and its column sums (from the fp32 values) added to db (zeroed
-// before). A thread owns four consecutive columns (16-byte loads of g) and walks the rows
-// grid-strided, the four sums in registers until the block adds them into db at the end.
-template <class T, class Grad>
+// before). A thread owns four consecutive columns (16-byte loads of g in fp32, 8-byte in bf16: G,
+// the type the MLP's second product wrote its input gradient in) and walks the rows grid-strided,
+// the four sums in registers until the block adds them into db at the end.
+template <class T, class Grad, class G = float>
 __global__ void __launch_bounds__(kThreads)
-    gelu_backward_sum_kernel(const float* __restrict__ g, const T* __restrict__ h, Grad* __restrict__ dh,
+    gelu_backward_sum_kernel(const G* __restrict__ g, const T* __restrict__ h, Grad* __restrict__ dh,
                              float* __restrict__ db, std::size_t rows, int cols4) {
   const int c4 = blockIdx.x * kThreads + threadIdx.x;
   float4 s = make_float4(0.f, 0.f, 0.f, 0.f);

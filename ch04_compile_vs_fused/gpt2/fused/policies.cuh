@@ -31,7 +31,12 @@
 //        bias (in Operand: its copy in the stage's rounded weights) added by the product's epilogue
 //        (Operand bf16). The step then has the QKV product and the MLP's first write their rows in
 //        bf16, with their biases, where the kernels after them read fp32 and add the bias in fp32
-//        (optimized_gpt2_step_fused_bf16_epilogue.cu; its precision says the biases' rounding).
+//        (optimized_gpt2_step_fused_bf16_epilogue.cu; its precision says the biases' rounding);
+//   optionally void linear_backward_bf16(cublasHandle_t, const Grad* dY, const Operand* X,
+//        const Operand* W, Grad* dX, float* dW, int M, int N, int K, cudaStream_t): linear_backward
+//        with dX written in bf16 (Grad bf16), no bias gradient. The step then has the MLP's second
+//        product write GELU's output gradient in bf16, where GELU's backward reads fp32
+//        (optimized_gpt2_step_fused_bf16_dact.cu; its precision says the rounding).
 // Everything it launches goes on the stream it is given (cuBLAS: the handle's stream), so that the
 // step is captured as one CUDA graph.
 //
@@ -118,6 +123,13 @@ concept NamesHead = requires { &P::head; };
 // A Products class that names linear_bias() gives it the signature above, in bf16.
 template <class P>
 concept NamesLinearBias = requires { &P::linear_bias; };
+// A Products class that names linear_backward_bf16() gives it the signature above, in bf16.
+template <class P>
+concept NamesBackwardBf16 = requires { &P::linear_backward_bf16; };
+template <class P, class Op = typename operand_of<P>::type, class G = typename grad_of<P>::type>
+concept BackwardBf16Products = std::is_same_v<G, __nv_bfloat16> &&
+                               requires(P& p, cublasHandle_t h, const Op* x, const G* dy, G* dx, float* w, int m,
+                                        cudaStream_t s) { p.linear_backward_bf16(h, dy, x, x, dx, w, m, m, m, s); };
 template <class P, class Op = typename operand_of<P>::type>
 concept LinearBiasProducts = std::is_same_v<Op, __nv_bfloat16> &&
                              requires(P& p, cublasHandle_t h, const Op* x, Op* y, int m, cudaStream_t s) {

@@ -32,6 +32,8 @@ struct FusedStep {
                 "a Products policy's head_backward() has linear_backward()'s signature");
   static_assert(!policy::NamesLinearBias<Products> || policy::LinearBiasProducts<Products>,
                 "a Products policy's linear_bias() takes bf16 operands and writes bf16 (policies.cuh)");
+  static_assert(!policy::NamesBackwardBf16<Products> || policy::BackwardBf16Products<Products>,
+                "a Products policy's linear_backward_bf16() reads and writes bf16 dY and dX (policies.cuh)");
   static_assert(policy::Attention<Attention>, "an Attention policy: kPrecision, a constructor from "
                 "(const gpt2::Config&, gpt2::Phase), forward() and backward() (policies.cuh)");
   static_assert(!policy::NamesRows<Attention> || policy::WritesRows<Attention>,
@@ -53,6 +55,9 @@ struct FusedStep {
   // copies) and writes bf16 (policy::LinearBiasProducts): the passes after them read bf16 and add no
   // bias.
   static constexpr bool kBias = policy::NamesLinearBias<Products>;
+  // kDact: the MLP's second product writes its input gradient (GELU's output's) in bf16
+  // (policy::BackwardBf16Products), which GELU's backward reads.
+  static constexpr bool kDact = policy::NamesBackwardBf16<Products>;
   static_assert(!kRows || (std::is_same_v<Op, __nv_bfloat16> && std::is_same_v<Grad, __nv_bfloat16> &&
                            std::is_same_v<HeadOp, __nv_bfloat16>),
                 "an attention that writes the products' rows needs them in bf16, dY too");
@@ -443,13 +448,20 @@ struct FusedStep {
       // The MLP: GELU's output made again from the pre-activation, the second product's backward,
       // GELU's backward in place, the first product's.
       gelu(s.h, stream);
-      products.linear_backward(blas, dy_of(dx.data()), act.data(), W(ob.fc2_w), dact, G + ob.fc2_w,
-                               db_of(G + ob.fc2_b), rows, d, 4 * d, stream);
-      if constexpr (kGradCopies) {
-        gelu_backward_sum_kernel<Op, Grad><<<column_owner_grid(rows, d), kThreads, 0, stream>>>(dact, s.h, next,
-                                                                                               G + ob.fc_b, rows, d);
+      if constexpr (kDact) {  // GELU's output gradient in bf16, read so by GELU's backward
+        Grad* const dact_bf = reinterpret_cast<Grad*>(dact);
+        products.linear_backward_bf16(blas, dy_of(dx.data()), act.data(), W(ob.fc2_w), dact_bf, G + ob.fc2_w, rows,
+                                      d, 4 * d, stream);
+        gelu_backward_sum_kernel<Op, Grad><<<column_owner_grid(rows, d), kThreads, 0, stream>>>(
+            dact_bf, s.h, next, G + ob.fc_b, rows, d);
       } else {
-        gelu_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(reinterpret_cast<float4*>(dact), s.h, n);
+        products.linear_backward(blas, dy_of(dx.data()), act.data(), W(ob.fc2_w), dact, G + ob.fc2_w,
+                                 db_of(G + ob.fc2_b), rows, d, 4 * d, stream);
+        if constexpr (kGradCopies)
+          gelu_backward_sum_kernel<Op, Grad><<<column_owner_grid(rows, d), kThreads, 0, stream>>>(dact, s.h, next,
+                                                                                                 G + ob.fc_b, rows, d);
+        else
+          gelu_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(reinterpret_cast<float4*>(dact), s.h, n);
       }
       LAB_CHECK(cudaGetLastError());
       layer_norm_again(s.mid, s.mean2, s.rstd2, P + ob.ln2_w, P + ob.ln2_b, stream);

@@ -216,22 +216,30 @@ double gelu_error(double x) {
   return (0.5 * std::fabs(x) * e_one_plus + kU * std::fabs(gelu_ref(x))) * (1 + 8 * kU);
 }
 
-void run_gelu_backward_sum(std::size_t rows, int cols, std::uint64_t seed, bool positive) {
+// g_in_bf16: g as the MLP's second product writes it when its input gradient is in bf16 (step 11:
+// the same arithmetic on the rounded g, read 8 bytes at a time).
+void run_gelu_backward_sum(std::size_t rows, int cols, std::uint64_t seed, bool positive, bool g_in_bf16) {
   lab::Rng rng(seed);
   const std::size_t n = rows * std::size_t(cols);
   // Positive terms: g > 0 and h in [-0.5, 3], where gelu' > 0.13; signed: both across zero.
   std::vector<float> g = positive ? uniform(rng, n, 0.1f, 1.f) : uniform(rng, n, -1.f, 1.f);
   std::vector<float> h = positive ? uniform(rng, n, -0.5f, 3.f) : uniform(rng, n, -4.f, 4.f);
   for (float& v : h) v = round_bf16(v);  // the pre-activation is saved in bf16
+  if (g_in_bf16)
+    for (float& v : g) v = round_bf16(v);
   auto g_d = device(g);
+  auto g_bf = device(to_bf16(g));
   auto h_d = device(to_bf16(h));
   lab::DeviceBuffer<bf16> dh_d(n);
   lab::poison(dh_d);
   lab::DeviceBuffer<float> db_d(cols);
   LAB_CHECK(cudaMemset(db_d.data(), 0, cols * sizeof(float)));
-  gelu_backward_sum_kernel<bf16, bf16><<<column_owner_grid(rows, cols / 4), kThreads>>>(g_d.data(), h_d.data(),
-                                                                                     dh_d.data(), db_d.data(), rows,
-                                                                                     cols / 4);
+  auto launch = [&](const auto* gp) {
+    gelu_backward_sum_kernel<bf16, bf16><<<column_owner_grid(rows, cols / 4), kThreads>>>(gp, h_d.data(), dh_d.data(),
+                                                                                       db_d.data(), rows, cols / 4);
+  };
+  if (g_in_bf16) launch(g_bf.data());
+  else launch(g_d.data());
   LAB_CHECK(cudaGetLastError());
   LAB_CHECK(cudaDeviceSynchronize());
   std::vector<double> r_dh(n), e_dh(n), r_db(cols, 0), e_db(cols, 0), m_db(cols, 0);
@@ -256,11 +264,12 @@ TEST(RowKernels, GeluBackwardSumBf16) {
     int cols;
   } cases[] = {{517, 3072}, {2000, 268}};
   for (const auto& [rows, cols] : cases)
-    for (bool positive : {true, false}) {
-      SCOPED_TRACE("rows " + std::to_string(rows) + ", cols " + std::to_string(cols) +
-                   (positive ? ", positive terms" : ", signed terms"));
-      run_gelu_backward_sum(rows, cols, seed, positive);
-    }
+    for (bool positive : {true, false})
+      for (bool g_in_bf16 : {false, true}) {
+        SCOPED_TRACE("rows " + std::to_string(rows) + ", cols " + std::to_string(cols) +
+                     (positive ? ", positive terms" : ", signed terms") + (g_in_bf16 ? ", g in bf16" : ""));
+        run_gelu_backward_sum(rows, cols, seed, positive, g_in_bf16);
+      }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,0 +1,121 @@
+// The products policy that optimized_gpt2_step_fused_bf16_epilogue.cu introduces and the later bf16
+// steps build on (Bf16BiasEpilogue): the previous steps' products (Bf16GradGemm, policies.cuh) with
+// linear_bias, the QKV product and the MLP's first run through cuBLASLt with its BIAS epilogue and
+// writing bf16 (LtBias). That step's file tells the lesson.
+#pragma once
+
+#include <cublasLt.h>
+
+#include <cstdint>
+#include <string>
+
+#include "gpt2/fused/policies.cuh"
+#include "lab/memory.hpp"
+
+namespace {
+
+// cuBLASLt's status as the lab's checks report errors.
+void lt_check(cublasStatus_t status, const char* what) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw lab::Error(std::string("cuBLASLt: ") + what + ": " + cublasGetStatusString(status));
+}
+
+// The largest power of two up to 256 that divides the address: cuBLASLt's heuristic assumes 256
+// unless told, and an algorithm chosen for more than a pointer has fails at the call.
+std::uint32_t alignment_of(const void* p) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  std::uint32_t align = 256;
+  while (align > 1 && a % align != 0) align /= 2;
+  return align;
+}
+
+// Y (M x N, row-major, bf16) = X (M x K) W^T (W: N x K, nn.Linear's) + b (N, bf16), accumulated in
+// fp32, the bias added in fp32 and the sum rounded once: in cuBLASLt's column-major terms,
+// D (N x M) = op(A) B with A = W read transposed (K x N, ld K), B = X (K x M, ld K), and the bias a
+// value per row of D.
+class LtBias {
+ public:
+  LtBias() : workspace_(std::size_t(32) << 20) { lt_check(cublasLtCreate(&lt_), "create"); }
+  LtBias(const LtBias&) = delete;
+  LtBias& operator=(const LtBias&) = delete;
+  ~LtBias() { cublasLtDestroy(lt_); }
+
+  // Host work (the descriptors, the heuristic) and one launch on `stream`: in the step, done once,
+  // as the graph is captured.
+  void run(const __nv_bfloat16* X, const __nv_bfloat16* W, const __nv_bfloat16* b, __nv_bfloat16* Y, int M, int N,
+           int K, cudaStream_t stream) {
+    Desc op;
+    lt_check(cublasLtMatmulDescCreate(&op.d, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul descriptor");
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    set(op.d, CUBLASLT_MATMUL_DESC_TRANSA, ta);
+    set(op.d, CUBLASLT_MATMUL_DESC_TRANSB, tb);
+    set(op.d, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
+    set(op.d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, b);
+    Layout a(K, N, K), x(K, M, K), y(N, M, N);
+    Preference pref;
+    const std::uint64_t bytes = workspace_.size();
+    lt_check(cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes,
+                                                  sizeof(bytes)),
+             "workspace");
+    const std::uint32_t align[4] = {alignment_of(W), alignment_of(X), alignment_of(Y), alignment_of(Y)};
+    const cublasLtMatmulPreferenceAttributes_t which[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4; ++i)
+      lt_check(cublasLtMatmulPreferenceSetAttribute(pref.p, which[i], &align[i], sizeof(align[i])), "alignment");
+    cublasLtMatmulHeuristicResult_t found{};
+    int count = 0;
+    lt_check(cublasLtMatmulAlgoGetHeuristic(lt_, op.d, a.l, x.l, y.l, y.l, pref.p, 1, &found, &count), "heuristic");
+    if (count == 0)
+      throw lab::Error("cuBLASLt has no bf16 product with a bias epilogue for " + std::to_string(M) + " x " +
+                       std::to_string(N) + " x " + std::to_string(K));
+    const float one = 1.f, zero = 0.f;
+    lt_check(cublasLtMatmul(lt_, op.d, &one, W, a.l, X, x.l, &zero, Y, y.l, Y, y.l, &found.algo, workspace_.data(),
+                            workspace_.size(), stream),
+             "matmul");
+  }
+
+ private:
+  template <class T>
+  static void set(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const T& value) {
+    lt_check(cublasLtMatmulDescSetAttribute(d, attr, &value, sizeof(value)), "matmul attribute");
+  }
+  struct Desc {
+    cublasLtMatmulDesc_t d = nullptr;
+    ~Desc() {
+      if (d) cublasLtMatmulDescDestroy(d);
+    }
+  };
+  struct Layout {  // a column-major bf16 matrix of rows x cols, leading dimension ld
+    cublasLtMatrixLayout_t l = nullptr;
+    Layout(int rows, int cols, int ld) {
+      lt_check(cublasLtMatrixLayoutCreate(&l, CUDA_R_16BF, rows, cols, ld), "layout");
+    }
+    ~Layout() { cublasLtMatrixLayoutDestroy(l); }
+  };
+  struct Preference {
+    cublasLtMatmulPreference_t p = nullptr;
+    Preference() { lt_check(cublasLtMatmulPreferenceCreate(&p), "preference"); }
+    ~Preference() { cublasLtMatmulPreferenceDestroy(p); }
+  };
+  cublasLtHandle_t lt_ = nullptr;
+  lab::DeviceBuffer<std::uint8_t> workspace_;  // set explicitly: a graph may not allocate
+};
+
+// The previous steps' products (Bf16GradGemm: policies.cuh) with linear_bias: the QKV product and
+// the MLP's first write bf16 with their bias (policy::LinearBiasProducts), the bias in bf16 (its
+// precision says so).
+struct Bf16BiasEpilogue : Bf16GradGemm {
+  static constexpr const char* kPrecision = "bf16-epilogue-bias";
+  LtBias lt;
+  Bf16BiasEpilogue(const gpt2::Config& c, gpt2::Phase phase) : Bf16GradGemm(c, phase) {}
+  void linear_bias(cublasHandle_t, const __nv_bfloat16* X, const __nv_bfloat16* W, const __nv_bfloat16* b,
+                   __nv_bfloat16* Y, int M, int N, int K, cudaStream_t stream) {
+    lt.run(X, W, b, Y, M, N, K, stream);
+  }
+};
+
+static_assert(policy::Products<Bf16BiasEpilogue> && policy::LinearBiasProducts<Bf16BiasEpilogue>);
+
+}  // namespace
