@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "gpt2/gpt2.cuh"
@@ -330,12 +332,37 @@ TEST(Gpt2Reference, HiddenInBf16IsModelledBothWays) {
   }
 }
 
+// A rounding a bf16 step adds to the model, both ways on every check shape: `alone` is fp32's model
+// with that rounding alone, so that it is the only one beyond fp32's; the fp32 stand-in that makes
+// it passes the check whose Monte Carlo runs perturb it, and fails the plain fp32 check (`what`
+// names it there); the double reference does not move. `declared` is the step's whole model: the
+// stand-in with bf16 products and every rounding it names passes it.
+void expect_modelled_both_ways(const gpt2::ModelOptions& alone, const gpt2::ModelOptions& declared,
+                               const std::string& what) {
+  const auto fp32 = gpt2::ModelOptions::for_precision("fp32");
+  gpt2::ModelOptions bf16 = declared;
+  bf16.products = gpt2::ModelOptions::Products::bf16;
+  for (const lab::Shape& s : Gpt2Step::checks()) {
+    const Config c = gpt2::config_of(s);
+    Case k(c, lab::testing::run_seed());
+    std::ostringstream where;
+    where << "L" << c.layers << " d" << c.d << " h" << c.heads << " T" << c.context;
+    const std::string at = where.str();
+    const auto mine = k.run<float>(Phase::step, 3, alone);
+    const auto e = gpt2::expected(k.c, Phase::step, k.params, k.tokens, k.targets, k.opt(3), {}, alone);
+    const lab::Verdict v = judge(k, e, mine);
+    EXPECT_TRUE(v.pass) << at << ": " << v.details();
+    const auto e32 = gpt2::expected(k.c, Phase::step, k.params, k.tokens, k.targets, k.opt(3), {}, fp32);
+    EXPECT_EQ(e.ref.grads, e32.ref.grads) << "the rounding model changed the double reference";
+    EXPECT_FALSE(judge(k, e32, mine).pass) << at << ": " << what << " passed the fp32 check";
+    const auto e16 = gpt2::expected(k.c, Phase::step, k.params, k.tokens, k.targets, k.opt(3), {}, declared);
+    const lab::Verdict v16 = judge(k, e16, k.run<float>(Phase::step, 3, bf16));
+    EXPECT_TRUE(v16.pass) << at << ": " << v16.details();
+  }
+}
+
 // The QKV and MLP-first biases kept in bf16 (ModelOptions::epilogue_bias_in_bf16, the precision
-// "bf16-epilogue-bias" of the step that adds them in cuBLASLt's epilogue), alone on fp32 products
-// so that their rounding is the only one beyond fp32's: the fp32 stand-in that rounds them passes
-// the check whose Monte Carlo runs perturb them, and fails the plain fp32 check; the double
-// reference does not move. Beside bf16 products, the stand-in rounding them passes the full
-// "bf16-epilogue-bias" check too.
+// "bf16-epilogue-bias" of the step that adds them in cuBLASLt's epilogue).
 TEST(Gpt2Reference, EpilogueBiasInBf16IsModelledBothWays) {
   const auto fp32 = gpt2::ModelOptions::for_precision("fp32");
   EXPECT_FALSE(fp32.epilogue_bias_in_bf16);
@@ -344,32 +371,13 @@ TEST(Gpt2Reference, EpilogueBiasInBf16IsModelledBothWays) {
   EXPECT_TRUE(declared.epilogue_bias_in_bf16);
   EXPECT_TRUE(declared.hidden_in_bf16);
   EXPECT_EQ(declared.operand_error, 65536);
-  gpt2::ModelOptions biases = fp32, bf16 = declared;
+  gpt2::ModelOptions biases = fp32;
   biases.epilogue_bias_in_bf16 = true;
-  bf16.products = gpt2::ModelOptions::Products::bf16;
-  for (const lab::Shape& s : Gpt2Step::checks()) {
-    const Config c = gpt2::config_of(s);
-    Case k(c, lab::testing::run_seed());
-    const std::string at = "L" + std::to_string(c.layers) + " d" + std::to_string(c.d) + " h" +
-                           std::to_string(c.heads) + " T" + std::to_string(c.context);
-    const auto mine = k.run<float>(Phase::step, 3, biases);
-    const auto e = gpt2::expected(k.c, Phase::step, k.params, k.tokens, k.targets, k.opt(3), {}, biases);
-    const lab::Verdict v = judge(k, e, mine);
-    EXPECT_TRUE(v.pass) << at << ": " << v.details();
-    const auto e32 = gpt2::expected(k.c, Phase::step, k.params, k.tokens, k.targets, k.opt(3), {}, fp32);
-    EXPECT_EQ(e.ref.grads, e32.ref.grads) << "the rounding model changed the double reference";
-    EXPECT_FALSE(judge(k, e32, mine).pass) << at << ": the biases rounded to bf16 passed the fp32 check";
-    const auto e16 = gpt2::expected(k.c, Phase::step, k.params, k.tokens, k.targets, k.opt(3), {}, declared);
-    const lab::Verdict v16 = judge(k, e16, k.run<float>(Phase::step, 3, bf16));
-    EXPECT_TRUE(v16.pass) << at << ": " << v16.details();
-  }
+  expect_modelled_both_ways(biases, declared, "the biases rounded to bf16");
 }
 
 // GELU's output gradient kept in bf16 (ModelOptions::mlp_grad_in_bf16, the precision
-// "bf16-epilogue-bias-dact" of the step whose MLP's second product writes it so), alone on fp32
-// products: the fp32 stand-in that rounds it passes the check whose Monte Carlo runs perturb it,
-// and fails the plain fp32 check; the double reference does not move. Beside bf16 products and the
-// biases in bf16, the stand-in rounding all of them passes the full declared check.
+// "bf16-epilogue-bias-dact" of the step whose MLP's second product writes it so).
 TEST(Gpt2Reference, MlpGradInBf16IsModelledBothWays) {
   const auto fp32 = gpt2::ModelOptions::for_precision("fp32");
   EXPECT_FALSE(fp32.mlp_grad_in_bf16);
@@ -379,25 +387,9 @@ TEST(Gpt2Reference, MlpGradInBf16IsModelledBothWays) {
   EXPECT_TRUE(declared.epilogue_bias_in_bf16);
   EXPECT_TRUE(declared.hidden_in_bf16);
   EXPECT_THROW(gpt2::ModelOptions::for_precision("bf16-dact"), std::invalid_argument);
-  gpt2::ModelOptions grads = fp32, bf16 = declared;
+  gpt2::ModelOptions grads = fp32;
   grads.mlp_grad_in_bf16 = true;
-  bf16.products = gpt2::ModelOptions::Products::bf16;
-  for (const lab::Shape& s : Gpt2Step::checks()) {
-    const Config c = gpt2::config_of(s);
-    Case k(c, lab::testing::run_seed());
-    const std::string at = "L" + std::to_string(c.layers) + " d" + std::to_string(c.d) + " h" +
-                           std::to_string(c.heads) + " T" + std::to_string(c.context);
-    const auto mine = k.run<float>(Phase::step, 3, grads);
-    const auto e = gpt2::expected(k.c, Phase::step, k.params, k.tokens, k.targets, k.opt(3), {}, grads);
-    const lab::Verdict v = judge(k, e, mine);
-    EXPECT_TRUE(v.pass) << at << ": " << v.details();
-    const auto e32 = gpt2::expected(k.c, Phase::step, k.params, k.tokens, k.targets, k.opt(3), {}, fp32);
-    EXPECT_EQ(e.ref.grads, e32.ref.grads) << "the rounding model changed the double reference";
-    EXPECT_FALSE(judge(k, e32, mine).pass) << at << ": GELU's output gradient in bf16 passed the fp32 check";
-    const auto e16 = gpt2::expected(k.c, Phase::step, k.params, k.tokens, k.targets, k.opt(3), {}, declared);
-    const lab::Verdict v16 = judge(k, e16, k.run<float>(Phase::step, 3, bf16));
-    EXPECT_TRUE(v16.pass) << at << ": " << v16.details();
-  }
+  expect_modelled_both_ways(grads, declared, "GELU's output gradient in bf16");
 }
 
 // "+3xtf32-attention" (the step whose attention runs on the tensor cores) adds the attention's
