@@ -74,6 +74,12 @@ float bf16_rn(float x) {  // to nearest, ties to even (finite x)
   std::memcpy(&x, &b, 4);
   return x;
 }
+// Every element of x rounded as bf16_rn: the operands as the bf16 kernels read them.
+std::vector<float> bf16_rounded(const std::vector<float>& x) {
+  std::vector<float> y(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) y[i] = bf16_rn(x[i]);
+  return y;
+}
 
 // Row i of the eager fp32 forward that the bf16 backwards read (attn::SavedOutput): lse, and
 // delta = rowsum(dO o O), in sequential fp32 sums with expf and logf.
@@ -105,15 +111,15 @@ EagerRow eager_fp32_row(const std::vector<float>& q, const std::vector<float>& k
 
 struct Grads {
   std::vector<float> dq, dk, dv;
+  explicit Grads(std::size_t n) : dq(n, 0.f), dk(n, 0.f), dv(n, 0.f) {}
 };
 Grads bf16_stand_in(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
                     const std::vector<float>& dout, int seq, int d, bool causal) {
   const std::size_t n = std::size_t(seq) * d;
   auto at = [d](int r, int c) { return std::size_t(r) * d + c; };
   const float scale = 1.0f / std::sqrt(float(d)), log2e = 1.44269504f, scale_log2 = scale * log2e;
-  std::vector<float> qb(n), kb(n), vb(n), db(n);
-  for (std::size_t i = 0; i < n; ++i) qb[i] = bf16_rn(q[i]), kb[i] = bf16_rn(k[i]), vb[i] = bf16_rn(v[i]), db[i] = bf16_rn(dout[i]);
-  Grads g{std::vector<float>(n, 0.f), std::vector<float>(n, 0.f), std::vector<float>(n, 0.f)};
+  const std::vector<float> qb = bf16_rounded(q), kb = bf16_rounded(k), vb = bf16_rounded(v), db = bf16_rounded(dout);
+  Grads g(n);
   for (int i = 0; i < seq; ++i) {
     const int last = causal ? i : seq - 1;
     const auto [lse, delta] = eager_fp32_row(q, k, v, dout, i, last, d);
@@ -149,9 +155,9 @@ Grads bf16_tensor_core_stand_in(const std::vector<float>& q, const std::vector<f
   const std::size_t n = std::size_t(seq) * d;
   auto at = [d](int r, int c) { return std::size_t(r) * d + c; };
   const float scale = 1.0f / std::sqrt(float(d)), log2e = 1.44269504f, scale_log2 = scale * log2e;
-  std::vector<float> qb(n), kb(n), vb(n), db(n), pb(seq), dsb(seq);
-  for (std::size_t i = 0; i < n; ++i) qb[i] = bf16_rn(q[i]), kb[i] = bf16_rn(k[i]), vb[i] = bf16_rn(v[i]), db[i] = bf16_rn(dout[i]);
-  Grads g{std::vector<float>(n, 0.f), std::vector<float>(n, 0.f), std::vector<float>(n, 0.f)};
+  const std::vector<float> qb = bf16_rounded(q), kb = bf16_rounded(k), vb = bf16_rounded(v), db = bf16_rounded(dout);
+  std::vector<float> pb(seq), dsb(seq);
+  Grads g(n);
   std::vector<double> step_v(n, 0.0), step_k(n, 0.0);
   for (int i = 0; i < seq; ++i) {
     const int last = causal ? i : seq - 1;
@@ -239,8 +245,8 @@ std::vector<float> bf16_forward_stand_in(const std::vector<float>& q, const std:
   const std::size_t n = std::size_t(seq) * d;
   auto at = [d](int r, int c) { return std::size_t(r) * d + c; };
   const float scale = 1.0f / std::sqrt(float(d)), log2e = 1.44269504f, scale_log2 = scale * log2e;
-  std::vector<float> qb(n), kb(n), vb(n), o(n, 0.f), s(seq), acc(d);
-  for (std::size_t i = 0; i < n; ++i) qb[i] = bf16_rn(q[i]), kb[i] = bf16_rn(k[i]), vb[i] = bf16_rn(v[i]);
+  const std::vector<float> qb = bf16_rounded(q), kb = bf16_rounded(k), vb = bf16_rounded(v);
+  std::vector<float> o(n, 0.f), s(seq), acc(d);
   for (int i = 0; i < seq; ++i) {
     const int last = causal ? i : seq - 1;
     for (int j = 0; j <= last; ++j) {
