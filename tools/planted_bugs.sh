@@ -37,11 +37,12 @@
 # family of the attention, one output's odd columns 1% high (O of the mma.sync, Hopper TMA and
 # 3xTF32 forwards; dK of the mma.sync, wgmma and 3xTF32 backwards: the bf16 ones are held to an
 # emulation of their own rounding, issue #44); and in the GPT-2 step whose products add two biases
-# in cuBLASLt's epilogue, the epilogue without its bias.
+# in cuBLASLt's epilogue, the epilogue without its bias; and in the loss kernel that holds a row in
+# registers (fp32 or bf16 logits), every logit read 1% high, against the kernels' own tests.
 # Exit status 0 when every bug was caught (with --check-patterns: when every text was found once).
 set -u
 if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
-  sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'
   [ $# -ge 1 ] && exit 0 || exit 2
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -207,6 +208,10 @@ plant gpt2_bf16_fc_1pct ch04_compile_vs_fused/gpt2/fused/kernels.cuh optimized_g
 plant gpt2_epilogue_no_bias ch04_compile_vs_fused/gpt2/fused/epilogue_products.cuh \
   optimized_gpt2_step_fused_bf16_epilogue \
   'const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;' 'const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;'
+# The loss kernel that reads the row into registers (fp32 or, step 12, bf16 logits): every logit
+# read 1% high, against the kernels' own tests.
+plant kernels_loss_logits_1pct ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_kernels \
+  'v[k] = j < vocab ? as_float(zr[j]) : -INFINITY;' 'v[k] = j < vocab ? 1.01f * as_float(zr[j]) : -INFINITY;'
 plant kernels_ln_gain ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_kernels \
   'ln[off + j] = to<Out>((v[k] - mu) * rs * w[j] + b[j]);' 'ln[off + j] = to<Out>((v[k] - mu) * rs * 1.01f * w[j] + b[j]);'
 plant kernels_dout_delta ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_kernels \

@@ -147,6 +147,8 @@ class Model {
       const Fp32Products head(o_.head_in_fp32);
       linear<T>(lnf_.data(), &P_[off_.head], nullptr, BT_, V_, d_, logits.data());
     }
+    if (o_.logits_in_bf16)
+      for (T& z : logits) keep_in_bf16(z);
     // Cross-entropy, mean over the positions; probs kept for the backward.
     probs_.assign(BT_ * V_, cst<T>(0));
     std::vector<T> losses(BT_), e(V_);

@@ -361,35 +361,50 @@ void expect_modelled_both_ways(const gpt2::ModelOptions& alone, const gpt2::Mode
   }
 }
 
+// A rounding that one bf16 step adds (`flag`, set by the step's precision `step` and not by the
+// precision of the step before it, `before`): the step's whole model keeps every earlier bf16
+// rounding, and the rounding alone is modelled both ways (expect_modelled_both_ways).
+void expect_step_rounding(bool gpt2::ModelOptions::*flag, const std::string& step, const std::string& before,
+                          const std::string& what) {
+  const auto fp32 = gpt2::ModelOptions::for_precision("fp32");
+  EXPECT_FALSE(fp32.*flag);
+  EXPECT_FALSE(gpt2::ModelOptions::for_precision(before).*flag);
+  const auto declared = gpt2::ModelOptions::for_precision(step + "+bf16-attention");
+  EXPECT_TRUE(declared.*flag);
+  EXPECT_TRUE(declared.hidden_in_bf16);
+  EXPECT_EQ(declared.operand_error, 65536);
+  const auto previous = gpt2::ModelOptions::for_precision(before);
+  for (bool gpt2::ModelOptions::*earlier : {&gpt2::ModelOptions::epilogue_bias_in_bf16,
+                                            &gpt2::ModelOptions::mlp_grad_in_bf16})
+    if (previous.*earlier) {
+      EXPECT_TRUE(declared.*earlier) << what << ": an earlier step's rounding dropped";
+    }
+  gpt2::ModelOptions alone = fp32;
+  alone.*flag = true;
+  expect_modelled_both_ways(alone, declared, what);
+}
+
 // The QKV and MLP-first biases kept in bf16 (ModelOptions::epilogue_bias_in_bf16, the precision
 // "bf16-epilogue-bias" of the step that adds them in cuBLASLt's epilogue).
 TEST(Gpt2Reference, EpilogueBiasInBf16IsModelledBothWays) {
-  const auto fp32 = gpt2::ModelOptions::for_precision("fp32");
-  EXPECT_FALSE(fp32.epilogue_bias_in_bf16);
-  EXPECT_FALSE(gpt2::ModelOptions::for_precision("bf16").epilogue_bias_in_bf16);
-  const auto declared = gpt2::ModelOptions::for_precision("bf16-epilogue-bias+bf16-attention");
-  EXPECT_TRUE(declared.epilogue_bias_in_bf16);
-  EXPECT_TRUE(declared.hidden_in_bf16);
-  EXPECT_EQ(declared.operand_error, 65536);
-  gpt2::ModelOptions biases = fp32;
-  biases.epilogue_bias_in_bf16 = true;
-  expect_modelled_both_ways(biases, declared, "the biases rounded to bf16");
+  expect_step_rounding(&gpt2::ModelOptions::epilogue_bias_in_bf16, "bf16-epilogue-bias", "bf16",
+                       "the biases rounded to bf16");
 }
 
 // GELU's output gradient kept in bf16 (ModelOptions::mlp_grad_in_bf16, the precision
 // "bf16-epilogue-bias-dact" of the step whose MLP's second product writes it so).
 TEST(Gpt2Reference, MlpGradInBf16IsModelledBothWays) {
-  const auto fp32 = gpt2::ModelOptions::for_precision("fp32");
-  EXPECT_FALSE(fp32.mlp_grad_in_bf16);
-  EXPECT_FALSE(gpt2::ModelOptions::for_precision("bf16-epilogue-bias").mlp_grad_in_bf16);
-  const auto declared = gpt2::ModelOptions::for_precision("bf16-epilogue-bias-dact+bf16-attention");
-  EXPECT_TRUE(declared.mlp_grad_in_bf16);
-  EXPECT_TRUE(declared.epilogue_bias_in_bf16);
-  EXPECT_TRUE(declared.hidden_in_bf16);
   EXPECT_THROW(gpt2::ModelOptions::for_precision("bf16-dact"), std::invalid_argument);
-  gpt2::ModelOptions grads = fp32;
-  grads.mlp_grad_in_bf16 = true;
-  expect_modelled_both_ways(grads, declared, "GELU's output gradient in bf16");
+  expect_step_rounding(&gpt2::ModelOptions::mlp_grad_in_bf16, "bf16-epilogue-bias-dact", "bf16-epilogue-bias",
+                       "GELU's output gradient in bf16");
+}
+
+// The logits kept in bf16 (ModelOptions::logits_in_bf16, the precision
+// "bf16-epilogue-bias-dact-logits" of the step whose head writes them so).
+TEST(Gpt2Reference, LogitsInBf16IsModelledBothWays) {
+  EXPECT_THROW(gpt2::ModelOptions::for_precision("bf16-logits"), std::invalid_argument);
+  expect_step_rounding(&gpt2::ModelOptions::logits_in_bf16, "bf16-epilogue-bias-dact-logits",
+                       "bf16-epilogue-bias-dact", "the logits in bf16");
 }
 
 // "+3xtf32-attention" (the step whose attention runs on the tensor cores) adds the attention's

@@ -523,7 +523,9 @@ inline dim3 column_owner_grid(std::size_t rows, int units) {
 // The loss a row, and with Backward its gradient in the logits' place: one pass keeps a running
 // (max, sum of exp) per thread, the block combines them (lse = max + log sum), the target's owner
 // writes the row's loss lse - z[target], and a second pass writes (softmax - onehot) / rows, the
-// softmax as exp(z - max) / sum, into dz in Grad (the products' type for dY; dz = z in fp32: in place).
+// softmax as exp(z - max) / sum, into dz in Grad (the products' type for dY). The logits z are in Z,
+// fp32 or bf16 (a head product that writes them in bf16, as autocast's does), read as fp32; dz may be
+// z itself (Z = Grad: in place), each element read before the thread that owns it writes it.
 struct MaxSum {  // as eager attention's softmax (attention_eager.cu), with expf: the loss's accuracy
   float m, s;
 };
@@ -532,48 +534,48 @@ __device__ __forceinline__ MaxSum combine(MaxSum a, MaxSum b) {
   if (m == -INFINITY) return {m, 0.f};
   return {m, a.s * expf(a.m - m) + b.s * expf(b.m - m)};
 }
-template <bool Backward, class Grad = float>
+template <bool Backward, class Grad = float, class Z = float>
 __global__ void __launch_bounds__(kThreads)
-    cross_entropy_kernel(float* z, const std::int32_t* __restrict__ targets, float* __restrict__ losses, int vocab,
+    cross_entropy_kernel(Z* z, const std::int32_t* __restrict__ targets, float* __restrict__ losses, int vocab,
                          float inv_rows, Grad* dz = nullptr) {
   const std::size_t row = blockIdx.x;
-  float* zr = z + row * vocab;
+  Z* zr = z + row * vocab;
   const int target = targets[row];
   MaxSum t{-INFINITY, 0.f};
-  for (int j = threadIdx.x; j < vocab; j += kThreads) t = combine(t, MaxSum{zr[j], 1.f});
+  for (int j = threadIdx.x; j < vocab; j += kThreads) t = combine(t, MaxSum{as_float(zr[j]), 1.f});
   for (int o = 16; o > 0; o /= 2) t = combine(t, MaxSum{__shfl_xor_sync(~0u, t.m, o), __shfl_xor_sync(~0u, t.s, o)});
   __shared__ MaxSum warps[kThreads / 32];
   if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = t;
   __syncthreads();
   MaxSum all = warps[0];
   for (int w = 1; w < kThreads / 32; ++w) all = combine(all, warps[w]);
-  if (threadIdx.x == target % kThreads) losses[row] = all.m + logf(all.s) - zr[target];
+  if (threadIdx.x == target % kThreads) losses[row] = all.m + logf(all.s) - as_float(zr[target]);
   if constexpr (Backward) {
     const float inv_s = 1.f / all.s;
     Grad* dzr = dz + row * vocab;
     for (int j = threadIdx.x; j < vocab; j += kThreads)
-      dzr[j] = to<Grad>((expf(zr[j] - all.m) * inv_s - (j == target ? 1.f : 0.f)) * inv_rows);
+      dzr[j] = to<Grad>((expf(as_float(zr[j]) - all.m) * inv_s - (j == target ? 1.f : 0.f)) * inv_rows);
   }
 }
 
 // cross_entropy_kernel with the row held in registers, for vocabularies up to 16 x 1024: a block of
 // 1024 threads a row, Items logits a thread, so the logits are read once where cross_entropy_kernel
 // reads them twice (its running max and sum, then the gradient's pass). At small, vocabulary
-// 10000, that is 164 MB of fp32 logits a step not read again. The max first, then the sum of
+// 10000, that is 164 MB of fp32 logits a step not read again. Z and dz as cross_entropy_kernel's. The max first, then the sum of
 // exp(z - max) over the row (the reference's own order of operations: no running rescale).
 constexpr int kRowThreads = 1024;
-template <int Items, bool Backward, class Grad = float>
+template <int Items, bool Backward, class Grad = float, class Z = float>
 __global__ void __launch_bounds__(kRowThreads)
-    cross_entropy_rows_kernel(float* z, const std::int32_t* __restrict__ targets, float* __restrict__ losses,
+    cross_entropy_rows_kernel(Z* z, const std::int32_t* __restrict__ targets, float* __restrict__ losses,
                               int vocab, float inv_rows, Grad* dz = nullptr) {
   const std::size_t row = blockIdx.x;
-  float* zr = z + row * vocab;
+  Z* zr = z + row * vocab;
   const int target = targets[row];
   float v[Items], m = -INFINITY;
 #pragma unroll
   for (int k = 0; k < Items; ++k) {
     const int j = threadIdx.x + k * kRowThreads;
-    v[k] = j < vocab ? zr[j] : -INFINITY;
+    v[k] = j < vocab ? as_float(zr[j]) : -INFINITY;
     m = fmaxf(m, v[k]);
   }
   const float mx = blockwide::max<kRowThreads>(m);
@@ -584,9 +586,9 @@ __global__ void __launch_bounds__(kRowThreads)
     s += v[k];
   }
   const float total = blockwide::sum<kRowThreads>(s);
-  if (threadIdx.x == target % kRowThreads) losses[row] = mx + logf(total) - zr[target];
+  if (threadIdx.x == target % kRowThreads) losses[row] = mx + logf(total) - as_float(zr[target]);
   if constexpr (Backward) {
-    __syncthreads();  // zr[target] read before dz (z itself in fp32) is written
+    __syncthreads();  // zr[target] read before dz (in place: z itself) is written
     const float inv_s = 1.f / total;
     Grad* dzr = dz + row * vocab;
 #pragma unroll

@@ -36,7 +36,12 @@
 //        const Operand* W, Grad* dX, float* dW, int M, int N, int K, cudaStream_t): linear_backward
 //        with dX written in bf16 (Grad bf16), no bias gradient. The step then has the MLP's second
 //        product write GELU's output gradient in bf16, where GELU's backward reads fp32
-//        (optimized_gpt2_step_fused_bf16_dact.cu; its precision says the rounding).
+//        (optimized_gpt2_step_fused_bf16_dact.cu; its precision says the rounding);
+//   optionally void head_bf16(cublasHandle_t, const Operand* X, const Operand* W, Operand* Y, int M,
+//        int N, int K, cudaStream_t): the head's product Y = X W^T written in bf16 (Operand and Grad
+//        bf16). The step then keeps the logits in bf16, and the loss writes their gradient over them,
+//        where it keeps fp32 logits and writes their gradient beside them
+//        (optimized_gpt2_step_fused_bf16_logits.cu; its precision says the rounding).
 // Everything it launches goes on the stream it is given (cuBLAS: the handle's stream), so that the
 // step is captured as one CUDA graph.
 //
@@ -137,6 +142,14 @@ concept LinearBiasProducts = std::is_same_v<Op, __nv_bfloat16> &&
                              };
 template <class P>
 concept NamesHeadBackward = requires { &P::head_backward; };
+// A Products class that names head_bf16() gives it the signature above, in bf16.
+template <class P>
+concept NamesHeadBf16 = requires { &P::head_bf16; };
+template <class P, class Op = typename operand_of<P>::type, class G = typename grad_of<P>::type>
+concept HeadBf16Products = std::is_same_v<Op, __nv_bfloat16> && std::is_same_v<G, __nv_bfloat16> &&
+                           requires(P& p, cublasHandle_t h, const Op* x, Op* y, int m, cudaStream_t s) {
+                             p.head_bf16(h, x, x, y, m, m, m, s);
+                           };
 
 template <class A, class Op = typename operand_of<A>::type>
 concept Attention = Named<A> && std::constructible_from<A, const gpt2::Config&, gpt2::Phase> &&

@@ -53,17 +53,18 @@ struct Saved {
 };
 
 // What the head keeps: the last block's output (the final LayerNorm's input, its output made again
-// as a block's are), the logits (which the loss kernel overwrites with their gradient), and its
-// stage's parameters in P when P is not float.
-template <class P>
+// as a block's are), the logits in L, fp32 or bf16 (which the loss kernel overwrites with their
+// gradient where it writes the gradient in L), and its stage's parameters in P when P is not float.
+template <class P, class L = float>
 struct HeadSaved {
-  float *out = nullptr, *meanf = nullptr, *rstdf = nullptr, *logits = nullptr;
+  float *out = nullptr, *meanf = nullptr, *rstdf = nullptr;
+  L* logits = nullptr;
   P* w = nullptr;
   HeadSaved() = default;
   HeadSaved(const gpt2::Config& c, Carver& m) {
     const std::size_t n = c.tokens() * c.d, t = c.tokens();
     if (!std::is_same_v<P, float>) w = m.take<P>(gpt2::param_count(c) - gpt2::stage_begin(c, c.layers));
-    out = m.take(n), meanf = m.take(t), rstdf = m.take(t), logits = m.take(t * c.vocab);
+    out = m.take(n), meanf = m.take(t), rstdf = m.take(t), logits = m.take<L>(t * c.vocab);
   }
   static std::size_t floats(const gpt2::Config& c) {
     Carver m{nullptr};

@@ -34,6 +34,8 @@ struct FusedStep {
                 "a Products policy's linear_bias() takes bf16 operands and writes bf16 (policies.cuh)");
   static_assert(!policy::NamesBackwardBf16<Products> || policy::BackwardBf16Products<Products>,
                 "a Products policy's linear_backward_bf16() reads and writes bf16 dY and dX (policies.cuh)");
+  static_assert(!policy::NamesHeadBf16<Products> || policy::HeadBf16Products<Products>,
+                "a Products policy's head_bf16() reads bf16 and writes bf16 logits, its dY in bf16 (policies.cuh)");
   static_assert(policy::Attention<Attention>, "an Attention policy: kPrecision, a constructor from "
                 "(const gpt2::Config&, gpt2::Phase), forward() and backward() (policies.cuh)");
   static_assert(!policy::NamesRows<Attention> || policy::WritesRows<Attention>,
@@ -58,11 +60,15 @@ struct FusedStep {
   // kDact: the MLP's second product writes its input gradient (GELU's output's) in bf16
   // (policy::BackwardBf16Products), which GELU's backward reads.
   static constexpr bool kDact = policy::NamesBackwardBf16<Products>;
+  // kLogitsBf16: the head's product writes the logits in bf16 (policy::HeadBf16Products), which the
+  // loss reads, and over which it writes their gradient (Logit: the logits' type).
+  static constexpr bool kLogitsBf16 = policy::NamesHeadBf16<Products>;
+  using Logit = std::conditional_t<kLogitsBf16, Op, float>;
   static_assert(!kRows || (std::is_same_v<Op, __nv_bfloat16> && std::is_same_v<Grad, __nv_bfloat16> &&
                            std::is_same_v<HeadOp, __nv_bfloat16>),
                 "an attention that writes the products' rows needs them in bf16, dY too");
   std::vector<Block> blocks;  // every block's saved tensors (the forward alone: one block's, reused)
-  HeadSaved<Op> head;
+  HeadSaved<Op, Logit> head;
   Buffer spill;  // the saved tensors that the gradients' buffer cannot take (see place_saved)
   Buffer losses, coef;
   Buffer qkv, o, tmp;           // forward scratch (o: by head, not with kRows); the backward's dQKV lies in qkv
@@ -71,7 +77,7 @@ struct FusedStep {
                                 // the forward, the MLP's first product when h is kept in bf16
   lab::DeviceBuffer<HeadOp> dout;
   // kGradCopies: each product's dY in Grad, written by the kernel that makes it (up to the head's
-  // B T x V); and the MLP's second bias gradient, which the LayerNorm backward above the block sums
+  // B T x V, unless kLogitsBf16 has it over the logits); and the MLP's second bias gradient, which the LayerNorm backward above the block sums
   // (carry_db: see backward()).
   static constexpr bool kGradCopies = !std::is_same_v<Grad, float>;
   lab::DeviceBuffer<Grad> gy;
@@ -117,7 +123,9 @@ struct FusedStep {
     if (phase != gpt2::Phase::forward) {
       dx = Buffer(n), dln = Buffer(n), delta = Buffer(c.tokens() * c.heads), dout = lab::DeviceBuffer<HeadOp>(nh);
       wide = Buffer(std::max(4 * n, 3 * nh));
-      if (kGradCopies) gy = lab::DeviceBuffer<Grad>(c.tokens() * std::max<std::size_t>(4 * d, c.vocab)), carry_db = Buffer(d);
+      if (kGradCopies)
+        gy = lab::DeviceBuffer<Grad>(c.tokens() * std::max<std::size_t>(4 * d, kLogitsBf16 ? 0 : c.vocab)),
+        carry_db = Buffer(d);
     } else if (kCopies && !kBias) {
       wide = Buffer(4 * n);
     }
@@ -159,14 +167,14 @@ struct FusedStep {
   // gradients over the saved tensors of the blocks after it, which they have finished with.
   void place_saved(Gpt2Step::Problem& p) {
     if (phase == gpt2::Phase::forward) {
-      spill = Buffer(Block::floats(c) + HeadSaved<Op>::floats(c));
+      spill = Buffer(Block::floats(c) + HeadSaved<Op, Logit>::floats(c));
       Carver m{spill.data()};
       blocks.emplace_back(c, m);
-      head = HeadSaved<Op>(c, m);
+      head = HeadSaved<Op, Logit>(c, m);
       return;
     }
     std::vector<std::size_t> floats(c.layers + 1, Block::floats(c));
-    floats.back() = HeadSaved<Op>::floats(c);
+    floats.back() = HeadSaved<Op, Logit>::floats(c);
     const gpt2::SavedPlan plan = gpt2::plan_saved(c, floats);
     spill = Buffer(plan.spill);
     auto at = [&](int stage) {
@@ -179,7 +187,7 @@ struct FusedStep {
       blocks.emplace_back(c, m);
     }
     Carver m{at(c.layers)};
-    head = HeadSaved<Op>(c, m);
+    head = HeadSaved<Op, Logit>(c, m);
   }
 
   Block& saved(int l) { return blocks[l % blocks.size()]; }
@@ -203,9 +211,11 @@ struct FusedStep {
     }
   }
 
-  // The head's products: the Products class's own head(), or its linear().
-  void head_forward(const Op* X, const Op* W, float* Y, cudaStream_t stream) {
-    if constexpr (policy::NamesHead<Products>)
+  // The head's products: the Products class's own head() (head_bf16() for bf16 logits), or its linear().
+  void head_forward(const Op* X, const Op* W, Logit* Y, cudaStream_t stream) {
+    if constexpr (kLogitsBf16)
+      products.head_bf16(blas, X, W, Y, rows, c.vocab, d, stream);
+    else if constexpr (policy::NamesHead<Products>)
       products.head(blas, X, W, Y, rows, c.vocab, d, stream);
     else
       products.linear(blas, X, W, Y, rows, c.vocab, d, stream);
@@ -217,10 +227,10 @@ struct FusedStep {
       products.linear_backward(blas, dY, X, W, dX, dW, nullptr, rows, c.vocab, d, stream);
   }
 
-  // Where the loss writes the logits' gradient: over the logits (fp32), or in gy.
+  // Where the loss writes the logits' gradient: over the logits (fp32, or bf16 with bf16 dY), or in gy.
   Grad* logits_grad() {
-    if constexpr (kGradCopies) return gy.data();
-    else return head.logits;
+    if constexpr (kLogitsBf16 || !kGradCopies) return head.logits;
+    else return gy.data();
   }
 
   // (residual +) LayerNorm rows into ln: see residual_layer_norm_kernel.
@@ -376,17 +386,17 @@ struct FusedStep {
     round_weights(P, head_at, p.params.size(), head.w, stream);
     head_forward(ln.data(), weight(P, off.head, head.w, head_at), head.logits, stream);
     const float inv_rows = 1.f / float(rows);
-    // The logits' gradient in Grad: in place in fp32, else into gy for the head's backward.
+    // The logits' gradient in Grad: in place (fp32 logits and dY, or both bf16), else into gy for the head's backward.
     Grad* const dz = phase == gpt2::Phase::forward ? nullptr : logits_grad();
     auto loss = [&](auto backward) {
       constexpr bool kBackward = decltype(backward)::value;
       const int v = c.vocab;
       auto rows_kernel = [&](auto items) {  // the row in registers: see cross_entropy_rows_kernel
-        cross_entropy_rows_kernel<decltype(items)::value, kBackward, Grad>
+        cross_entropy_rows_kernel<decltype(items)::value, kBackward, Grad, Logit>
             <<<rows, kRowThreads, 0, stream>>>(head.logits, p.targets.data(), losses.data(), v, inv_rows, dz);
       };
       if (!with_row_items(v, rows_kernel))
-        cross_entropy_kernel<kBackward, Grad>
+        cross_entropy_kernel<kBackward, Grad, Logit>
             <<<rows, kThreads, 0, stream>>>(head.logits, p.targets.data(), losses.data(), v, inv_rows, dz);
     };
     if (phase == gpt2::Phase::forward) loss(std::false_type{});
@@ -424,9 +434,9 @@ struct FusedStep {
     auto db_of = [&](float* db) { return kGradCopies ? nullptr : db; };
     Grad* const next = kGradCopies ? gy.data() : nullptr;
     float* const carry = kGradCopies ? carry_db.data() : nullptr;
-    // The logits hold dloss/dlogits (the cross-entropy kernel wrote it; in gy in Grad).
+    // The logits hold dloss/dlogits (the cross-entropy kernel wrote it; in Grad: over bf16 logits, else in gy).
     layer_norm_again(head.out, head.meanf, head.rstdf, P + off.lnf_w, P + off.lnf_b, stream);
-    head_backward(dy_of(head.logits), ln.data(), weight(P, off.head, head.w, gpt2::stage_begin(c, c.layers)),
+    head_backward(logits_grad(), ln.data(), weight(P, off.head, head.w, gpt2::stage_begin(c, c.layers)),
                   dln.data(), G + off.head, stream);
     layer_norm_backward(dln.data(), head.out, P + off.lnf_w, head.meanf, head.rstdf, dx.data(), G + off.lnf_w,
                         G + off.lnf_b, false, stream, next, carry);

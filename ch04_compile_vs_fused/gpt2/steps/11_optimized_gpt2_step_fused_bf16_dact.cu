@@ -31,25 +31,8 @@
 
 namespace {
 
-// The previous step's products (Bf16BiasEpilogue: epilogue_products.cuh) with linear_backward_bf16:
-// dX^T (K x M) = W^T (K x N) dY^T (N x M) written in bf16, dW^T (K x N) = X^T (K x M) dY (M x N)
-// in fp32, both accumulated in fp32 (policy::BackwardBf16Products). The step calls it for the MLP's
-// second product alone.
-struct Bf16Dact : Bf16BiasEpilogue {
-  static constexpr const char* kPrecision = "bf16-epilogue-bias-dact";
-  Bf16Dact(const gpt2::Config& c, gpt2::Phase phase) : Bf16BiasEpilogue(c, phase) {}
-  void linear_backward_bf16(cublasHandle_t blas, const __nv_bfloat16* dY, const __nv_bfloat16* X,
-                            const __nv_bfloat16* W, __nv_bfloat16* dX, float* dW, int M, int N, int K, cudaStream_t) {
-    const float one = 1.f, zero = 0.f;
-    LAB_CHECK(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, K, M, N, &one, W, CUDA_R_16BF, K, dY, CUDA_R_16BF, N, &zero,
-                           dX, CUDA_R_16BF, K, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    LAB_CHECK(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_T, K, N, M, &one, X, CUDA_R_16BF, K, dY, CUDA_R_16BF, N, &zero,
-                           dW, CUDA_R_32F, K, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-  }
-};
-
-static_assert(policy::Products<Bf16Dact> && policy::BackwardBf16Products<Bf16Dact>);
-
+// The previous step's products (Bf16BiasEpilogue) with linear_backward_bf16: Bf16Dact
+// (epilogue_products.cuh), dX written in bf16 by the MLP's second product.
 using FusedBf16Dact = FusedStep<Bf16Dact, HopperRows>;  // HopperRows: hopper_attention.cuh
 
 }  // namespace

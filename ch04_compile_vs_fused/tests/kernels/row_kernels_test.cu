@@ -332,25 +332,35 @@ TEST(RowKernels, QkvRowsSumBf16) {
 // fp32 errors: z - max one rounding (u |z - max|, which expf's value takes relatively), expf 2 ulp
 // (4u); the sum of V terms (sum_error(V) of it, plus the terms' own); 1 / sum and the product two
 // roundings, the onehot's subtraction one, 1 / rows and the product two; logf 1 ulp (2u) and the
-// loss's two additions.
-void run_cross_entropy_rows(std::size_t rows, int vocab, std::uint64_t seed) {
+// loss's two additions. bf16_logits: the logits in bf16 (exact values, the reference's own) and dz
+// written over them, as optimized_gpt2_step_fused_bf16_logits runs it.
+void run_cross_entropy_rows(std::size_t rows, int vocab, std::uint64_t seed, bool bf16_logits) {
   lab::Rng rng(seed);
   std::vector<float> z = uniform(rng, rows * vocab, -6.f, 6.f);
+  if (bf16_logits)
+    for (float& v : z) v = round_bf16(v);
   std::vector<std::int32_t> targets(rows);
   rng.integers(std::span<std::int32_t>(targets), 0, vocab);
   auto z_d = device(z);
+  auto zb_d = device(to_bf16(z));
   auto t_d = device(targets);
   lab::DeviceBuffer<float> loss_d(rows);
   lab::DeviceBuffer<bf16> dz_d(rows * vocab);
   lab::poison(loss_d), lab::poison(dz_d);
   const float inv_rows = 1.f / float(rows);
   auto launch = [&](auto items) {
-    cross_entropy_rows_kernel<decltype(items)::value, true, bf16><<<unsigned(rows), kRowThreads>>>(
-        z_d.data(), t_d.data(), loss_d.data(), vocab, inv_rows, dz_d.data());
+    constexpr int kItems = decltype(items)::value;
+    if (bf16_logits)
+      cross_entropy_rows_kernel<kItems, true, bf16, bf16><<<unsigned(rows), kRowThreads>>>(
+          zb_d.data(), t_d.data(), loss_d.data(), vocab, inv_rows, zb_d.data());
+    else
+      cross_entropy_rows_kernel<kItems, true, bf16><<<unsigned(rows), kRowThreads>>>(
+          z_d.data(), t_d.data(), loss_d.data(), vocab, inv_rows, dz_d.data());
   };
   ASSERT_TRUE(with_row_items(vocab, launch)) << "vocab " << vocab << " is past the rows kernel";
   LAB_CHECK(cudaGetLastError());
   LAB_CHECK(cudaDeviceSynchronize());
+  if (bf16_logits) LAB_CHECK(cudaMemcpy(dz_d.data(), zb_d.data(), dz_d.size() * sizeof(bf16), cudaMemcpyDeviceToDevice));
   std::vector<double> r_loss(rows), e_loss(rows), r_dz(rows * vocab), e_dz(rows * vocab);
   for (std::size_t r = 0; r < rows; ++r) {
     const float* zr = z.data() + r * vocab;
@@ -378,15 +388,18 @@ void run_cross_entropy_rows(std::size_t rows, int vocab, std::uint64_t seed) {
 TEST(RowKernels, CrossEntropyRowsBf16) {
   LAB_REQUIRE_GPU();
   const std::uint64_t seed = lab::testing::run_seed();
-  // One item a thread (97), four (3001), sixteen (the lab's GPT-2 vocabulary, 10000).
+  // One item a thread (97), four (3001), sixteen (the lab's GPT-2 vocabulary, 10000); the logits
+  // in fp32, then in bf16 with the gradient written over them.
   const struct {
     std::size_t rows;
     int vocab;
   } cases[] = {{64, 97}, {37, 3001}, {23, 10000}};
-  for (const auto& [rows, vocab] : cases) {
-    SCOPED_TRACE("rows " + std::to_string(rows) + ", vocab " + std::to_string(vocab));
-    run_cross_entropy_rows(rows, vocab, seed);
-  }
+  for (bool bf16_logits : {false, true})
+    for (const auto& [rows, vocab] : cases) {
+      SCOPED_TRACE("rows " + std::to_string(rows) + ", vocab " + std::to_string(vocab) +
+                   (bf16_logits ? ", bf16 logits, dz in place" : ", fp32 logits"));
+      run_cross_entropy_rows(rows, vocab, seed, bf16_logits);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -669,7 +682,7 @@ TEST(RowKernels, DoutHeadsBf16) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// cross_entropy_kernel<true, bf16>, the loss for vocabularies above cross_entropy_rows_kernel's 16384
+// cross_entropy_kernel<true, bf16> (and with bf16 logits, dz over them), the loss for vocabularies above cross_entropy_rows_kernel's 16384
 // (GPT-2's padded 50304), and mean_kernel. Its running (max, sum) pairs are combined by rescales:
 // each term passes through at most vocab / 256 + 13 combines (its thread's, then 5 shuffles and
 // the 8 warps' 8), each an expf (2 ulp, its argument's rounding relative |z - max| u), a product and an
@@ -682,24 +695,34 @@ TEST(RowKernels, CrossEntropyLongRowsAndMeanBf16) {
   const struct {
     std::size_t rows;
     int vocab;
-  } cases[] = {{9, 50304}, {17, 16385}};
-  for (const auto& [rows, vocab] : cases) {
-    SCOPED_TRACE("rows " + std::to_string(rows) + ", vocab " + std::to_string(vocab));
+    bool bf16_logits;  // the logits in bf16 (exact values), dz written over them
+  } cases[] = {{9, 50304, false}, {17, 16385, false}, {9, 50304, true}, {17, 16385, true}};
+  for (const auto& [rows, vocab, bf16_logits] : cases) {
+    SCOPED_TRACE("rows " + std::to_string(rows) + ", vocab " + std::to_string(vocab) +
+                 (bf16_logits ? ", bf16 logits, dz in place" : ", fp32 logits"));
     ASSERT_FALSE(with_row_items(vocab, [](auto) {})) << "the step runs cross_entropy_rows_kernel here";
-    const std::vector<float> z = uniform(rng, rows * vocab, -6.f, 6.f);
+    std::vector<float> z = uniform(rng, rows * vocab, -6.f, 6.f);
+    if (bf16_logits)
+      for (float& v : z) v = round_bf16(v);
     std::vector<std::int32_t> targets(rows);
     rng.integers(std::span<std::int32_t>(targets), 0, vocab);
     auto z_d = device(z);
+    auto zb_d = device(to_bf16(z));
     auto t_d = device(targets);
     lab::DeviceBuffer<float> loss_d(rows), mean_d(1);
     lab::DeviceBuffer<bf16> dz_d(rows * vocab);
     lab::poison(loss_d), lab::poison(dz_d), lab::poison(mean_d);
     const float inv_rows = 1.f / float(rows);
-    cross_entropy_kernel<true, bf16><<<unsigned(rows), kThreads>>>(z_d.data(), t_d.data(), loss_d.data(), vocab,
-                                                                   inv_rows, dz_d.data());
+    if (bf16_logits)
+      cross_entropy_kernel<true, bf16, bf16><<<unsigned(rows), kThreads>>>(zb_d.data(), t_d.data(), loss_d.data(),
+                                                                           vocab, inv_rows, zb_d.data());
+    else
+      cross_entropy_kernel<true, bf16><<<unsigned(rows), kThreads>>>(z_d.data(), t_d.data(), loss_d.data(), vocab,
+                                                                     inv_rows, dz_d.data());
     mean_kernel<<<1, kThreads>>>(loss_d.data(), mean_d.data(), rows);
     LAB_CHECK(cudaGetLastError());
     LAB_CHECK(cudaDeviceSynchronize());
+    if (bf16_logits) LAB_CHECK(cudaMemcpy(dz_d.data(), zb_d.data(), dz_d.size() * sizeof(bf16), cudaMemcpyDeviceToDevice));
     const double levels = std::ceil(double(vocab) / kThreads) + 13;
     std::vector<double> r_loss(rows), e_loss(rows), r_dz(rows * vocab), e_dz(rows * vocab);
     double r_mean = 0, m_mean = 0, e_sum = 0;
