@@ -30,6 +30,17 @@ std::uint32_t alignment_of(const void* p) {
   return align;
 }
 
+// Y (M x N, row-major, bf16) = X (M x K) W^T (W: N x K, nn.Linear's), bf16 operands, accumulated in
+// fp32 and rounded once on the way out (cuBLAS, column-major: Y^T (N x M) = W (read transposed,
+// K x N, ld K)^T X^T (K x M, ld K)). The head's product of optimized_gpt2_step_fused_bf16_logits.cu;
+// tests/kernels/products_test.cu holds it to its own arithmetic.
+void linear_bf16_out(cublasHandle_t blas, const __nv_bfloat16* X, const __nv_bfloat16* W, __nv_bfloat16* Y, int M,
+                     int N, int K) {
+  const float alpha = 1.f, beta = 0.f;
+  LAB_CHECK(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &alpha, W, CUDA_R_16BF, K, X, CUDA_R_16BF, K, &beta,
+                         Y, CUDA_R_16BF, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
 // Y (M x N, row-major, bf16) = X (M x K) W^T (W: N x K, nn.Linear's) + b (N, bf16), accumulated in
 // fp32, the bias added in fp32 and the sum rounded once: in cuBLASLt's column-major terms,
 // D (N x M) = op(A) B with A = W read transposed (K x N, ld K), B = X (K x M, ld K), and the bias a

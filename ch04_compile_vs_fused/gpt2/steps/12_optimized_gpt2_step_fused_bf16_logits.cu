@@ -34,16 +34,14 @@
 namespace {
 
 // The previous step's products (Bf16Dact: epilogue_products.cuh) with head_bf16: the head's product
-// Y^T (V x M) = W (V x K, read transposed) X^T (K x M) written in bf16, accumulated in fp32
-// (policy::HeadBf16Products).
+// logits (M x V) = X W^T written in bf16, accumulated in fp32 (linear_bf16_out, the one cuBLAS call
+// that differs from linear's: its output type; policy::HeadBf16Products).
 struct Bf16Logits : Bf16Dact {
   static constexpr const char* kPrecision = "bf16-epilogue-bias-dact-logits";
   Bf16Logits(const gpt2::Config& c, gpt2::Phase phase) : Bf16Dact(c, phase) {}
   void head_bf16(cublasHandle_t blas, const __nv_bfloat16* X, const __nv_bfloat16* W, __nv_bfloat16* Y, int M, int N,
                  int K, cudaStream_t) {
-    const float one = 1.f, zero = 0.f;
-    LAB_CHECK(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, W, CUDA_R_16BF, K, X, CUDA_R_16BF, K, &zero,
-                           Y, CUDA_R_16BF, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    linear_bf16_out(blas, X, W, Y, M, N, K);
   }
 };
 

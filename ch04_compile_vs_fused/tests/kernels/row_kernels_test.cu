@@ -33,59 +33,12 @@
 #include "lab/rng.hpp"
 #include "lab/testing.hpp"
 #include "lab/verify.hpp"
+#include "tests/kernels/kernel_testing.cuh"
 
 #pragma nv_diag_suppress 177  // kernels.cuh's helpers this file does not call
 
 namespace {
 
-using bf16 = __nv_bfloat16;
-constexpr double kU = lab::fp32::kUnitRoundoff;  // 2^-24
-constexpr double kUb = 0x1p-8;                    // bf16's unit roundoff: 8 significant bits
-using lab::fp32::sum_error;
-
-float round_bf16(float x) { return __bfloat162float(__float2bfloat16(x)); }
-std::vector<bf16> to_bf16(const std::vector<float>& x) {
-  std::vector<bf16> y(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) y[i] = __float2bfloat16(x[i]);
-  return y;
-}
-std::vector<float> to_float(const std::vector<bf16>& x) {
-  std::vector<float> y(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) y[i] = __bfloat162float(x[i]);
-  return y;
-}
-template <class T>
-lab::DeviceBuffer<T> device(const std::vector<T>& host) {
-  lab::DeviceBuffer<T> d(host.size());
-  d.upload(host);
-  return d;
-}
-std::vector<float> uniform(lab::Rng& rng, std::size_t n, float lo, float hi) {
-  std::vector<float> x(n);
-  rng.uniform(std::span<float>(x), lo, hi);
-  return x;
-}
-
-// An output's bound: rtol |ref| + slack (per element), no relative-L2 bound (the slack is the claim).
-lab::Verdict judge(const std::vector<float>& got, const std::vector<double>& ref, const std::vector<double>& slack,
-                   double rtol, const char* what) {
-  return lab::compare(got, ref, lab::Tolerance::per_element(0, rtol, what), what, {}, slack);
-}
-// A value rounded to bf16 from an fp32 value that errs by e: |out - ref| <= u_b |ref| + (1 + u_b) e.
-std::vector<double> rounded_slack(const std::vector<double>& e) {
-  std::vector<double> s(e.size());
-  for (std::size_t i = 0; i < e.size(); ++i) s[i] = (1 + kUb) * e[i];
-  return s;
-}
-
-// Each verdict's one line is printed (its worst element's share of the bound among them), so that a
-// run shows how close a correct kernel comes to its bound, not only that it passed.
-#define EXPECT_PASSES(verdict)                                                            \
-  do {                                                                                    \
-    const lab::Verdict v_ = (verdict);                                                    \
-    std::printf("  %s\n", v_.summary().c_str());                                          \
-    EXPECT_TRUE(v_.pass) << v_.details() << "\n(reproduce with LAB_SEED=" << seed << ")"; \
-  } while (0)
 
 // ---------------------------------------------------------------------------------------------
 // layer_norm_backward_kernel<Items, V, bf16>, launched as FusedStep::layer_norm_backward does
