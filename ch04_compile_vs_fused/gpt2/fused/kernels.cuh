@@ -561,8 +561,9 @@ __global__ void __launch_bounds__(kThreads)
 // cross_entropy_kernel with the row held in registers, for vocabularies up to 16 x 1024: a block of
 // 1024 threads a row, Items logits a thread, so the logits are read once where cross_entropy_kernel
 // reads them twice (its running max and sum, then the gradient's pass). At small, vocabulary
-// 10000, that is 164 MB of fp32 logits a step not read again. Z and dz as cross_entropy_kernel's. The max first, then the sum of
-// exp(z - max) over the row (the reference's own order of operations: no running rescale).
+// 10000, that is 164 MB of fp32 logits a step not read again. Z and dz as cross_entropy_kernel's.
+// The max first, then the sum of exp(z - max) over the row (the reference's own order of
+// operations: no running rescale).
 constexpr int kRowThreads = 1024;
 template <int Items, bool Backward, class Grad = float, class Z = float>
 __global__ void __launch_bounds__(kRowThreads)
@@ -588,7 +589,7 @@ __global__ void __launch_bounds__(kRowThreads)
   const float total = blockwide::sum<kRowThreads>(s);
   if (threadIdx.x == target % kRowThreads) losses[row] = mx + logf(total) - as_float(zr[target]);
   if constexpr (Backward) {
-    __syncthreads();  // zr[target] read before dz (in place: z itself) is written
+    __syncthreads();  // every read of the row done before dz (in place: z itself) is written
     const float inv_s = 1.f / total;
     Grad* dzr = dz + row * vocab;
 #pragma unroll

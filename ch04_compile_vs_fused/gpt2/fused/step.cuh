@@ -77,8 +77,8 @@ struct FusedStep {
                                 // the forward, the MLP's first product when h is kept in bf16
   lab::DeviceBuffer<HeadOp> dout;
   // kGradCopies: each product's dY in Grad, written by the kernel that makes it (up to the head's
-  // B T x V, unless kLogitsBf16 has it over the logits); and the MLP's second bias gradient, which the LayerNorm backward above the block sums
-  // (carry_db: see backward()).
+  // B T x V, unless kLogitsBf16 has it over the logits); and the MLP's second bias gradient, which
+  // the LayerNorm backward above the block sums (carry_db: see backward()).
   static constexpr bool kGradCopies = !std::is_same_v<Grad, float>;
   lab::DeviceBuffer<Grad> gy;
   Buffer carry_db;
@@ -211,7 +211,8 @@ struct FusedStep {
     }
   }
 
-  // The head's products: the Products class's own head() (head_bf16() for bf16 logits), or its linear().
+  // The head's products: the Products class's own head() (head_bf16() for bf16 logits), or its
+  // linear().
   void head_forward(const Op* X, const Op* W, Logit* Y, cudaStream_t stream) {
     if constexpr (kLogitsBf16)
       products.head_bf16(blas, X, W, Y, rows, c.vocab, d, stream);
@@ -386,7 +387,8 @@ struct FusedStep {
     round_weights(P, head_at, p.params.size(), head.w, stream);
     head_forward(ln.data(), weight(P, off.head, head.w, head_at), head.logits, stream);
     const float inv_rows = 1.f / float(rows);
-    // The logits' gradient in Grad: in place (fp32 logits and dY, or both bf16), else into gy for the head's backward.
+    // The logits' gradient in Grad: in place (fp32 logits and dY, or both bf16), else into gy for the
+    // head's backward.
     Grad* const dz = phase == gpt2::Phase::forward ? nullptr : logits_grad();
     auto loss = [&](auto backward) {
       constexpr bool kBackward = decltype(backward)::value;
@@ -434,7 +436,8 @@ struct FusedStep {
     auto db_of = [&](float* db) { return kGradCopies ? nullptr : db; };
     Grad* const next = kGradCopies ? gy.data() : nullptr;
     float* const carry = kGradCopies ? carry_db.data() : nullptr;
-    // The logits hold dloss/dlogits (the cross-entropy kernel wrote it; in Grad: over bf16 logits, else in gy).
+    // The logits hold dloss/dlogits (the cross-entropy kernel wrote it; in Grad: over bf16 logits,
+    // else in gy).
     layer_norm_again(head.out, head.meanf, head.rstdf, P + off.lnf_w, P + off.lnf_b, stream);
     head_backward(logits_grad(), ln.data(), weight(P, off.head, head.w, gpt2::stage_begin(c, c.layers)),
                   dln.data(), G + off.head, stream);
