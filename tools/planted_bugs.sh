@@ -214,6 +214,11 @@ plant gpt2_epilogue_no_bias ch04_compile_vs_fused/gpt2/fused/epilogue_products.c
 # read 1% high, against the kernels' own tests.
 plant kernels_loss_logits_1pct ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_kernels \
   'v[k] = j < vocab ? as_float(zr[j]) : -INFINITY;' 'v[k] = j < vocab ? 1.01f * as_float(zr[j]) : -INFINITY;'
+# The loss kernel that holds a row of bf16 logits two a register (step 12 past 16384 classes): the
+# gradient's odd elements 1% high, against the kernels' own tests.
+plant kernels_loss_pairs_1pct ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_kernels \
+  '(expf(t.y - mx) * inv_s - (2 * j + 1 == target ? 1.f : 0.f)) * inv_rows);' \
+  '(1.01f * expf(t.y - mx) * inv_s - (2 * j + 1 == target ? 1.f : 0.f)) * inv_rows);'
 # The head's product that writes the logits in bf16 (step 12) 1% high: the step's check passes it
 # (at the check's initial weights it moves the outputs less than bf16's rounding does), so against
 # the products' own test (ch04_kernels: tests/kernels/products_test.cu).

@@ -30,6 +30,8 @@
 // its softmax, scale and mask kernels count here), AdamW, and the rest (LayerNorm, GELU, the
 // loss, the layouts, the roundings, the embeddings, memsets). ms a step and the share of the GPU
 // time; the GPU time of kernels on the two streams may overlap, so the sum can exceed the step.
+// A second table lists the rest by kernel (its 12 largest, ms and launches a step): where a step's
+// time outside the products, the attention and AdamW goes.
 //
 // --dump DIR runs one configuration's full step once with each implementation and writes the
 // inputs and every implementation's loss, gradients and updated parameters and moments, for
@@ -316,6 +318,33 @@ std::string breakdown_table(const std::vector<Row>& rows, const std::vector<Impl
   return o.str();
 }
 
+// --profile's second table: "the rest" of each full step by kernel, the `top` largest, ms a step
+// and launches a step.
+std::string rest_table(const std::vector<Row>& rows, const std::vector<Implementation>& impls, bool markdown,
+                       std::size_t top = 12) {
+  std::ostringstream o;
+  o << "\n" << (markdown ? "**" : "") << "\"the rest\" by kernel (--profile): the " << top
+    << " largest, ms a step and launches a step" << (markdown ? "**" : "") << "\n\n";
+  if (markdown) o << "| model | context | implementation | kernel | ms | launches |\n| --- | ---: | --- | --- | ---: | ---: |\n";
+  for (const auto& r : rows)
+    for (const auto& impl : impls) {
+      const auto it = r.profile.find(impl.name);
+      if (it == r.profile.end() || !it->second.not_run.empty()) continue;
+      std::vector<std::pair<std::string, Breakdown::Part>> parts(it->second.rest.begin(), it->second.rest.end());
+      std::sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
+      if (parts.size() > top) parts.resize(top);
+      for (const auto& [name, part] : parts) {
+        const std::string cells[] = {r.size.name, std::to_string(r.context), impl.name, name, fixed(part.ms, 3),
+                                     fixed(part.launches, 0)};
+        for (std::size_t i = 0; i < std::size(cells); ++i)
+          o << (markdown ? (i ? " " : "| ") : (i ? "  " : "")) << (markdown && i == 3 ? "`" + cells[i] + "`" : cells[i])
+            << (markdown ? " |" : "");
+        o << "\n";
+      }
+    }
+  return o.str();
+}
+
 // Every implementation against the double reference at the topic's check shapes, before any time.
 void check_all(const std::vector<Implementation>& impls, const Settings& cfg) {
   lab::Stream stream;
@@ -426,7 +455,7 @@ int run(const Settings& cfg) {
   }
 
   std::cout << tables(rows, impls, cfg, rates, false);
-  if (cfg.profile) std::cout << breakdown_table(rows, impls, false);
+  if (cfg.profile) std::cout << breakdown_table(rows, impls, false) << rest_table(rows, impls, false);
   if (!cfg.csv.empty()) {
     std::string text = csv_header(names) + "\n";
     for (const auto& r : rows) text += csv_line(r, impls, cfg, rates) + "\n";
@@ -441,7 +470,7 @@ int run(const Settings& cfg) {
                           "implementation's precision: SGEMM " + fixed(rates.fp32, 1) + " TFLOP/s (fp32, 3xTF32), "
                           "bf16 " + fixed(rates.bf16, 1) + " TFLOP/s (bf16 operands, fp32 accumulation).\n" +
                           tables(rows, impls, cfg, rates, true) +
-                          (cfg.profile ? breakdown_table(rows, impls, true) : ""),
+                          (cfg.profile ? breakdown_table(rows, impls, true) + rest_table(rows, impls, true) : ""),
                       "the tables");
   return lab::kExitOk;
 }

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,7 +29,30 @@ struct Breakdown {
   double ms[4] = {0, 0, 0, 0};
   double step_ms = 0;  // the profiled steps' time on the host's clock, a step
   std::string not_run;  // N/A or OOM
+  // "the rest" by kernel (short_name: no anonymous namespace, no parameter list), ms a step, and
+  // how many launches a step: where to look next.
+  struct Part {
+    double ms = 0;
+    double launches = 0;
+  };
+  std::map<std::string, Part> rest;
 };
+
+// A kernel's demangled name without "(anonymous namespace)::", its return type and its parameter
+// list: "layer_norm_backward_kernel<4, 2, __nv_bfloat16>".
+inline std::string short_name(std::string name) {
+  for (std::size_t at; (at = name.find("(anonymous namespace)::")) != std::string::npos;)
+    name.erase(at, std::string("(anonymous namespace)::").size());
+  if (name.rfind("void ", 0) == 0) name.erase(0, 5);
+  int depth = 0;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    if (name[i] == '<') ++depth;
+    else if (name[i] == '>') --depth;
+    else if (name[i] == '(' && depth == 0 && i > 0) return name.substr(0, i);
+  }
+  while (!name.empty() && name.back() == ' ') name.pop_back();  // CUPTI's "memset "
+  return name;
+}
 
 // The kind of work of a GPU record, by its (demangled) name.
 inline int kind_of_work(std::string name) {
@@ -62,8 +86,15 @@ inline Breakdown profile_step(const lab::Variant& variant, const lab::Shape& sha
     const std::uint64_t t1 = lab::prof::now_ns();
     b.step_ms = double(t1 - t0) * 1e-6 / kSteps;
     for (const lab::prof::Record& r : session.stop())
-      if (lab::prof::on_gpu(r.kind) && r.start_ns >= t0 && r.start_ns <= t1)
-        b.ms[kind_of_work(r.name)] += double(r.end_ns - r.start_ns) * 1e-6 / kSteps;
+      if (lab::prof::on_gpu(r.kind) && r.start_ns >= t0 && r.start_ns <= t1) {
+        const int kind = kind_of_work(r.name);
+        const double ms = double(r.end_ns - r.start_ns) * 1e-6 / kSteps;
+        b.ms[kind] += ms;
+        if (kind == 3) {
+          Breakdown::Part& part = b.rest[short_name(r.name)];
+          part.ms += ms, part.launches += 1.0 / kSteps;
+        }
+      }
   } catch (const lab::OutOfMemory&) {
     b.not_run = "OOM";
   }

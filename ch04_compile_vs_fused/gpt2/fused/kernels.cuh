@@ -614,6 +614,75 @@ bool with_row_items(int vocab, F&& f) {
   return true;
 }
 
+// cross_entropy_rows_kernel for bf16 logits past 16 x 1024 classes (GPT-2's padded vocabulary,
+// 50304): the row held in registers as it arrives, two logits a 32-bit register (Pairs of them a
+// thread: 2 x Pairs x 1024 classes a row), so the row is read once where cross_entropy_kernel
+// reads it twice. At 50304 classes and 4096 rows that is 412 MB a step not read again. Its fp32
+// exponentials would not fit beside the row (50 registers more a thread), so they are made twice:
+// for the sum, and again for the gradient (expf gives the same value both times). The arithmetic is
+// cross_entropy_rows_kernel's: the max, the sum of expf(z - max), the target's loss, the gradient
+// (expf(z - max) / sum - onehot) / rows written over the logits in bf16. An even vocabulary (a row's
+// pairs 4-byte aligned) up to 57344: with_row_pairs says which.
+template <int Pairs, bool Backward>
+__global__ void __launch_bounds__(kRowThreads)
+    cross_entropy_pairs_kernel(__nv_bfloat16* z, const std::int32_t* __restrict__ targets, float* __restrict__ losses,
+                               int vocab, float inv_rows, __nv_bfloat16* dz = nullptr) {
+  const std::size_t row = blockIdx.x;
+  const int pairs = vocab / 2;
+  const __nv_bfloat162* zr = reinterpret_cast<const __nv_bfloat162*>(z + row * vocab);
+  const int target = targets[row];
+  __nv_bfloat162 raw[Pairs];  // the registers hold the bf16 pairs, unpacked to fp32 as they are used
+  float m = -INFINITY;
+#pragma unroll
+  for (int k = 0; k < Pairs; ++k) {
+    const int j = threadIdx.x + k * kRowThreads;
+    raw[k] = j < pairs ? zr[j] : __floats2bfloat162_rn(-INFINITY, -INFINITY);
+    const float2 t = __bfloat1622float2(raw[k]);
+    m = fmaxf(m, fmaxf(t.x, t.y));
+  }
+  const float mx = blockwide::max<kRowThreads>(m);
+  float s = 0;
+#pragma unroll
+  for (int k = 0; k < Pairs; ++k) {
+    const float2 t = __bfloat1622float2(raw[k]);  // -inf past the row: expf gives 0
+    s += expf(t.x - mx);
+    s += expf(t.y - mx);
+  }
+  const float total = blockwide::sum<kRowThreads>(s);
+  if (threadIdx.x == (target / 2) % kRowThreads)
+    losses[row] = mx + logf(total) - __bfloat162float(z[row * vocab + target]);
+  if constexpr (Backward) {
+    __syncthreads();  // every read of the row done before dz (in place: z itself) is written
+    const float inv_s = 1.f / total;
+    __nv_bfloat162* dzr = reinterpret_cast<__nv_bfloat162*>(dz + row * vocab);
+#pragma unroll
+    for (int k = 0; k < Pairs; ++k) {
+      const int j = threadIdx.x + k * kRowThreads;
+      if (j < pairs) {
+        const float2 t = __bfloat1622float2(raw[k]);
+        dzr[j] = __floats2bfloat162_rn((expf(t.x - mx) * inv_s - (2 * j == target ? 1.f : 0.f)) * inv_rows,
+                                       (expf(t.y - mx) * inv_s - (2 * j + 1 == target ? 1.f : 0.f)) * inv_rows);
+      }
+    }
+  }
+}
+
+// Calls f(std::integral_constant<int, Pairs>{}) with the fewest pairs a thread (16, 20, 24 or 28)
+// that hold a row of `vocab` bf16 logits in cross_entropy_pairs_kernel's kRowThreads threads, and
+// returns true; false (f not called) for an odd vocabulary or one past 57344. (28 pairs a thread
+// fit the 64 registers that 1024 threads a block leave each; ptxas spills at 32.)
+template <class F>
+bool with_row_pairs(int vocab, F&& f) {
+  if (vocab % 2 != 0) return false;
+  const int per_pairs = 2 * kRowThreads;
+  if (vocab <= 16 * per_pairs) f(std::integral_constant<int, 16>{});
+  else if (vocab <= 20 * per_pairs) f(std::integral_constant<int, 20>{});
+  else if (vocab <= 24 * per_pairs) f(std::integral_constant<int, 24>{});
+  else if (vocab <= 28 * per_pairs) f(std::integral_constant<int, 28>{});
+  else return false;
+  return true;
+}
+
 // loss = the mean of the rows' losses: one block.
 __global__ void mean_kernel(const float* __restrict__ losses, float* __restrict__ loss, std::size_t rows) {
   float s = 0;

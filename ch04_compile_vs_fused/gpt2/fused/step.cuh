@@ -382,7 +382,8 @@ struct FusedStep {
       }
     }
     // The head, and the loss (with its gradient when there is a backward) in one pass a row (the
-    // row held in registers where the vocabulary allows: cross_entropy_rows_kernel).
+    // row held in registers where the vocabulary allows: cross_entropy_rows_kernel, and
+    // cross_entropy_pairs_kernel for longer rows of bf16 logits).
     const std::size_t head_at = gpt2::stage_begin(c, c.layers);
     round_weights(P, head_at, p.params.size(), head.w, stream);
     head_forward(ln.data(), weight(P, off.head, head.w, head_at), head.logits, stream);
@@ -397,7 +398,13 @@ struct FusedStep {
         cross_entropy_rows_kernel<decltype(items)::value, kBackward, Grad, Logit>
             <<<rows, kRowThreads, 0, stream>>>(head.logits, p.targets.data(), losses.data(), v, inv_rows, dz);
       };
-      if (!with_row_items(v, rows_kernel))
+      // Past that, bf16 logits still fit two a register (cross_entropy_pairs_kernel, to 57344).
+      auto pairs_kernel = [&](auto pairs) {
+        if constexpr (kLogitsBf16)
+          cross_entropy_pairs_kernel<decltype(pairs)::value, kBackward>
+              <<<rows, kRowThreads, 0, stream>>>(head.logits, p.targets.data(), losses.data(), v, inv_rows, dz);
+      };
+      if (!with_row_items(v, rows_kernel) && !(kLogitsBf16 && with_row_pairs(v, pairs_kernel)))
         cross_entropy_kernel<kBackward, Grad, Logit>
             <<<rows, kThreads, 0, stream>>>(head.logits, p.targets.data(), losses.data(), v, inv_rows, dz);
     };

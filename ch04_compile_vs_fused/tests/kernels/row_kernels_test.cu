@@ -286,7 +286,8 @@ TEST(RowKernels, QkvRowsSumBf16) {
 // (4u); the sum of V terms (sum_error(V) of it, plus the terms' own); 1 / sum and the product two
 // roundings, the onehot's subtraction one, 1 / rows and the product two; logf 1 ulp (2u) and the
 // loss's two additions. bf16_logits: the logits in bf16 (exact values, the reference's own) and dz
-// written over them, as optimized_gpt2_step_fused_bf16_logits runs it.
+// written over them, as optimized_gpt2_step_fused_bf16_logits runs it; past 16384 classes (bf16
+// logits only) cross_entropy_pairs_kernel, the same arithmetic with the row two logits a register.
 void run_cross_entropy_rows(std::size_t rows, int vocab, std::uint64_t seed, bool bf16_logits) {
   lab::Rng rng(seed);
   std::vector<float> z = uniform(rng, rows * vocab, -6.f, 6.f);
@@ -310,7 +311,14 @@ void run_cross_entropy_rows(std::size_t rows, int vocab, std::uint64_t seed, boo
       cross_entropy_rows_kernel<kItems, true, bf16><<<unsigned(rows), kRowThreads>>>(
           z_d.data(), t_d.data(), loss_d.data(), vocab, inv_rows, dz_d.data());
   };
-  ASSERT_TRUE(with_row_items(vocab, launch)) << "vocab " << vocab << " is past the rows kernel";
+  // Past 16 x 1024 classes the step holds bf16 logits two a register (cross_entropy_pairs_kernel):
+  // the same arithmetic, so the same bounds.
+  auto launch_pairs = [&](auto pairs) {
+    cross_entropy_pairs_kernel<decltype(pairs)::value, true><<<unsigned(rows), kRowThreads>>>(
+        zb_d.data(), t_d.data(), loss_d.data(), vocab, inv_rows, zb_d.data());
+  };
+  ASSERT_TRUE(with_row_items(vocab, launch) || (bf16_logits && with_row_pairs(vocab, launch_pairs)))
+      << "vocab " << vocab << " is past the rows kernels";
   LAB_CHECK(cudaGetLastError());
   LAB_CHECK(cudaDeviceSynchronize());
   if (bf16_logits) LAB_CHECK(cudaMemcpy(dz_d.data(), zb_d.data(), dz_d.size() * sizeof(bf16), cudaMemcpyDeviceToDevice));
@@ -353,6 +361,21 @@ TEST(RowKernels, CrossEntropyRowsBf16) {
                    (bf16_logits ? ", bf16 logits, dz in place" : ", fp32 logits"));
       run_cross_entropy_rows(rows, vocab, seed, bf16_logits);
     }
+  // bf16 logits past 16 x 1024 classes, two a register (cross_entropy_pairs_kernel): the fewest
+  // pairs a thread (16: 16386), one pair past a step (20: 32770), GPT-2's padded vocabulary (28:
+  // 50304), the most (28: 57344).
+  const struct {
+    std::size_t rows;
+    int vocab, pairs;
+  } long_cases[] = {{11, 16386, 16}, {7, 32770, 20}, {9, 50304, 28}, {5, 57344, 28}};
+  for (const auto& [rows, vocab, pairs] : long_cases) {
+    SCOPED_TRACE("rows " + std::to_string(rows) + ", vocab " + std::to_string(vocab) + ", bf16 logits in pairs");
+    ASSERT_FALSE(with_row_items(vocab, [](auto) {}));
+    int chosen = 0;
+    ASSERT_TRUE(with_row_pairs(vocab, [&](auto p) { chosen = decltype(p)::value; }));
+    EXPECT_EQ(chosen, pairs);
+    run_cross_entropy_rows(rows, vocab, seed, true);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -635,8 +658,9 @@ TEST(RowKernels, DoutHeadsBf16) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// cross_entropy_kernel<true, bf16> (and with bf16 logits, dz over them), the loss for vocabularies above cross_entropy_rows_kernel's 16384
-// (GPT-2's padded 50304), and mean_kernel. Its running (max, sum) pairs are combined by rescales:
+// cross_entropy_kernel<true, bf16> (and with bf16 logits, dz over them), the loss for vocabularies
+// above cross_entropy_rows_kernel's 16384 (GPT-2's padded 50304 in fp32; in bf16, the odd ones and
+// those past cross_entropy_pairs_kernel's 57344), and mean_kernel. Its running (max, sum) pairs are combined by rescales:
 // each term passes through at most vocab / 256 + 13 combines (its thread's, then 5 shuffles and
 // the 8 warps' 8), each an expf (2 ulp, its argument's rounding relative |z - max| u), a product and an
 // addition, so a term of the sum errs relatively by at most that many times (6u + u range);
@@ -649,11 +673,13 @@ TEST(RowKernels, CrossEntropyLongRowsAndMeanBf16) {
     std::size_t rows;
     int vocab;
     bool bf16_logits;  // the logits in bf16 (exact values), dz written over them
-  } cases[] = {{9, 50304, false}, {17, 16385, false}, {9, 50304, true}, {17, 16385, true}};
+  } cases[] = {{9, 50304, false}, {17, 16385, false}, {9, 50303, true}, {17, 16385, true}, {3, 57346, true}};
   for (const auto& [rows, vocab, bf16_logits] : cases) {
     SCOPED_TRACE("rows " + std::to_string(rows) + ", vocab " + std::to_string(vocab) +
                  (bf16_logits ? ", bf16 logits, dz in place" : ", fp32 logits"));
     ASSERT_FALSE(with_row_items(vocab, [](auto) {})) << "the step runs cross_entropy_rows_kernel here";
+    if (bf16_logits)  // an odd vocabulary, or past 57344: what the pairs kernel leaves to this one
+      ASSERT_FALSE(with_row_pairs(vocab, [](auto) {})) << "the step runs cross_entropy_pairs_kernel here";
     std::vector<float> z = uniform(rng, rows * vocab, -6.f, 6.f);
     if (bf16_logits)
       for (float& v : z) v = round_bf16(v);
