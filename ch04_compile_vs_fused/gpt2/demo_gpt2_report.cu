@@ -284,6 +284,13 @@ std::string tables(const std::vector<Row>& rows, const std::vector<Implementatio
   return o.str();
 }
 
+// One row of --profile's tables: Markdown ("| a | b |") or plain text (two spaces between cells).
+void profile_line(std::ostream& o, const std::vector<std::string>& cells, bool markdown) {
+  for (std::size_t i = 0; i < cells.size(); ++i)
+    o << (markdown ? (i ? " " : "| ") : (i ? "  " : "")) << cells[i] << (markdown ? " |" : "");
+  o << "\n";
+}
+
 // --profile's table: a row per configuration and implementation, ms a step (share of the GPU time).
 std::string breakdown_table(const std::vector<Row>& rows, const std::vector<Implementation>& impls, bool markdown) {
   std::ostringstream o;
@@ -292,11 +299,7 @@ std::string breakdown_table(const std::vector<Row>& rows, const std::vector<Impl
     << (markdown ? "**" : "") << "\n\n";
   std::vector<std::string> head{"model", "context", "implementation", "step ms"};
   for (const char* k : Breakdown::kKinds) head.push_back(k);
-  auto line = [&](const std::vector<std::string>& cells) {
-    for (std::size_t i = 0; i < cells.size(); ++i) o << (markdown ? (i ? " " : "| ") : (i ? "  " : "")) << cells[i]
-                                                     << (markdown ? " |" : "");
-    o << "\n";
-  };
+  auto line = [&](const std::vector<std::string>& cells) { profile_line(o, cells, markdown); };
   line(head);
   if (markdown) line(std::vector<std::string>(head.size(), "---:"));
   for (const auto& r : rows)
@@ -325,7 +328,10 @@ std::string rest_table(const std::vector<Row>& rows, const std::vector<Implement
   std::ostringstream o;
   o << "\n" << (markdown ? "**" : "") << "\"the rest\" by kernel (--profile): the " << top
     << " largest, ms a step and launches a step" << (markdown ? "**" : "") << "\n\n";
-  if (markdown) o << "| model | context | implementation | kernel | ms | launches |\n| --- | ---: | --- | --- | ---: | ---: |\n";
+  if (markdown) {
+    profile_line(o, {"model", "context", "implementation", "kernel", "ms", "launches"}, true);
+    profile_line(o, {"---", "---:", "---", "---", "---:", "---:"}, true);
+  }
   for (const auto& r : rows)
     for (const auto& impl : impls) {
       const auto it = r.profile.find(impl.name);
@@ -334,12 +340,9 @@ std::string rest_table(const std::vector<Row>& rows, const std::vector<Implement
       std::sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
       if (parts.size() > top) parts.resize(top);
       for (const auto& [name, part] : parts) {
-        const std::string cells[] = {r.size.name, std::to_string(r.context), impl.name, name, fixed(part.ms, 3),
-                                     fixed(part.launches, 0)};
-        for (std::size_t i = 0; i < std::size(cells); ++i)
-          o << (markdown ? (i ? " " : "| ") : (i ? "  " : "")) << (markdown && i == 3 ? "`" + cells[i] + "`" : cells[i])
-            << (markdown ? " |" : "");
-        o << "\n";
+        profile_line(o, {r.size.name, std::to_string(r.context), impl.name, markdown ? "`" + name + "`" : name,
+                         fixed(part.ms, 3), fixed(part.launches, 0)},
+                     markdown);
       }
     }
   return o.str();

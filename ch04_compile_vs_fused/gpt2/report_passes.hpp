@@ -11,6 +11,7 @@
 #include <iostream>
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -41,8 +42,8 @@ struct Breakdown {
 // A kernel's demangled name without "(anonymous namespace)::", its return type and its parameter
 // list: "layer_norm_backward_kernel<4, 2, __nv_bfloat16>".
 inline std::string short_name(std::string name) {
-  for (std::size_t at; (at = name.find("(anonymous namespace)::")) != std::string::npos;)
-    name.erase(at, std::string("(anonymous namespace)::").size());
+  constexpr std::string_view anonymous = "(anonymous namespace)::";
+  for (std::size_t at; (at = name.find(anonymous)) != std::string::npos;) name.erase(at, anonymous.size());
   if (name.rfind("void ", 0) == 0) name.erase(0, 5);
   int depth = 0;
   for (std::size_t i = 0; i < name.size(); ++i) {
