@@ -40,11 +40,13 @@
 # in cuBLASLt's epilogue, the epilogue without its bias; and in the loss kernel that holds a row in
 # registers (fp32 or bf16 logits), every logit read 1% high, against the kernels' own tests; and the
 # head's product of the step that writes the logits in bf16 1% high, which that step's check passes,
-# against the products' own test.
+# against the products' own test; and the LayerNorm backward's row ahead carried over without its
+# mean, rstd and residual gradient, and the LayerNorm made again with its shift 1% high, against the
+# kernels' own tests.
 # Exit status 0 when every bug was caught (with --check-patterns: when every text was found once).
 set -u
 if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
-  sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,46p' "$0" | sed 's/^# \{0,1\}//'
   [ $# -ge 1 ] && exit 0 || exit 2
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -228,6 +230,13 @@ plant kernels_ln_gain ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_kernels 
   'ln[off + j] = to<Out>((v[k] - mu) * rs * w[j] + b[j]);' 'ln[off + j] = to<Out>((v[k] - mu) * rs * 1.01f * w[j] + b[j]);'
 plant kernels_dout_delta ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_kernels \
   'if (hr < head_rows && c == 0) delta[hr] = s;' 'if (hr < head_rows && c == 0) delta[hr] = 1.01f * s;'
+# The LayerNorm backward's row ahead (session 32): only dy and x carried over, the row's mean, rstd
+# and residual gradient left at the block's first row's; and the LayerNorm made again for the
+# backward with its shift 1% high. Against the kernels' own tests.
+plant kernels_ln_row_ahead ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_kernels \
+  'if (kAhead) cur = next;' 'if (kAhead) cur.dy[0] = next.dy[0], cur.x[0] = next.x[0];'
+plant kernels_ln_again_shift ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_kernels \
+  'y.e[i] = (xv.e[i] - mu) * rs * wv.e[i] + bv.e[i];' 'y.e[i] = (xv.e[i] - mu) * rs * wv.e[i] + 1.01f * bv.e[i];'
 
 if [ $planted -eq 0 ]; then
   echo "planted_bugs: no bug is named ${only[*]}" >&2

@@ -34,6 +34,21 @@ struct Greater {
 
 template <int Threads>
 __device__ __forceinline__ float sum(float v) { return reduce<Threads>(v, Plus{}); }
+
+// Two sums at once: one pass through shared memory, two barriers where two sum() calls take four.
+template <int Threads>
+__device__ __forceinline__ float2 sum2(float2 v) {
+  static_assert(Threads % 32 == 0 && Threads <= 1024);
+  __shared__ float2 warps[Threads / 32];
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) v.x += __shfl_xor_sync(~0u, v.x, o), v.y += __shfl_xor_sync(~0u, v.y, o);
+  __syncthreads();
+  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = v;
+  __syncthreads();
+  float2 t = warps[0];
+  for (int w = 1; w < Threads / 32; ++w) t.x += warps[w].x, t.y += warps[w].y;
+  return t;
+}
 template <int Threads>
 __device__ __forceinline__ float max(float v) { return reduce<Threads>(v, Greater{}); }
 

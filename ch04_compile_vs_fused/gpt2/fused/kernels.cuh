@@ -25,6 +25,21 @@ using Buffer = lab::DeviceBuffer<float>;
 constexpr int kThreads = 256;
 constexpr int kMaxItems = 16;  // a row of up to 16 x 256 = 4096 floats in registers
 
+unsigned blocks_for(std::size_t work) { return lab::grid_for(work, kThreads); }
+
+// x / m and x % m, in 32 bits where x fits them (every index of a step that fits a device): a
+// 64-bit division is a software routine of some 70 instructions. In 32 bits qkv_heads_kernel issues
+// a fifth fewer (5.7M to 4.6M at small), but its time did not move (Nsight Compute, H100: 13.4 us
+// and 48% of the memory's bandwidth before, 13.9 and 46% after): the layout kernels wait on memory,
+// one 8-byte access a thread at a time, not on their arithmetic.
+struct DivMod {
+  std::size_t quot, rem;
+  __device__ __forceinline__ DivMod(std::size_t x, unsigned m) {
+    if (x <= 0xffffffffu) quot = unsigned(x) / m, rem = unsigned(x) % m;
+    else quot = x / m, rem = x % m;
+  }
+};
+
 // x in T (bf16: rounded to nearest, ties to even), and back.
 template <class T>
 __device__ __forceinline__ T to(float x) {
@@ -151,21 +166,41 @@ __global__ void round_kernel(const float* __restrict__ x, T* __restrict__ y, std
 }
 
 // ln = LayerNorm(x) again from the mean and rstd the forward kept, for the backward: the forward's
-// expression on the same fp32 values, so the same output (a block a row).
-// V columns a thread (4: d a multiple of 4, 16-byte loads).
+// expression on the same fp32 values, so the same output. V columns a thread (4: d a multiple of
+// 4, 16-byte loads); launched by layer_norm_again below.
 template <int V, class Out>
 __global__ void __launch_bounds__(kThreads)
     layer_norm_again_kernel(const float* __restrict__ x, const float* __restrict__ mean, const float* __restrict__ rstd,
-                            const float* __restrict__ w, const float* __restrict__ b, Out* __restrict__ ln, int d) {
-  const std::size_t off = std::size_t(blockIdx.x) * d;
-  const float mu = mean[blockIdx.x], rs = rstd[blockIdx.x];
-  for (int j = V * threadIdx.x; j < d; j += V * kThreads) {
-    const Vec<V> xv = loadv<V>(x + off + j), wv = loadv<V>(w + j), bv = loadv<V>(b + j);
+                            const float* __restrict__ w, const float* __restrict__ b, Out* __restrict__ ln,
+                            std::size_t rows, int d) {
+  // The rows as one flat range of V-column groups, grid-strided: a block a row left a quarter of
+  // its threads idle at d = 768 and ended after one load each (40% of the warps the SMs hold, now
+  // 80%). In the step's graph 9.3 us a launch became 8.2 at small (H100, --profile); alone, its
+  // caches flushed, Nsight Compute times it at 7.9 us before and 8.7 after: 12.6 MB is too little
+  // for either form to reach the bandwidth.
+  const int groups = d / V;
+  for (std::size_t g : lab::grid_stride(rows * groups)) {
+    const DivMod at(g, unsigned(groups));
+    const std::size_t row = at.quot;
+    const int j = int(at.rem) * V;
+    const float mu = mean[row], rs = rstd[row];
+    const Vec<V> xv = loadv<V>(x + row * d + j), wv = loadv<V>(w + j), bv = loadv<V>(b + j);
     Vec<V> y;
 #pragma unroll
     for (int i = 0; i < V; ++i) y.e[i] = (xv.e[i] - mu) * rs * wv.e[i] + bv.e[i];
-    storev<V>(ln + off + j, y);
+    storev<V>(ln + row * d + j, y);
   }
+}
+
+// layer_norm_again_kernel over `rows` rows of d, 16-byte accesses where d allows.
+template <class Out>
+void layer_norm_again(const float* x, const float* mean, const float* rstd, const float* w, const float* b, Out* ln,
+                      std::size_t rows, int d, cudaStream_t stream) {
+  if (d % 4 == 0)
+    layer_norm_again_kernel<4><<<blocks_for(rows * d / 4), kThreads, 0, stream>>>(x, mean, rstd, w, b, ln, rows, d);
+  else
+    layer_norm_again_kernel<1><<<blocks_for(rows * d), kThreads, 0, stream>>>(x, mean, rstd, w, b, ln, rows, d);
+  LAB_CHECK(cudaGetLastError());
 }
 
 // The LayerNorm backward: dres += dx (or = dx when !accumulate), dx = rstd (g - mean(g) - xhat
@@ -174,6 +209,13 @@ __global__ void __launch_bounds__(kThreads)
 // residual stream's gradient, which the product before the LayerNorm takes as its dY: when next_dy
 // is given, it is also written there in Grad (the products' type for dY), and when next_db is given
 // its column sums (that product's bias gradient, from the fp32 values) are added there as dw's are.
+//
+// A block walks its rows (8 or more at scale) with the next row's dy, x and dres loaded while it
+// works on the current one: double buffering in registers (kAhead, below). Loaded in turn (dy and
+// x, the two sums, then dres), a row cost three waits on memory a block. The two sums go through
+// shared memory together (sum2). On the H100 at small: 25.0 us to 23.6 a launch (Nsight Compute),
+// 0.685 ms a step to 0.597 (--profile). Still 53% of the bandwidth: its 512 blocks of 256 threads
+// give an SM 31 warps of its 64, and each waits on its block's barriers twice a row.
 template <int Items, int V, class Grad = float>
 __global__ void __launch_bounds__(kThreads)
     layer_norm_backward_kernel(const float* __restrict__ dy, const float* __restrict__ x, const float* __restrict__ w,
@@ -187,35 +229,58 @@ __global__ void __launch_bounds__(kThreads)
     const int j = V * (threadIdx.x + k * kThreads);
     wj[k] = j < d ? loadv<V>(w + j) : Vec<V>{};
   }
-  for (std::size_t row = blockIdx.x; row < rows; row += gridDim.x) {
+  // A row ahead where a thread holds one item (d <= 1024 in fours: GPT-2 small and medium, 61
+  // registers where 48 did). Past that the second row's registers would halve the blocks an SM
+  // holds (126 registers to 165 at four items), so the row is loaded as it is reached, dres after
+  // the sums, as before.
+  constexpr bool kAhead = Items == 1;
+  struct Row {  // what a row's arithmetic reads
+    Vec<V> dy[Items], x[Items], res[Items];
+    float mu, rs;
+  };
+  auto load = [&](std::size_t row, Row& in) {
     const std::size_t off = row * d;
-    const float mu = mean[row], rs = rstd[row];
-    Vec<V> g[Items], xh[Items];
-    float sg = 0, sgx = 0;
+    in.mu = mean[row], in.rs = rstd[row];
 #pragma unroll
     for (int k = 0; k < Items; ++k) {
       const int j = V * (threadIdx.x + k * kThreads);
-      g[k] = {}, xh[k] = {};
+      in.dy[k] = {}, in.x[k] = {}, in.res[k] = {};
       if (j < d) {
-        const Vec<V> dyv = loadv<V>(dy + off + j), xv = loadv<V>(x + off + j);
+        in.dy[k] = loadv<V>(dy + off + j), in.x[k] = loadv<V>(x + off + j);
+        if (kAhead && accumulate) in.res[k] = loadv<V>(dres + off + j);
+      }
+    }
+  };
+  Row cur{};
+  if (kAhead && blockIdx.x < rows) load(blockIdx.x, cur);
+  for (std::size_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    Row next{};
+    if (!kAhead) load(row, cur);
+    else if (row + gridDim.x < rows) load(row + gridDim.x, next);
+    const std::size_t off = row * d;
+    const float mu = cur.mu, rs = cur.rs;
+    Vec<V> g[Items], xh[Items];
+    float2 sums = {0.f, 0.f};  // sum g, sum g xhat
 #pragma unroll
-        for (int i = 0; i < V; ++i) {
-          xh[k].e[i] = (xv.e[i] - mu) * rs;
-          g[k].e[i] = dyv.e[i] * wj[k].e[i];
-          aw[k].e[i] += dyv.e[i] * xh[k].e[i];
-          ab[k].e[i] += dyv.e[i];
-        }
+    for (int k = 0; k < Items; ++k) {
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        const float dyv = cur.dy[k].e[i];
+        xh[k].e[i] = (cur.x[k].e[i] - mu) * rs;
+        g[k].e[i] = dyv * wj[k].e[i];
+        aw[k].e[i] += dyv * xh[k].e[i];
+        ab[k].e[i] += dyv;
       }
 #pragma unroll
-      for (int i = 0; i < V; ++i) sg += g[k].e[i], sgx += g[k].e[i] * xh[k].e[i];
+      for (int i = 0; i < V; ++i) sums.x += g[k].e[i], sums.y += g[k].e[i] * xh[k].e[i];
     }
-    const float mean_g = blockwide::sum<kThreads>(sg) * (1.f / d);
-    const float mean_gx = blockwide::sum<kThreads>(sgx) * (1.f / d);
+    const float2 total = blockwide::sum2<kThreads>(sums);
+    const float mean_g = total.x * (1.f / d), mean_gx = total.y * (1.f / d);
 #pragma unroll
     for (int k = 0; k < Items; ++k) {
       const int j = V * (threadIdx.x + k * kThreads);
       if (j >= d) continue;
-      Vec<V> r = accumulate ? loadv<V>(dres + off + j) : Vec<V>{};
+      Vec<V> r = kAhead ? cur.res[k] : accumulate ? loadv<V>(dres + off + j) : Vec<V>{};
 #pragma unroll
       for (int i = 0; i < V; ++i) {
         const float dx = rs * (g[k].e[i] - mean_g - xh[k].e[i] * mean_gx);
@@ -225,6 +290,7 @@ __global__ void __launch_bounds__(kThreads)
       storev<V>(dres + off + j, r);
       if (next_dy) storev<V>(next_dy + off + j, r);
     }
+    if (kAhead) cur = next;
   }
   // The column sums added into dw, db (and next_db) through shared memory (add_staged_columns).
   __shared__ float stage[kMaxItems * kThreads];  // d <= 4096 columns
@@ -245,14 +311,17 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // The heads' layout: element i of a (B, h, T, dp) tensor, dp >= hd the width the flash kernels
-// take, is column head hd + c of row b T + t when c < hd, and padding (zero) when c >= hd.
+// take (a power of two: flash_width), is column head hd + c of row b T + t when c < hd, and
+// padding (zero) when c >= hd.
 struct HeadIndex {
   std::size_t row, col;
   bool real;
   __device__ HeadIndex(std::size_t i, int context, int h, int hd, int dp) {
-    const std::size_t c = i % dp, t = i / dp % context, bh = i / (std::size_t(dp) * context);
-    row = bh / h * context + t;
-    col = bh % h * hd + c;
+    const std::size_t c = i & std::size_t(dp - 1);
+    const DivMod t(i >> (__ffs(dp) - 1), unsigned(context));  // i / dp = bh T + t
+    const DivMod bh(t.quot, unsigned(h));                       // bh = b h + head
+    row = bh.quot * context + t.rem;
+    col = bh.rem * hd + c;
     real = c < std::size_t(hd);
   }
 };
@@ -328,11 +397,17 @@ __global__ void __launch_bounds__(kThreads)
   const int part = c / d, head = c % d / hd, cc = c % d % hd;
   const float* src = (part == 0 ? dq : part == 1 ? dk : dv) + std::size_t(head) * context * dp + cc;
   float s = 0;
+  // Row r = b T + t: b and t carried along the walk, no 64-bit division a row (15.4 us to 13.4 at
+  // small, H100; 0.164 ms a step to 0.145).
+  std::size_t b = blockIdx.y / context;
+  int t = int(blockIdx.y % context);
+  const int step_b = int(gridDim.y / context), step_t = int(gridDim.y % context);
   for (std::size_t r = blockIdx.y; r < rows; r += gridDim.y) {
-    const std::size_t b = r / context, t = r % context;
     const float v = src[(b * h * context + t) * dp];
     dqkv[r * 3 * d + c] = to<Grad>(v);
     s += v;
+    b += step_b, t += step_t;
+    if (t >= context) t -= context, ++b;
   }
   atomicAdd(&db[c], s);
 }
@@ -369,13 +444,13 @@ template <class A, class T>
 __global__ void dout_heads4_kernel(const float* __restrict__ datt, const A* __restrict__ att, T* __restrict__ dout,
                                    float* __restrict__ delta, std::size_t head_rows, int context, int h, int hd,
                                    int dp) {
-  const int group = dp / 4;
-  const std::size_t id = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x, hr = id / group;
-  const int c = int(id % group) * 4;
+  const int group = dp / 4;  // a power of two (dp: flash_width)
+  const std::size_t id = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x, hr = id >> (__ffs(group) - 1);
+  const int c = int(id & (group - 1)) * 4;
   float s = 0;
   if (hr < head_rows) {
-    const std::size_t t = hr % context, bh = hr / context;
-    const std::size_t r = (bh / h * context + t) * std::size_t(h) * hd + bh % h * hd + c;
+    const DivMod t(hr, unsigned(context)), bh(t.quot, unsigned(h));
+    const std::size_t r = (bh.quot * context + t.rem) * std::size_t(h) * hd + bh.rem * hd + c;
     Vec<4> x{};
     if (c < hd) {
       x = loadv<4>(datt + r);
@@ -691,7 +766,6 @@ __global__ void mean_kernel(const float* __restrict__ losses, float* __restrict_
   if (threadIdx.x == 0) loss[0] = s / float(rows);
 }
 
-unsigned blocks_for(std::size_t work) { return lab::grid_for(work, kThreads); }
 
 // Q, K, V or O by head, padded to the flash width: B h T dp values.
 std::size_t heads_size(const gpt2::Config& c) { return c.tokens() * c.heads * flash_width(c.head_dim()); }

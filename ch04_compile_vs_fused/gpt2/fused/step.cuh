@@ -246,11 +246,7 @@ struct FusedStep {
   // ln = LayerNorm(x) again, for the backward: see layer_norm_again_kernel.
   void layer_norm_again(const float* x, const float* mean, const float* rstd, const float* w, const float* b,
                         cudaStream_t stream) {
-    if (d % 4 == 0)
-      layer_norm_again_kernel<4><<<rows, kThreads, 0, stream>>>(x, mean, rstd, w, b, ln.data(), d);
-    else
-      layer_norm_again_kernel<1><<<rows, kThreads, 0, stream>>>(x, mean, rstd, w, b, ln.data(), d);
-    LAB_CHECK(cudaGetLastError());
+    ::layer_norm_again(x, mean, rstd, w, b, ln.data(), rows, d, stream);
   }
   // next_dy, next_db: the residual stream's gradient in Grad and its column sums, for the product
   // before the LayerNorm (kGradCopies; null: not written). zeroed: dw, db and next_db are zero
