@@ -766,7 +766,6 @@ __global__ void mean_kernel(const float* __restrict__ losses, float* __restrict_
   if (threadIdx.x == 0) loss[0] = s / float(rows);
 }
 
-
 // Q, K, V or O by head, padded to the flash width: B h T dp values.
 std::size_t heads_size(const gpt2::Config& c) { return c.tokens() * c.heads * flash_width(c.head_dim()); }
 
