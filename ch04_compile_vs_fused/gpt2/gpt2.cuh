@@ -68,7 +68,8 @@ struct Gpt2Step {
   // no longer fit its one-pass kernel in fp32 (cross_entropy_kernel; bf16 logits two a register:
   // cross_entropy_pairs_kernel), as GPT-2's own 50304 does. 16 tokens: with 4, the model of the
   // logits' rounding alone rejected its own fp32 stand-in at a few head-weight gradients (16 to 28
-  // sigma on half the seeds tried, where k is 19.9; 4 to 7 at 16 tokens), and this shape's check
+  // sigma on half the seeds tried, where k is 19.9; 4 to 7 at 16 tokens; with its noise then shared
+  // to 8 bits, now 16: reference_arithmetic.hpp, kShareBits), and this shape's check
   // costs a bf16 step about 40 s on the GPU machine (the Monte Carlo runs of the head's products).
   static std::vector<lab::Shape> checks() {
     return {{2, 64, 4, 16, 2, 97, 1},  {2, 64, 4, 16, 2, 97, 2},   {2, 64, 4, 16, 2, 97, 3},

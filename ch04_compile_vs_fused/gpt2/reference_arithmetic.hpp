@@ -114,14 +114,24 @@ inline float round_significand(float x, int bits) {
 // whose terms repeat one value (a LayerNorm over one feature gives every token the same output, and
 // then every token the same logits) add up rather than average out, as they do on the GPU. Each run
 // draws the relative error of every value anew: 1 + delta, delta uniform in [-k u, k u], from a
-// hash of the run (mc_run_key, set by expected()) and the value's magnitude at the rounding's own
-// precision, 24 - log2 k significant bits (8 for bf16's k = 2^16): values that round to one number
-// share its error. (A Monte Carlo run's values carry their own perturbations, up to some u; two
-// values equal on the GPU almost always fall in one bucket.)
+// hash of the run (mc_run_key, set by expected()) and the value's magnitude to kShareBits
+// significant bits: values that agree that far share an error. (A Monte Carlo run's values carry
+// their own perturbations, some u; two values equal on the GPU almost always fall in one bucket.)
+//
+// Why 16 bits, and not the rounding's own precision (8 for bf16), as until session 32: values that
+// differ within one bf16 cell round with different errors on the GPU (each its distance to the
+// nearest grid point), where one error shared by the whole cell moves them alike. A softmax does
+// not see such a move (it is blind to a shift of all its inputs), so with the logits of a first
+// step, nearly equal along a row, the runs spread the head's gradients far less than the GPU's
+// rounding moves them: with the logits alone rounded (ModelOptions::logits_in_bf16), its fp32
+// stand-in was at 16 to 28 of their sigma at 4 tokens, over 3 seeds. Bucketed at 12, 16, 20 or 24
+// bits: 3.7 to 5.2. A grid of the rounding's own spacing with a phase a run draws per binade, which
+// reproduces a rounding's structure, did no better (12 to 37): its runs seldom split a tight
+// cluster of logits across a grid point, which the one real grid did.
+constexpr int kShareBits = 16;
 inline thread_local std::uint64_t mc_run_key = 0;
 inline double value_noise(double x, double k) {
-  const int bits = std::clamp(24 - std::ilogb(k), 1, 24);
-  const std::uint32_t bucket = std::bit_cast<std::uint32_t>(round_significand(std::fabs(float(x)), bits));
+  const std::uint32_t bucket = std::bit_cast<std::uint32_t>(round_significand(std::fabs(float(x)), kShareBits));
   std::uint64_t z = mc_run_key ^ (std::uint64_t(bucket) * 0x9e3779b97f4a7c15ull);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
