@@ -42,11 +42,12 @@
 # head's product of the step that writes the logits in bf16 1% high, which that step's check passes,
 # against the products' own test; and the LayerNorm backward's row ahead carried over without its
 # mean, rstd and residual gradient, and the LayerNorm made again with its shift 1% high, against the
-# kernels' own tests.
+# kernels' own tests; and GELU's output, made by GELU's backward in step 13, 1% high in every fourth
+# column, against the kernels' own tests.
 # Exit status 0 when every bug was caught (with --check-patterns: when every text was found once).
 set -u
 if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
-  sed -n '2,46p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,47p' "$0" | sed 's/^# \{0,1\}//'
   [ $# -ge 1 ] && exit 0 || exit 2
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -237,6 +238,10 @@ plant kernels_ln_row_ahead ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_ker
   'if (kAhead) cur = next;' 'if (kAhead) cur.dy[0] = next.dy[0], cur.x[0] = next.x[0];'
 plant kernels_ln_again_shift ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_kernels \
   'y.e[i] = (xv.e[i] - mu) * rs * wv.e[i] + bv.e[i];' 'y.e[i] = (xv.e[i] - mu) * rs * wv.e[i] + 1.01f * bv.e[i];'
+# GELU's output made by GELU's backward (gelu_backward_act_kernel, step 13), every fourth column 1%
+# high: the dW of the MLP's second product reads it. Against the kernels' own test.
+plant kernels_gelu_act ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_kernels \
+  'gelu_of(t.w, e.w)));' '1.01f * gelu_of(t.w, e.w)));'
 
 if [ $planted -eq 0 ]; then
   echo "planted_bugs: no bug is named ${only[*]}" >&2

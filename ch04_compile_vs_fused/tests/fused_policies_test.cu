@@ -45,6 +45,19 @@ struct GradDeclaredButFp32Backward {
   void linear_backward(cublasHandle_t, const float*, const __nv_bfloat16*, const __nv_bfloat16*, float*, float*,
                        float*, int, int, int, cudaStream_t) {}
 };
+// A policy that splits a backward into its two products names both (step 13's); naming one alone
+// breaks the rule (the step would call the other).
+struct SplitBackward : Bf16Grads {
+  using Bf16Grads::Bf16Grads;
+  void linear_dx_bf16(cublasHandle_t, const __nv_bfloat16*, const __nv_bfloat16*, __nv_bfloat16*, int, int, int,
+                      cudaStream_t) {}
+  void linear_dw(cublasHandle_t, const __nv_bfloat16*, const __nv_bfloat16*, float*, int, int, int, cudaStream_t) {}
+};
+struct SplitBackwardWithoutDw : Bf16Grads {
+  using Bf16Grads::Bf16Grads;
+  void linear_dx_bf16(cublasHandle_t, const __nv_bfloat16*, const __nv_bfloat16*, __nv_bfloat16*, int, int, int,
+                      cudaStream_t) {}
+};
 struct AttentionWithoutBackward {
   static constexpr const char* kPrecision = "fp32";
   AttentionWithoutBackward(const gpt2::Config&, gpt2::Phase) {}
@@ -60,5 +73,9 @@ static_assert(!policy::Attention<AttentionWithoutBackward>);
 static_assert(policy::Products<Bf16Grads> && std::is_same_v<grad_of<Bf16Grads>::type, __nv_bfloat16>);
 static_assert(!policy::Products<GradDeclaredButFp32Backward>);
 static_assert(std::is_same_v<grad_of<Sgemm>::type, float>);
+static_assert(policy::NamesSplitBackward<SplitBackward> && policy::SplitBackwardProducts<SplitBackward>);
+static_assert(policy::NamesSplitBackward<SplitBackwardWithoutDw> &&
+              !policy::SplitBackwardProducts<SplitBackwardWithoutDw>);
+static_assert(!policy::NamesSplitBackward<Bf16Grads>);
 
 }  // namespace

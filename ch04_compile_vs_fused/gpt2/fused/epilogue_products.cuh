@@ -2,7 +2,8 @@
 // steps build on (Bf16BiasEpilogue): the previous steps' products (Bf16GradGemm, policies.cuh) with
 // linear_bias, the QKV product and the MLP's first run through cuBLASLt with its BIAS epilogue and
 // writing bf16 (LtBias). That step's file tells the lesson; optimized_gpt2_step_fused_bf16_dact.cu's
-// adds linear_backward_bf16 (Bf16Dact), which the step after it builds on.
+// adds linear_backward_bf16 (Bf16Dact), and optimized_gpt2_step_fused_bf16_logits.cu's head_bf16
+// (Bf16Logits), which the steps after them build on.
 #pragma once
 
 #include <cublasLt.h>
@@ -130,23 +131,49 @@ struct Bf16BiasEpilogue : Bf16GradGemm {
 
 static_assert(policy::Products<Bf16BiasEpilogue> && policy::LinearBiasProducts<Bf16BiasEpilogue>);
 
+// A linear layer's backward in bf16, one product each (cuBLAS, column-major; dY: M x N, X: M x K,
+// W: N x K, row-major): dX^T (K x M) = W^T (K x N) dY^T (N x M) written in bf16, and dW^T (K x N) =
+// X^T (K x M) dY (M x N) in fp32, both accumulated in fp32.
+void linear_dx_bf16(cublasHandle_t blas, const __nv_bfloat16* dY, const __nv_bfloat16* W, __nv_bfloat16* dX, int M,
+                    int N, int K) {
+  const float one = 1.f, zero = 0.f;
+  LAB_CHECK(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, K, M, N, &one, W, CUDA_R_16BF, K, dY, CUDA_R_16BF, N, &zero,
+                         dX, CUDA_R_16BF, K, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+void linear_dw_bf16(cublasHandle_t blas, const __nv_bfloat16* dY, const __nv_bfloat16* X, float* dW, int M, int N,
+                    int K) {
+  const float one = 1.f, zero = 0.f;
+  LAB_CHECK(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_T, K, N, M, &one, X, CUDA_R_16BF, K, dY, CUDA_R_16BF, N, &zero,
+                         dW, CUDA_R_32F, K, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
 // Bf16BiasEpilogue with linear_backward_bf16 (optimized_gpt2_step_fused_bf16_dact.cu tells the
-// lesson): dX^T (K x M) = W^T (K x N) dY^T (N x M) written in bf16, dW^T (K x N) = X^T (K x M) dY
-// (M x N) in fp32, both accumulated in fp32 (policy::BackwardBf16Products). The step calls it for
-// the MLP's second product alone.
+// lesson): dX in bf16 and dW in fp32, the two products above (policy::BackwardBf16Products). The
+// step calls it for the MLP's second product alone.
 struct Bf16Dact : Bf16BiasEpilogue {
   static constexpr const char* kPrecision = "bf16-epilogue-bias-dact";
   Bf16Dact(const gpt2::Config& c, gpt2::Phase phase) : Bf16BiasEpilogue(c, phase) {}
   void linear_backward_bf16(cublasHandle_t blas, const __nv_bfloat16* dY, const __nv_bfloat16* X,
                             const __nv_bfloat16* W, __nv_bfloat16* dX, float* dW, int M, int N, int K, cudaStream_t) {
-    const float one = 1.f, zero = 0.f;
-    LAB_CHECK(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, K, M, N, &one, W, CUDA_R_16BF, K, dY, CUDA_R_16BF, N, &zero,
-                           dX, CUDA_R_16BF, K, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    LAB_CHECK(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_T, K, N, M, &one, X, CUDA_R_16BF, K, dY, CUDA_R_16BF, N, &zero,
-                           dW, CUDA_R_32F, K, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    linear_dx_bf16(blas, dY, W, dX, M, N, K);
+    linear_dw_bf16(blas, dY, X, dW, M, N, K);
   }
 };
 
 static_assert(policy::Products<Bf16Dact> && policy::BackwardBf16Products<Bf16Dact>);
+
+// Bf16Dact with head_bf16 (optimized_gpt2_step_fused_bf16_logits.cu tells the lesson): the head's
+// product logits (M x V) = X W^T written in bf16, accumulated in fp32 (linear_bf16_out, the one
+// cuBLAS call that differs from linear's: its output type; policy::HeadBf16Products).
+struct Bf16Logits : Bf16Dact {
+  static constexpr const char* kPrecision = "bf16-epilogue-bias-dact-logits";
+  Bf16Logits(const gpt2::Config& c, gpt2::Phase phase) : Bf16Dact(c, phase) {}
+  void head_bf16(cublasHandle_t blas, const __nv_bfloat16* X, const __nv_bfloat16* W, __nv_bfloat16* Y, int M, int N,
+                 int K, cudaStream_t) {
+    linear_bf16_out(blas, X, W, Y, M, N, K);
+  }
+};
+
+static_assert(policy::Products<Bf16Logits> && policy::HeadBf16Products<Bf16Logits>);
 
 }  // namespace

@@ -471,7 +471,12 @@ constexpr int flash_width(int hd) {
   return 0;
 }
 
-__device__ __forceinline__ float gelu(float x) { return 0.5f * x * (1.f + erff(x * 0.70710678118654752f)); }
+// GELU and its slope, each from erf(x / sqrt 2): gelu_of and dgelu_of take it made, so that a kernel
+// that needs both (gelu_backward_act_kernel) computes it once and gets the same values as gelu()
+// and dgelu().
+__device__ __forceinline__ float gelu_erf(float x) { return erff(x * 0.70710678118654752f); }
+__device__ __forceinline__ float gelu_of(float x, float erf) { return 0.5f * x * (1.f + erf); }
+__device__ __forceinline__ float gelu(float x) { return gelu_of(x, gelu_erf(x)); }
 
 // h = y + bias, kept for the backward, and act = gelu(h), both in the type the products read (T):
 // 16-byte accesses to y (cols = 4d, a multiple of 4); the bias read a float at a time (its offset in
@@ -519,11 +524,12 @@ __global__ void gelu_kernel(const T* __restrict__ h, T* __restrict__ act, std::s
   }
 }
 
-__device__ __forceinline__ float dgelu(float x) {  // as the vanilla step's (gpt2_eager.cu)
-  const float cdf = 0.5f * (1.f + erff(x * 0.70710678118654752f));
+__device__ __forceinline__ float dgelu_of(float x, float erf) {  // as the vanilla step's (gpt2_eager.cu)
+  const float cdf = 0.5f * (1.f + erf);
   const float pdf = expf(-0.5f * x * x) * 0.39894228040143268f;
   return cdf + x * pdf;
 }
+__device__ __forceinline__ float dgelu(float x) { return dgelu_of(x, gelu_erf(x)); }
 
 // g *= gelu'(h), in place: the gradient of the MLP's output becomes its pre-activation's.
 template <class T>
@@ -536,6 +542,27 @@ __global__ void gelu_backward_kernel(float4* g, const T* __restrict__ h, std::si
   }
 }
 
+// The walk of a kernel whose threads own four consecutive columns each (thread t of block x the
+// quad c4 = x kThreads + t of each row, cols4 quads a row): down the rows grid-strided, f(i) for
+// each quad i = r cols4 + c4 (its values from 4 i on) returning the four values to sum, the sums in
+// registers until the block adds them into db through shared memory (add_staged_columns: the
+// block's 4 x 256 columns from `first` on, thread t's four at 4 t).
+template <class F>
+__device__ __forceinline__ void walk_quads_summed(std::size_t rows, int cols4, float* db, F&& f) {
+  const int c4 = blockIdx.x * kThreads + threadIdx.x;
+  float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (c4 < cols4) {
+    for (std::size_t r = blockIdx.y; r < rows; r += gridDim.y) {
+      const float4 v = f(r * cols4 + c4);
+      s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
+    }
+  }
+  __shared__ float stage[4 * kThreads];
+  const int first = 4 * blockIdx.x * kThreads;
+  add_staged_columns(stage, db + first, ::min(4 * kThreads, 4 * cols4 - first),
+                     [&](float* st) { reinterpret_cast<float4*>(st)[threadIdx.x] = s; });
+}
+
 // gelu_backward_kernel with the MLP's first product's bias gradient: dh = g gelu'(h) written in
 // Grad (the products' type for dY) and its column sums (from the fp32 values) added to db (zeroed
 // before). A thread owns four consecutive columns (16-byte loads of g in fp32, 8-byte in bf16: G,
@@ -545,24 +572,33 @@ template <class T, class Grad, class G = float>
 __global__ void __launch_bounds__(kThreads)
     gelu_backward_sum_kernel(const G* __restrict__ g, const T* __restrict__ h, Grad* __restrict__ dh,
                              float* __restrict__ db, std::size_t rows, int cols4) {
-  const int c4 = blockIdx.x * kThreads + threadIdx.x;
-  float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
-  if (c4 < cols4) {
-    for (std::size_t r = blockIdx.y; r < rows; r += gridDim.y) {
-      const std::size_t i = r * cols4 + c4;
-      float4 v = load4(g + 4 * i);
-      const float4 t = load4(h + 4 * i);
-      v.x *= dgelu(t.x), v.y *= dgelu(t.y), v.z *= dgelu(t.z), v.w *= dgelu(t.w);
-      store4(dh + 4 * i, v);
-      s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
-    }
-  }
-  // The sums added into db through shared memory (add_staged_columns): the block's 4 x 256 columns
-  // from `first` on, thread t's four at 4 t.
-  __shared__ float stage[4 * kThreads];
-  const int first = 4 * blockIdx.x * kThreads;
-  add_staged_columns(stage, db + first, ::min(4 * kThreads, 4 * cols4 - first),
-                     [&](float* st) { reinterpret_cast<float4*>(st)[threadIdx.x] = s; });
+  walk_quads_summed(rows, cols4, db, [&](std::size_t i) {
+    float4 v = load4(g + 4 * i);
+    const float4 t = load4(h + 4 * i);
+    v.x *= dgelu(t.x), v.y *= dgelu(t.y), v.z *= dgelu(t.z), v.w *= dgelu(t.w);
+    store4(dh + 4 * i, v);
+    return v;
+  });
+}
+
+// gelu_backward_sum_kernel that also makes GELU's output again, for the weight gradient of the MLP's
+// second product (optimized_gpt2_step_fused_bf16_gelu_once.cu): act = gelu(h) in T, the values
+// gelu_kernel writes (the same erf serves gelu and gelu', one erff and one expf an element where
+// the two passes spent two erff and an expf), and dh written over g (bf16 both, G = Grad: each
+// element read before the same thread writes it, so g and dh carry no __restrict__).
+template <class T, class Grad>
+__global__ void __launch_bounds__(kThreads)
+    gelu_backward_act_kernel(Grad* g, const T* __restrict__ h, T* __restrict__ act, float* __restrict__ db,
+                             std::size_t rows, int cols4) {
+  walk_quads_summed(rows, cols4, db, [&](std::size_t i) {
+    float4 v = load4(g + 4 * i);
+    const float4 t = load4(h + 4 * i);
+    const float4 e = make_float4(gelu_erf(t.x), gelu_erf(t.y), gelu_erf(t.z), gelu_erf(t.w));
+    store4(act + 4 * i, make_float4(gelu_of(t.x, e.x), gelu_of(t.y, e.y), gelu_of(t.z, e.z), gelu_of(t.w, e.w)));
+    v.x *= dgelu_of(t.x, e.x), v.y *= dgelu_of(t.y, e.y), v.z *= dgelu_of(t.z, e.z), v.w *= dgelu_of(t.w, e.w);
+    store4(g + 4 * i, v);
+    return v;
+  });
 }
 
 // A block's small gradients at the start of its backward (with the products' dY made in bf16,
@@ -587,8 +623,9 @@ __global__ void small_grads_kernel(SmallGrads g) {
   if (i < g.d) g.fc2_b[i] = g.carry[i], g.carry[i] = 0.f;
 }
 
-// The grid of gelu_backward_sum_kernel and qkv_rows_sum_kernel: x covers the columns (`units` a row, a thread each), y as
-// many row strides as keep about 1024 blocks of 256 threads in flight (8 an SM on the H100's 132).
+// The grid of gelu_backward_sum_kernel, gelu_backward_act_kernel and qkv_rows_sum_kernel: x covers
+// the columns (`units` a row, a thread each), y as many row strides as keep about 1024 blocks of 256
+// threads in flight (8 an SM on the H100's 132).
 inline dim3 column_owner_grid(std::size_t rows, int units) {
   const unsigned x = static_cast<unsigned>((units + kThreads - 1) / kThreads);
   const unsigned y = static_cast<unsigned>(std::max<std::size_t>(1, std::min<std::size_t>(rows, 1024 / x)));

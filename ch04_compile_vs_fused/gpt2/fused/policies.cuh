@@ -37,6 +37,13 @@
 //        with dX written in bf16 (Grad bf16), no bias gradient. The step then has the MLP's second
 //        product write GELU's output gradient in bf16, where GELU's backward reads fp32
 //        (optimized_gpt2_step_fused_bf16_dact.cu; its precision says the rounding);
+//   optionally void linear_dx_bf16(cublasHandle_t, const Grad* dY, const Operand* W, Grad* dX, int M,
+//        int N, int K, cudaStream_t) and void linear_dw(cublasHandle_t, const Grad* dY,
+//        const Operand* X, float* dW, int M, int N, int K, cudaStream_t): linear_backward_bf16's two
+//        products one at a time (both or neither). The step then runs the MLP's second product's
+//        backward as two, with GELU's backward between them making GELU's output for the second
+//        (dW's X) from the same erf as its slope, where it made that output in a pass of its own
+//        before the product (optimized_gpt2_step_fused_bf16_gelu_once.cu; no rounding changes);
 //   optionally void head_bf16(cublasHandle_t, const Operand* X, const Operand* W, Operand* Y, int M,
 //        int N, int K, cudaStream_t): the head's product Y = X W^T written in bf16 (Operand and Grad
 //        bf16). The step then keeps the logits in bf16, and the loss writes their gradient over them,
@@ -140,6 +147,16 @@ concept LinearBiasProducts = std::is_same_v<Op, __nv_bfloat16> &&
                              requires(P& p, cublasHandle_t h, const Op* x, Op* y, int m, cudaStream_t s) {
                                p.linear_bias(h, x, x, x, y, m, m, m, s);
                              };
+// A Products class that names linear_dx_bf16() or linear_dw() gives both the signatures above, in bf16.
+template <class P>
+concept NamesSplitBackward = requires { &P::linear_dx_bf16; } || requires { &P::linear_dw; };
+template <class P, class Op = typename operand_of<P>::type, class G = typename grad_of<P>::type>
+concept SplitBackwardProducts = std::is_same_v<G, __nv_bfloat16> &&
+                                requires(P& p, cublasHandle_t h, const Op* x, const G* dy, G* dx, float* w, int m,
+                                         cudaStream_t s) {
+                                  p.linear_dx_bf16(h, dy, x, dx, m, m, m, s);
+                                  p.linear_dw(h, dy, x, w, m, m, m, s);
+                                };
 template <class P>
 concept NamesHeadBackward = requires { &P::head_backward; };
 // A Products class that names head_bf16() gives it the signature above, in bf16.

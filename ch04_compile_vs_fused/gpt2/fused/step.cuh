@@ -34,6 +34,9 @@ struct FusedStep {
                 "a Products policy's linear_bias() takes bf16 operands and writes bf16 (policies.cuh)");
   static_assert(!policy::NamesBackwardBf16<Products> || policy::BackwardBf16Products<Products>,
                 "a Products policy's linear_backward_bf16() reads and writes bf16 dY and dX (policies.cuh)");
+  static_assert(!policy::NamesSplitBackward<Products> || policy::SplitBackwardProducts<Products>,
+                "a Products policy's linear_dx_bf16() and linear_dw() come together, with bf16 dY and dX "
+                "(policies.cuh)");
   static_assert(!policy::NamesHeadBf16<Products> || policy::HeadBf16Products<Products>,
                 "a Products policy's head_bf16() reads bf16 and writes bf16 logits, its dY in bf16 (policies.cuh)");
   static_assert(policy::Attention<Attention>, "an Attention policy: kPrecision, a constructor from "
@@ -60,6 +63,10 @@ struct FusedStep {
   // kDact: the MLP's second product writes its input gradient (GELU's output's) in bf16
   // (policy::BackwardBf16Products), which GELU's backward reads.
   static constexpr bool kDact = policy::NamesBackwardBf16<Products>;
+  // kGeluOnce: the MLP's second product's backward runs as its two products (policy::
+  // SplitBackwardProducts), and GELU's backward between them makes GELU's output, which the second
+  // (dW) reads, where a pass of its own made it before both; dh is then in place of dact.
+  static constexpr bool kGeluOnce = policy::NamesSplitBackward<Products>;
   // kLogitsBf16: the head's product writes the logits in bf16 (policy::HeadBf16Products), which the
   // loss reads, and over which it writes their gradient (Logit: the logits' type).
   static constexpr bool kLogitsBf16 = policy::NamesHeadBf16<Products>;
@@ -462,15 +469,26 @@ struct FusedStep {
         LAB_CHECK(cudaGetLastError());
       }
       // The MLP: GELU's output made again from the pre-activation, the second product's backward,
-      // GELU's backward in place, the first product's.
-      gelu(s.h, stream);
-      if constexpr (kDact) {  // GELU's output gradient in bf16, read so by GELU's backward
+      // GELU's backward in place, the first product's. With kGeluOnce: the second product's dX,
+      // GELU's backward making GELU's output too, the second product's dW, the first product's.
+      const Grad* mlp_dy = dy_of(dact);  // the first product's dY, dh (kGeluOnce: in dact's place)
+      if constexpr (kGeluOnce) {
+        Grad* const dact_bf = reinterpret_cast<Grad*>(dact);
+        products.linear_dx_bf16(blas, dy_of(dx.data()), W(ob.fc2_w), dact_bf, rows, d, 4 * d, stream);
+        gelu_backward_act_kernel<Op, Grad><<<column_owner_grid(rows, d), kThreads, 0, stream>>>(
+            dact_bf, s.h, act.data(), G + ob.fc_b, rows, d);
+        LAB_CHECK(cudaGetLastError());
+        products.linear_dw(blas, dy_of(dx.data()), act.data(), G + ob.fc2_w, rows, d, 4 * d, stream);
+        mlp_dy = dact_bf;
+      } else if constexpr (kDact) {  // GELU's output gradient in bf16, read so by GELU's backward
+        gelu(s.h, stream);
         Grad* const dact_bf = reinterpret_cast<Grad*>(dact);
         products.linear_backward_bf16(blas, dy_of(dx.data()), act.data(), W(ob.fc2_w), dact_bf, G + ob.fc2_w, rows,
                                       d, 4 * d, stream);
         gelu_backward_sum_kernel<Op, Grad><<<column_owner_grid(rows, d), kThreads, 0, stream>>>(
             dact_bf, s.h, next, G + ob.fc_b, rows, d);
       } else {
+        gelu(s.h, stream);
         products.linear_backward(blas, dy_of(dx.data()), act.data(), W(ob.fc2_w), dact, G + ob.fc2_w,
                                  db_of(G + ob.fc2_b), rows, d, 4 * d, stream);
         if constexpr (kGradCopies)
@@ -481,8 +499,8 @@ struct FusedStep {
       }
       LAB_CHECK(cudaGetLastError());
       layer_norm_again(s.mid, s.mean2, s.rstd2, P + ob.ln2_w, P + ob.ln2_b, stream);
-      products.linear_backward(blas, dy_of(dact), ln.data(), W(ob.fc_w), dln.data(), G + ob.fc_w, db_of(G + ob.fc_b),
-                               rows, 4 * d, d, stream);
+      products.linear_backward(blas, mlp_dy, ln.data(), W(ob.fc_w), dln.data(), G + ob.fc_w, db_of(G + ob.fc_b), rows,
+                               4 * d, d, stream);
       layer_norm_backward(dln.data(), s.mid, P + ob.ln2_w, s.mean2, s.rstd2, dx.data(), G + ob.ln2_w, G + ob.ln2_b,
                           true, stream, next, kGradCopies ? G + ob.proj_b : nullptr, kGradCopies);
       // The attention: dO by head with delta, the flash backward, dQ dK dV back into rows.

@@ -38,20 +38,9 @@
 
 namespace {
 
-// The previous step's products (Bf16Dact: epilogue_products.cuh) with head_bf16: the head's product
-// logits (M x V) = X W^T written in bf16, accumulated in fp32 (linear_bf16_out, the one cuBLAS call
-// that differs from linear's: its output type; policy::HeadBf16Products).
-struct Bf16Logits : Bf16Dact {
-  static constexpr const char* kPrecision = "bf16-epilogue-bias-dact-logits";
-  Bf16Logits(const gpt2::Config& c, gpt2::Phase phase) : Bf16Dact(c, phase) {}
-  void head_bf16(cublasHandle_t blas, const __nv_bfloat16* X, const __nv_bfloat16* W, __nv_bfloat16* Y, int M, int N,
-                 int K, cudaStream_t) {
-    linear_bf16_out(blas, X, W, Y, M, N, K);
-  }
-};
-
-static_assert(policy::Products<Bf16Logits> && policy::HeadBf16Products<Bf16Logits>);
-
+// The previous step's products (Bf16Dact) with head_bf16: Bf16Logits (epilogue_products.cuh), the
+// head's product logits (M x V) = X W^T written in bf16, accumulated in fp32 (linear_bf16_out, the
+// one cuBLAS call that differs from linear's: its output type; policy::HeadBf16Products).
 using FusedBf16Logits = FusedStep<Bf16Logits, HopperRows>;  // HopperRows: hopper_attention.cuh
 
 }  // namespace

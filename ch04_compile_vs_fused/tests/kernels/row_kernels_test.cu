@@ -144,7 +144,8 @@ TEST(RowKernels, LayerNormBackwardBf16) {
 
 // ---------------------------------------------------------------------------------------------
 // gelu_backward_sum_kernel<bf16, bf16>, launched as the step does (column_owner_grid(rows, cols/4)):
-//   dh = g gelu'(h) in bf16, db += sum over rows of g gelu'(h) (fp32 values).
+//   dh = g gelu'(h) in bf16, db += sum over rows of g gelu'(h) (fp32 values); with g in bf16, also
+//   gelu_backward_act_kernel<bf16, bf16> (step 13), which writes dh over g and act = gelu(h).
 // gelu'(x) = Phi(x) + x phi(x) as dgelu computes it: Phi = 0.5 (1 + erff(x c)), c = 1/sqrt 2 in
 // fp32 (x c errs by 2u relative: c's rounding and the product's; erf' <= 2/sqrt pi), erff within
 // 2 ulp (4u relative), 1 + erf one rounding; phi = expf(-0.5 x x) 0.3989...: x x one rounding
@@ -205,8 +206,32 @@ void run_gelu_backward_sum(std::size_t rows, int cols, std::uint64_t seed, bool 
     r_db[c] += v, m_db[c] += std::fabs(v), e_db[c] += e_dh[i];
   }
   for (int c = 0; c < cols; ++c) e_db[c] += sum_error(double(rows)) * m_db[c];
-  EXPECT_PASSES(judge(to_float(dh_d.download()), r_dh, rounded_slack(e_dh), kUb, "dh (bf16)"));
+  const std::vector<float> dh = to_float(dh_d.download());
+  EXPECT_PASSES(judge(dh, r_dh, rounded_slack(e_dh), kUb, "dh (bf16)"));
   EXPECT_PASSES(judge(db_d.download(), r_db, e_db, 0, "db"));
+  if (!g_in_bf16) return;
+  // gelu_backward_act_kernel (step 13) on the same inputs: dh written over g, bit for bit the dh
+  // above (the same operations on the same erf), act = gelu(h) bit for bit gelu_kernel's (the values
+  // the forward wrote), and db within the same bound (its own sums, as the kernel above sums them).
+  lab::DeviceBuffer<bf16> act_d(n), again_d(n);
+  lab::poison(act_d), lab::poison(again_d);
+  LAB_CHECK(cudaMemset(db_d.data(), 0, cols * sizeof(float)));
+  gelu_backward_act_kernel<bf16, bf16><<<column_owner_grid(rows, cols / 4), kThreads>>>(g_bf.data(), h_d.data(),
+                                                                                       act_d.data(), db_d.data(),
+                                                                                       rows, cols / 4);
+  gelu_kernel<1><<<blocks_for(n / 4), kThreads>>>(h_d.data(), again_d.data(), n / 4);
+  LAB_CHECK(cudaGetLastError());
+  LAB_CHECK(cudaDeviceSynchronize());
+  std::vector<double> r_act(n), e_act(n);
+  for (std::size_t i = 0; i < n; ++i) r_act[i] = gelu_ref(h[i]), e_act[i] = gelu_error(h[i]);
+  const std::vector<float> act = to_float(act_d.download());
+  EXPECT_PASSES(lab::compare(to_float(g_bf.download()), std::vector<double>(dh.begin(), dh.end()),
+                             lab::Tolerance::exact(), "dh over g against gelu_backward_sum_kernel's dh"));
+  EXPECT_PASSES(judge(act, r_act, rounded_slack(e_act), kUb, "act (bf16)"));
+  const std::vector<float> again = to_float(again_d.download());
+  EXPECT_PASSES(lab::compare(act, std::vector<double>(again.begin(), again.end()), lab::Tolerance::exact(),
+                             "act against gelu_kernel's"));
+  EXPECT_PASSES(judge(db_d.download(), r_db, e_db, 0, "db (with act)"));
 }
 
 TEST(RowKernels, GeluBackwardSumBf16) {
