@@ -25,7 +25,7 @@
 // What it replaces, against the previous step:
 //   | before                                                    | this step's                       |
 //   | --------------------------------------------------------- | --------------------------------- |
-//   | gelu_kernel: act = gelu(h), read h, write act             | (gone)                            |
+//   | backward: gelu_kernel, act = gelu(h), read h, write act   | (gone; the forward's stays)       |
 //   | MLP's second product: dX and dW together                  | dX; then dW after GELU's backward |
 //   | gelu_backward_sum_kernel: dh into gy, erff again          | gelu_backward_act_kernel: act and |
 //   |                                                           | dh (over dX) from one erff        |
