@@ -54,18 +54,23 @@ double l2_dof(std::span<const double> sigma) {
   return s4 > 0 ? s2 * s2 / s4 : 0;
 }
 
+double element_k(int runs) {
+  static const double k_default = element_factor(kMonteCarloRuns, kElementFalseAlarm);  // once
+  return runs == kMonteCarloRuns ? k_default : element_factor(runs, kElementFalseAlarm);
+}
+
 lab::Verdict judge(const Expected& e, const Config& c, float loss, std::span<const float> grads,
                    std::span<const float> params, std::span<const float> m, std::span<const float> v) {
-  static const double k_default = element_factor(kMonteCarloRuns, kElementFalseAlarm);  // once
-  const double k = e.runs == kMonteCarloRuns ? k_default : element_factor(e.runs, kElementFalseAlarm);
+  const double k = element_k(e.runs);
   const auto tensors = layout(c);
   auto per_element = lab::Tolerance::per_element(0, 0, "the declared arithmetic's rounding, Monte Carlo");
-  // One tensor: every element within k sigma, and where the tensor's error has kL2MinDof degrees
-  // of freedom, its L2 error within kL2Factor times the largest of the runs'.
+  // One tensor: every element within k sigma (and the optimizer's outputs within their
+  // curvature beyond it), and where the tensor's error has kL2MinDof degrees of freedom, its L2
+  // error within kL2Factor times the largest of the runs'.
   auto one = [&](std::string what, std::span<const float> got, std::span<const double> ref,
-                 std::span<const double> sigma, double l2_allowed) {
+                 std::span<const double> sigma, std::span<const double> curvature, double l2_allowed) {
     std::vector<double> slack(sigma.size());
-    for (std::size_t i = 0; i < sigma.size(); ++i) slack[i] = k * sigma[i];
+    for (std::size_t i = 0; i < sigma.size(); ++i) slack[i] = k * sigma[i] + (curvature.empty() ? 0 : curvature[i]);
     lab::Verdict verdict = lab::compare(got, ref, per_element, what, {}, slack);
     double sq = 0;
     for (std::size_t i = 0; i < got.size(); ++i) sq += (double(got[i]) - ref[i]) * (double(got[i]) - ref[i]);
@@ -89,7 +94,7 @@ lab::Verdict judge(const Expected& e, const Config& c, float loss, std::span<con
     if (judged++ == 0) all = v; else all.also(v);
   };
   const double ref_loss = e.ref.loss, sigma_loss = e.sigma.loss;
-  add(one("loss", {&loss, 1}, {&ref_loss, 1}, {&sigma_loss, 1}, e.loss_l2));
+  add(one("loss", {&loss, 1}, {&ref_loss, 1}, {&sigma_loss, 1}, {}, e.loss_l2));
   const std::span<const float> got[] = {grads, params, m, v};
   std::vector<std::string> kinds;
   int which = 0;
@@ -99,11 +104,16 @@ lab::Verdict judge(const Expected& e, const Config& c, float loss, std::span<con
     if (ref.empty()) return;
     if (g.size() != ref.size()) throw std::invalid_argument(std::string("gpt2::judge: ") + name + " has the wrong size");
     kinds.emplace_back(name);
+    const std::vector<double>& bend = e.curvature.*out;
+    if (!bend.empty() && bend.size() != ref.size())
+      throw std::invalid_argument(std::string("gpt2::judge: the curvature of ") + name + " has the wrong size");
     for (std::size_t t = 0; t < tensors.size(); ++t) {
       const auto& x = tensors[t];
       add(one(std::string(name) + " " + x.name, g.subspan(x.offset, x.size),
               std::span<const double>(ref).subspan(x.offset, x.size),
-              std::span<const double>((e.sigma.*out)).subspan(x.offset, x.size), (e.*l2)[t]));
+              std::span<const double>((e.sigma.*out)).subspan(x.offset, x.size),
+              bend.empty() ? std::span<const double>() : std::span<const double>(bend).subspan(x.offset, x.size),
+              (e.*l2)[t]));
     }
   });
   if (failing.empty()) {

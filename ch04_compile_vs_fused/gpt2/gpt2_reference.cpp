@@ -340,6 +340,28 @@ class Model {
   LnCache<T> nf_;
 };
 
+// torch.optim.AdamW's single-tensor step for one element, in its order of operations: the
+// parameter, moments and gradient in, the parameter and moments after the step out.
+template <class T>
+struct AdamWStep {
+  T decay, b1, b2, one_b1, one_b2, step_size, inv_sqrt_bc2, eps, wd;
+  bool decoupled;
+  AdamWStep(const AdamW& hp, int step, bool decoupled_weight_decay)
+      : decay(cst<T>(1 - hp.lr * hp.weight_decay)), b1(cst<T>(hp.beta1)), b2(cst<T>(hp.beta2)),
+        one_b1(cst<T>(1 - hp.beta1)), one_b2(cst<T>(1 - hp.beta2)),
+        step_size(cst<T>(hp.lr / (1 - std::pow(hp.beta1, step)))),
+        inv_sqrt_bc2(cst<T>(1 / std::sqrt(1 - std::pow(hp.beta2, step)))), eps(cst<T>(hp.eps)),
+        wd(cst<T>(hp.weight_decay)), decoupled(decoupled_weight_decay) {}
+  void operator()(T p, T g, T m0, T v0, T& p_out, T& m_out, T& v_out) const {
+    if (decoupled)
+      p = p * decay;
+    else
+      g = g + wd * p;
+    m_out = b1 * m0 + one_b1 * g, v_out = b2 * v0 + one_b2 * g * g;
+    p_out = p - step_size * (m_out / (sqrt_(v_out) * inv_sqrt_bc2 + eps));
+  }
+};
+
 }  // namespace
 
 template <class T>
@@ -368,22 +390,10 @@ Outputs<T> reference(const Config& c, Phase phase, std::span<const float> params
   if (phase == Phase::forward_backward) return out;
   if (opt.m.size() != n || opt.v.size() != n || opt.step < 1)
     throw std::invalid_argument("gpt2::reference: the optimizer state needs m and v of param_count() and step >= 1");
-  // torch.optim.AdamW's single-tensor step, in its order of operations.
-  const double bc1 = 1 - std::pow(hp.beta1, opt.step), bc2 = 1 - std::pow(hp.beta2, opt.step);
-  const T decay = cst<T>(1 - hp.lr * hp.weight_decay), b1 = cst<T>(hp.beta1), b2 = cst<T>(hp.beta2),
-          one_b1 = cst<T>(1 - hp.beta1), one_b2 = cst<T>(1 - hp.beta2), step_size = cst<T>(hp.lr / bc1),
-          inv_sqrt_bc2 = cst<T>(1 / std::sqrt(bc2)), eps = cst<T>(hp.eps), wd = cst<T>(hp.weight_decay);
+  const AdamWStep<T> update(hp, opt.step, options.decoupled_weight_decay);
   out.params.resize(n), out.m.resize(n), out.v.resize(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    T p = T(params[i]), g = out.grads[i];
-    if (options.decoupled_weight_decay)
-      p = p * decay;
-    else
-      g = g + wd * p;
-    const T m = b1 * T(opt.m[i]) + one_b1 * g, v = b2 * T(opt.v[i]) + one_b2 * g * g;
-    out.m[i] = m, out.v[i] = v;
-    out.params[i] = p - step_size * (m / (sqrt_(v) * inv_sqrt_bc2 + eps));
-  }
+  for (std::size_t i = 0; i < n; ++i)
+    update(T(params[i]), out.grads[i], T(opt.m[i]), T(opt.v[i]), out.params[i], out.m[i], out.v[i]);
   return out;
 }
 
@@ -442,6 +452,22 @@ Expected expected(const Config& c, Phase phase, std::span<const float> params, s
   e.sigma.loss = std::sqrt(loss_sq);
   for (auto* v : {&e.sigma.grads, &e.sigma.params, &e.sigma.m, &e.sigma.v})
     for (double& x : *v) x = std::sqrt(x);
+  if (phase == Phase::step) {
+    // The optimizer's outputs bent over the gradient's allowed interval (Expected::curvature):
+    // the update's second difference at a = k sigma_g, in double.
+    const double k = element_k(runs);
+    const AdamWStep<double> update(hp, opt.step, options.decoupled_weight_decay);
+    const std::size_t n = e.ref.grads.size();
+    e.curvature.params.resize(n), e.curvature.m.resize(n), e.curvature.v.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const double g = e.ref.grads[i], a = k * e.sigma.grads[i];
+      double p[3], m[3], v[3];
+      for (int s = 0; s < 3; ++s) update(params[i], g + (s - 1) * a, opt.m[i], opt.v[i], p[s], m[s], v[s]);
+      e.curvature.params[i] = std::fabs(p[0] + p[2] - 2 * p[1]) / 2;
+      e.curvature.m[i] = std::fabs(m[0] + m[2] - 2 * m[1]) / 2;
+      e.curvature.v[i] = std::fabs(v[0] + v[2] - 2 * v[1]) / 2;
+    }
+  }
   return e;
 }
 

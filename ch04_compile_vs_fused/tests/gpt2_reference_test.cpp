@@ -399,6 +399,42 @@ TEST(Gpt2Reference, MlpGradInBf16IsModelledBothWays) {
                        "GELU's output gradient in bf16");
 }
 
+// AdamW's second moment holds the gradient's square: at a gradient near zero beside its spread the
+// runs' v moves by about (1 - beta2) sigma_g^2, a correct kernel's by up to k^2 times that, beyond
+// the k sigma_v of a linear spread; Expected::curvature adds the square's part. The inputs on which
+// CI saw the bf16 stand-in of the MLP-gradient step fail (seed 189479420771972, v of
+// blocks.0.mlp.proj.weight, 2026-11-27) pass with it, fail without it, and fail with that element
+// of v 1% off.
+TEST(Gpt2Reference, SecondMomentsBoundBendsWithTheGradientsSquare) {
+  const Config c = gpt2::config_of({1, 128, 1, 13, 1, 50, 3});
+  const Case k(c, 189479420771972ull);
+  const auto declared = gpt2::ModelOptions::for_precision("bf16-epilogue-bias-dact+bf16-attention");
+  gpt2::ModelOptions bf16 = declared;
+  bf16.products = gpt2::ModelOptions::Products::bf16;
+  const auto e = gpt2::expected(k.c, Phase::step, k.params, k.tokens, k.targets, k.opt(3), {}, declared);
+  const auto mine = k.run<float>(Phase::step, 3, bf16);
+  const lab::Verdict v = judge(k, e, mine);
+  EXPECT_TRUE(v.pass) << v.details();
+  // The element of v furthest beyond k sigma_v: its gradient within its own bound and near zero
+  // beside it, its curvature (1 - beta2) (k sigma_g)^2.
+  const double kk = gpt2::element_k(e.runs), one_b2 = 1 - gpt2::AdamW{}.beta2;
+  std::size_t worst = 0;
+  double share = 0;
+  for (std::size_t i = 0; i < mine.v.size(); ++i)
+    if (const double s = std::fabs(mine.v[i] - e.ref.v[i]) / (kk * e.sigma.v[i]); s > share) share = s, worst = i;
+  ASSERT_GT(share, 1) << "no element of v beyond k sigma_v: the case this test keeps is gone";
+  const double a = kk * e.sigma.grads[worst];
+  EXPECT_LE(std::fabs(mine.grads[worst] - e.ref.grads[worst]), a);
+  EXPECT_LT(std::fabs(e.ref.grads[worst]), a);
+  EXPECT_NEAR(e.curvature.v[worst], one_b2 * a * a, 1e-9 * one_b2 * a * a);
+  gpt2::Expected linear = e;
+  linear.curvature = {};
+  EXPECT_FALSE(judge(k, linear, mine).pass) << "passed without the curvature: the case is gone";
+  auto off = mine;
+  off.v[worst] *= 1.01f;
+  EXPECT_FALSE(judge(k, e, off).pass) << "v 1% off passed at element " << worst;
+}
+
 // The logits kept in bf16 (ModelOptions::logits_in_bf16, the precision
 // "bf16-epilogue-bias-dact-logits" of the step whose head writes them so).
 TEST(Gpt2Reference, LogitsInBf16IsModelledBothWays) {
