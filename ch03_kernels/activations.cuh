@@ -57,7 +57,9 @@ using ActivationShapes = ew::FlatShapes;
 template <class Op>
 struct Activation : ActivationShapes {
   static constexpr const char* name = Op::name;
-  static lab::Work work(const lab::Shape& s) { return {.bytes = 8.0 * double(s[0]), .flops = 0}; }
+  static lab::Work work(const lab::Shape& s) {
+    return {.bytes = 8.0 * double(s[0]), .flops = 0, .written = 4.0 * double(s[0])};  // x in, y out
+  }
 
   struct Problem : lab::Problem {
     std::size_t n;
@@ -80,7 +82,9 @@ struct Activation : ActivationShapes {
 template <class Op>
 struct ActivationBackward : ActivationShapes {
   static constexpr const char* name = Op::backward_name;
-  static lab::Work work(const lab::Shape& s) { return {.bytes = 12.0 * double(s[0]), .flops = 0}; }
+  static lab::Work work(const lab::Shape& s) {
+    return {.bytes = 12.0 * double(s[0]), .flops = 0, .written = 4.0 * double(s[0])};  // x, dy in; dx out
+  }
 
   struct Problem : lab::Problem {
     std::size_t n;

@@ -4,9 +4,9 @@
 // operation and writes one JSON record per measurement:
 //   {operation, implementation, program, batch_size, sequence_length, tensor_dimension, time_ms,
 //    memory_mb, inference_speed, gpu_efficiency, throughput_gbps, peak_gbps, same_size_copy_gbps,
-//    verified, status}
-// and prints a table per operation (each implementation's time, GB/s and efficiency, a copy of
-// the same bytes, the speedup, and memory_mb). The definitions (also in the chapter README):
+//    written_bytes, floor_gbps, share_of_floor, verified, status}
+// and prints a table per operation (each implementation's time, GB/s, efficiency and share of its
+// floor, the floor itself, the speedup, and memory_mb). The definitions (also in the chapter README):
 //   time_ms          median of --reps runs, each timed with CUDA events after an L2 flush
 //   throughput_gbps  the operation's minimal bytes (each input read once, each output written
 //                    once: the topic's work count) over time_ms, in GB/s (10^9 bytes/s)
@@ -21,6 +21,12 @@
 //                    timed the same way: what a copy reaches at this size, where a few
 //                    microseconds of launch and ramp-up weigh on it as on the operation (a copy
 //                    of 16 MB runs at about 70% of peak_gbps on an H100, one of 8 MB at 48%)
+//   written_bytes    the part of the operation's bytes that it writes (lab::Work::written)
+//   floor_gbps       a plain kernel with the operation's access (lab::move_through: its bytes read
+//                    and written in the same proportion, a cross-entropy's a read of its logits, a
+//                    GELU's a copy), timed the same way: what moving these bytes this way reaches
+//                    at this size
+//   share_of_floor   throughput_gbps over floor_gbps, in percent
 // A shape maps onto a topic as (batch * seq * dim) elements for the element-wise operations and
 // the MSE, and (batch * seq) rows of dim for LayerNorm and the cross-entropy (dim classes).
 // Results up to --verify-mb of traffic are checked against the double reference before timing.
@@ -72,7 +78,8 @@ struct Settings {
 struct Record {
   std::string operation, implementation, program, status = "ok";
   std::int64_t batch = 0, seq = 0, dim = 0;
-  std::optional<double> time_ms, memory_mb, throughput_gbps, same_size_copy_gbps;
+  std::optional<double> time_ms, memory_mb, throughput_gbps, same_size_copy_gbps, floor_gbps;
+  double written_bytes = 0;
   bool verified = false;
   bool final_optimized = false;  // the topic's last optimized step: the speedup column's numerator
 };
@@ -112,34 +119,37 @@ Record measure(const lab::Variant& v, const lab::Shape& shape, const Settings& c
   return r;
 }
 
-// GB/s of a plain copy kernel moving `bytes` in all (bytes / 2 read, bytes / 2 written), the
-// median of `reps` runs each timed like the operations (events, after an L2 flush); one
-// measurement a size. Empty when the two buffers do not fit.
-class SameSizeCopy {
+// GB/s of a plain kernel that reads `read` bytes and writes `written` (lab::move_through; a copy
+// when they are equal), the median of `reps` runs each timed like the operations (events, after an
+// L2 flush); one measurement an access. Empty when the buffers do not fit or nothing moves.
+class SameAccess {
  public:
-  SameSizeCopy(int reps, lab::L2Flusher& flusher) : reps_(reps), flusher_(flusher) {}
-  std::optional<double> gbps(double bytes) {
-    const std::size_t half = static_cast<std::size_t>(bytes / 2) / 16 * 16;
-    if (half == 0) return std::nullopt;
-    if (const auto it = done_.find(half); it != done_.end()) return it->second;
+  SameAccess(int reps, lab::L2Flusher& flusher) : reps_(reps), flusher_(flusher) {}
+  std::optional<double> gbps(double read, double written) {
+    const std::size_t r = static_cast<std::size_t>(read) / 16 * 16, w = static_cast<std::size_t>(written) / 16 * 16;
+    if (r + w == 0) return std::nullopt;
+    if (const auto it = done_.find({r, w}); it != done_.end()) return it->second;
     std::optional<double> rate;
     try {
-      lab::DeviceBuffer<std::uint8_t> src(half, /*tracked=*/false), dst(half, /*tracked=*/false);
-      LAB_CHECK(cudaMemsetAsync(src.data(), 0x3C, half, stream_));
+      lab::DeviceBuffer<std::uint8_t> src(std::max<std::size_t>(r, 16), /*tracked=*/false),
+          dst(std::max<std::size_t>(w, 16), /*tracked=*/false);
+      lab::DeviceBuffer<int> sink(1, /*tracked=*/false);
+      LAB_CHECK(cudaMemsetAsync(src.data(), 0x3C, src.bytes(), stream_));
       const std::vector<double> ms = lab::flushed_samples_ms(
-          [&] { lab::copy_through(dst.data(), src.data(), half, stream_); },
-          stream_, &flusher_, reps_);
-      rate = 2.0 * half / (lab::stats::median(ms) * 1e-3) / 1e9;
+          [&] { lab::move_through(dst.data(), w, src.data(), r, sink.data(), stream_); }, stream_, &flusher_, reps_);
+      rate = double(r + w) / (lab::stats::median(ms) * 1e-3) / 1e9;
     } catch (const lab::OutOfMemory&) {
     }
-    return done_[half] = rate;
+    return done_[{r, w}] = rate;
   }
+  // A copy of `bytes` in all: half read, half written.
+  std::optional<double> copy_gbps(double bytes) { return gbps(bytes / 2, bytes / 2); }
 
  private:
   int reps_;
   lab::L2Flusher& flusher_;
   lab::Stream stream_;
-  std::map<std::size_t, std::optional<double>> done_;
+  std::map<std::pair<std::size_t, std::size_t>, std::optional<double>> done_;
 };
 
 nlohmann::json to_json(const Record& r, double peak_gbps) {
@@ -158,14 +168,20 @@ nlohmann::json to_json(const Record& r, double peak_gbps) {
                       {"throughput_gbps", opt(r.throughput_gbps)},
                       {"peak_gbps", peak_gbps},
                       {"same_size_copy_gbps", opt(r.same_size_copy_gbps)},
+                      {"written_bytes", r.written_bytes},
+                      {"floor_gbps", opt(r.floor_gbps)},
+                      {"share_of_floor", r.throughput_gbps && r.floor_gbps
+                                             ? nlohmann::json(100.0 * *r.throughput_gbps / *r.floor_gbps)
+                                             : nlohmann::json(nullptr)},
                       {"verified", r.verified},
                       {"status", r.status}};
   return j;
 }
 
-// One table per operation: a row per shape, for each implementation its time, GB/s and
-// efficiency, a copy of the same bytes (GB/s and efficiency), the final optimized variant's
-// speedup over the baseline, and each implementation's memory_mb (in the columns' order).
+// One table per operation: a row per shape, for each implementation its time, GB/s, efficiency and
+// share of the floor, the floor (a plain kernel with the same reads and writes: GB/s and
+// efficiency), the final optimized variant's speedup over the baseline, and each implementation's
+// memory_mb (in the columns' order).
 void print_tables(const std::vector<Record>& records, const std::vector<std::string>& ops, double peak_gbps) {
   for (const auto& op : ops) {
     std::vector<std::string> impls;
@@ -173,17 +189,18 @@ void print_tables(const std::vector<Record>& records, const std::vector<std::str
       if (r.operation == op && std::find(impls.begin(), impls.end(), r.program) == impls.end())
         impls.push_back(r.program);
     if (impls.empty()) continue;
-    std::cout << "\n" << op << " (time ms / GB/s / % of the " << fixed(peak_gbps, 0) << " GB/s copy)\n";
+    std::cout << "\n" << op << " (time ms / GB/s / % of the " << fixed(peak_gbps, 0)
+              << " GB/s copy / % of the floor, a plain kernel moving the same bytes the same way)\n";
     std::printf("%6s %6s %6s", "batch", "seq", "dim");
-    for (const auto& p : impls) std::printf(" | %-28s", p.c_str());
-    std::printf(" | %-18s | %-8s | %s\n", "copy, same bytes", "speedup", "peak MiB, each");
+    for (const auto& p : impls) std::printf(" | %-34s", p.c_str());
+    std::printf(" | %-18s | %-8s | %s\n", "floor, same access", "speedup", "peak MiB, each");
     std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, std::map<std::string, const Record*>> rows;
     for (const auto& r : records)
       if (r.operation == op) rows[{r.batch, r.seq, r.dim}][r.program] = &r;
     for (const auto& [key, by_program] : rows) {
       std::printf("%6lld %6lld %6lld", (long long)std::get<0>(key), (long long)std::get<1>(key),
                   (long long)std::get<2>(key));
-      std::optional<double> base, best, copy;
+      std::optional<double> base, best, floor;
       std::string memory;
       for (const auto& p : impls) {
         const auto it = by_program.find(p);
@@ -193,20 +210,21 @@ void print_tables(const std::vector<Record>& records, const std::vector<std::str
       for (const auto& p : impls) {
         const auto it = by_program.find(p);
         if (it == by_program.end() || !it->second->time_ms) {
-          std::printf(" | %-28s", it == by_program.end() ? "-" : it->second->status.c_str());
+          std::printf(" | %-34s", it == by_program.end() ? "-" : it->second->status.c_str());
           continue;
         }
         const Record& r = *it->second;
         const std::string cell = fixed(*r.time_ms, 4) + " / " + fixed(*r.throughput_gbps, 0) + " / " +
-                                 fixed(100.0 * *r.throughput_gbps / peak_gbps, 1) + "%";
-        std::printf(" | %-28s", cell.c_str());
-        if (r.same_size_copy_gbps) copy = *r.same_size_copy_gbps;
+                                 fixed(100.0 * *r.throughput_gbps / peak_gbps, 1) + "% / " +
+                                 (r.floor_gbps ? fixed(100.0 * *r.throughput_gbps / *r.floor_gbps, 0) + "%" : "-");
+        std::printf(" | %-34s", cell.c_str());
+        if (r.floor_gbps) floor = *r.floor_gbps;
         if (r.implementation == "baseline") base = *r.time_ms;
         if (r.final_optimized) best = *r.time_ms;
       }
-      const std::string copy_cell =
-          copy ? fixed(*copy, 0) + " / " + fixed(100.0 * *copy / peak_gbps, 1) + "%" : std::string("-");
-      std::printf(" | %-18s", copy_cell.c_str());
+      const std::string floor_cell =
+          floor ? fixed(*floor, 0) + " / " + fixed(100.0 * *floor / peak_gbps, 1) + "%" : std::string("-");
+      std::printf(" | %-18s", floor_cell.c_str());
       const std::string speedup = base && best ? fixed(*base / *best, 2) + "x" : std::string("-");
       std::printf(" | %-8s | %s\n", speedup.c_str(), memory.c_str());
     }
@@ -240,7 +258,7 @@ int run(const Settings& in) {
   const lab::Peaks peaks = lab::measured_peaks(dev);
   const double peak_gbps = peaks.copy_gbs;
   lab::L2Flusher flusher(dev.l2_bytes, dev.sms);
-  SameSizeCopy copy(cfg.reps, flusher);
+  SameAccess floors(cfg.reps, flusher);
   std::size_t total = 0;
   for (const auto& vs : variants) total += vs.size() * cfg.batch.size() * cfg.seq.size() * cfg.dim.size();
   std::cerr << dev.describe() << "\n"
@@ -264,7 +282,10 @@ int run(const Settings& in) {
             r.program = v->program;
             r.final_optimized = v->role == lab::Role::optimized && v == last_optimized(variants[o]);
             r.batch = b, r.seq = s, r.dim = d;
-            r.same_size_copy_gbps = copy.gbps(v->topic->work(shape).bytes);
+            const lab::Work work = v->topic->work(shape);
+            r.written_bytes = work.written_bytes();
+            r.same_size_copy_gbps = floors.copy_gbps(work.bytes);
+            r.floor_gbps = floors.gbps(work.bytes - r.written_bytes, r.written_bytes);
             std::fprintf(stderr, "[%zu/%zu] %s %s %lldx%lldx%lld: %s\n", ++done, total, r.operation.c_str(),
                          r.program.c_str(), (long long)b, (long long)s, (long long)d,
                          r.time_ms ? (fixed(*r.time_ms, 4) + " ms, " + fixed(*r.throughput_gbps, 0) + " GB/s" +

@@ -98,7 +98,8 @@ struct LayerNorm : LayerNormShapes {
   static constexpr const char* name = "layernorm";
   static lab::Work work(const lab::Shape& s) {
     const double n = double(s[0]), d = double(s[1]);
-    return {.bytes = 4.0 * (2 * n * d + 2 * d + 2 * n), .flops = 0};  // x, gamma, beta in; y, mean, rstd out
+    // x, gamma, beta in; y, mean, rstd out
+    return {.bytes = 4.0 * (2 * n * d + 2 * d + 2 * n), .flops = 0, .written = 4.0 * (n * d + 2 * n)};
   }
 
   struct Problem : lab::Problem {
@@ -167,7 +168,7 @@ struct LayerNormBackward : LayerNormShapes {
   static lab::Work work(const lab::Shape& s) {
     const double n = double(s[0]), d = double(s[1]);
     // x, dy, gamma, mean, rstd in; dx, dgamma, dbeta out
-    return {.bytes = 4.0 * (3 * n * d + 3 * d + 2 * n), .flops = 0};
+    return {.bytes = 4.0 * (3 * n * d + 3 * d + 2 * n), .flops = 0, .written = 4.0 * (n * d + 2 * d)};
   }
 
   struct Problem : lab::Problem {

@@ -190,7 +190,7 @@ struct CrossEntropy : CrossEntropyShapes {
   static constexpr const char* name = "cross_entropy";
   static lab::Work work(const lab::Shape& s) {
     const double n = double(s[0]), c = double(s[1]);
-    return {.bytes = 4.0 * (n * c + n + 1), .flops = 0};  // logits and labels in, the loss out
+    return {.bytes = 4.0 * (n * c + n + 1), .flops = 0, .written = 4};  // logits and labels in, the loss out
   }
   // The loss always; each row's log-sum-exp from the variants that declare it (.writes = {"lse"}):
   // the statistic the backward reads, as a training step keeps it.
@@ -232,7 +232,7 @@ struct CrossEntropyBackward : CrossEntropyShapes {
   static lab::Work work(const lab::Shape& s) {
     const double n = double(s[0]), c = double(s[1]);
     // logits, labels, lse, dloss in; dlogits out
-    return {.bytes = 4.0 * (2 * n * c + 2 * n + 1), .flops = 0};
+    return {.bytes = 4.0 * (2 * n * c + 2 * n + 1), .flops = 0, .written = 4.0 * n * c};
   }
   // dlogits = dloss (softmax(logits) - onehot(label)) / N: dloss is the gradient that reaches the
   // mean loss (1 when the loss is the objective; a loss scale, or a weight in a sum of losses).
@@ -284,7 +284,7 @@ struct MseInputs : lab::Problem {
 
 struct Mse : MseShapes {
   static constexpr const char* name = "mse";
-  static lab::Work work(const lab::Shape& s) { return {.bytes = 8.0 * double(s[0]) + 4, .flops = 0}; }
+  static lab::Work work(const lab::Shape& s) { return {.bytes = 8.0 * double(s[0]) + 4, .flops = 0, .written = 4}; }
   struct Problem : MseInputs {
     lab::DeviceBuffer<float> loss;  // the mean
     Problem(const lab::Shape& s, lab::Rng& rng) : MseInputs(s, rng), loss(1) {}
@@ -303,7 +303,9 @@ struct Mse : MseShapes {
 
 struct MseBackward : MseShapes {
   static constexpr const char* name = "mse_backward";
-  static lab::Work work(const lab::Shape& s) { return {.bytes = 12.0 * double(s[0]), .flops = 0}; }
+  static lab::Work work(const lab::Shape& s) {
+    return {.bytes = 12.0 * double(s[0]), .flops = 0, .written = 4.0 * double(s[0])};  // pred, target in; dpred out
+  }
   struct Problem : MseInputs {
     lab::DeviceBuffer<float> dpred;
     Problem(const lab::Shape& s, lab::Rng& rng) : MseInputs(s, rng), dpred(n) {}

@@ -38,7 +38,7 @@ struct WeightedSum : WeightedSumShapes {
   static constexpr const char* name = "weighted_sum";
   static lab::Work work(const lab::Shape& s) {
     const double b = double(s[0]), d = double(s[1]);
-    return {.bytes = 4.0 * (b * d + d + b), .flops = 2.0 * b * d};
+    return {.bytes = 4.0 * (b * d + d + b), .flops = 2.0 * b * d, .written = 4.0 * b};  // x, w in; y out
   }
 
   struct Problem : lab::Problem {
@@ -89,7 +89,7 @@ struct WeightedSumBackward : WeightedSumShapes {
   static lab::Work work(const lab::Shape& s) {
     const double b = double(s[0]), d = double(s[1]);
     // read x, w, dy; write dx, dw. dx: one multiply an element; dw: one multiply-add.
-    return {.bytes = 4.0 * (2 * b * d + 2 * d + b), .flops = 3.0 * b * d};
+    return {.bytes = 4.0 * (2 * b * d + 2 * d + b), .flops = 3.0 * b * d, .written = 4.0 * (b * d + d)};
   }
 
   struct Problem : lab::Problem {

@@ -55,7 +55,13 @@ struct Work {
   // place is read and written: counted twice above, held once): the least device memory any
   // variant needs, which a program checks before it allocates. 0: `bytes`.
   double memory = 0;
+  // The part of `bytes` that is written (the outputs), for a report that sets the operation beside
+  // a plain kernel moving the same bytes the same way (demo_sweep_report's floor): a loss that
+  // reads its logits and writes one number is held to a read of them, not to a copy. Negative:
+  // not stated, taken as half (a copy).
+  double written = -1;
   double least_memory() const { return memory > 0 ? memory : bytes; }
+  double written_bytes() const { return written >= 0 ? written : bytes / 2; }
 };
 
 struct DeviceFacts;

@@ -39,6 +39,11 @@ void read_through(const void* p, std::size_t bytes, int* sink, int sms, cudaStre
 // copy whose speed does not depend on how the size is aligned. cudaMemcpy's does: on an H100,
 // cold, 2^23 bytes took 7.9 us and 2^23 + 16 bytes 10.5 us (this kernel: 7.9 and 7.9).
 void copy_through(void* dst, const void* src, std::size_t bytes, cudaStream_t s);
+// Reads `read` bytes at src and writes `written` bytes at dst (each a multiple of 16), one 16-byte
+// load and one 16-byte store a thread, as copy_through (which it is when the two are equal): a
+// plain kernel with an operation's access, its reads and writes in the same proportion. What is
+// read and not written is folded into a value stored at sink only if it hits an impossible one.
+void move_through(void* dst, std::size_t written, const void* src, std::size_t read, int* sink, cudaStream_t s);
 
 // Times one call of fn() on stream s with an event pair; returns milliseconds of GPU time.
 template <class F>

@@ -1,6 +1,9 @@
 // The main of every chapter's test binary: one test per (variant, check shape), made from the
 // registry, so adding a variant adds its tests with no new test code. All variants of a topic see
 // identical inputs for a shape (the same seed). Without a GPU every test reports SKIPPED.
+#include <algorithm>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "lab/harness.hpp"
@@ -29,10 +32,37 @@ class VariantCheck : public ::testing::Test {
   lab::Shape s_;
 };
 
+// What a topic says of its work at each check shape (no GPU needed): bytes and flops not negative,
+// and the part of the bytes that it writes (the floor a report sets it beside: lab::Work::written)
+// within them.
+class WorkModel : public ::testing::Test {
+ public:
+  explicit WorkModel(const lab::TopicInfo* t) : t_(t) {}
+  void TestBody() override {
+    for (const lab::Shape& s : t_->checks) {
+      const lab::Work w = t_->work(s);
+      EXPECT_GE(w.bytes, 0) << s.str();
+      EXPECT_GE(w.flops, 0) << s.str();
+      EXPECT_GE(w.written_bytes(), 0) << s.str();
+      EXPECT_LE(w.written_bytes(), w.bytes) << s.str();
+    }
+  }
+
+ private:
+  const lab::TopicInfo* t_;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
+  std::vector<const lab::TopicInfo*> topics;
+  for (const lab::Variant* v : lab::Registry::global().variants())
+    if (std::find(topics.begin(), topics.end(), v->topic) == topics.end()) {
+      topics.push_back(v->topic);
+      ::testing::RegisterTest(v->topic->name.c_str(), "work_model", nullptr, nullptr, __FILE__, __LINE__,
+                              [t = v->topic]() -> ::testing::Test* { return new WorkModel(t); });
+    }
   for (const lab::Variant* v : lab::Registry::global().variants()) {
     for (const lab::Shape& s : v->topic->checks) {
       ::testing::RegisterTest(v->topic->name.c_str(), (v->program + "/" + s.str()).c_str(), nullptr,

@@ -59,6 +59,19 @@ __global__ void copy_kernel(const int4* __restrict__ src, int4* __restrict__ dst
   if (i < n) dst[i] = src[i];
 }
 
+// Thread i loads word i of src (i < reads) and stores word i of dst (i < writes): the loaded word
+// where there is one, else its index.
+__global__ void move_kernel(const int4* __restrict__ src, std::size_t reads, int4* __restrict__ dst,
+                            std::size_t writes, int* sink) {
+  const std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
+  int4 v = make_int4(int(i), 0, 0, 0);
+  if (i < reads) v = src[i];
+  if (i < writes)
+    dst[i] = v;
+  else if ((v.x ^ v.y ^ v.z ^ v.w) == 0x7F3A9C15)
+    *sink = v.x;
+}
+
 // Eight independent FMA chains per thread keep every FP32 pipe busy; the result is stored only if
 // it hits an impossible value, so the compiler must compute it but memory traffic is nil.
 constexpr int kFmaChains = 8;
@@ -108,6 +121,15 @@ void copy_through(void* dst, const void* src, std::size_t bytes, cudaStream_t s)
   if (!n) return;
   copy_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, s>>>(static_cast<const int4*>(src),
                                                                       static_cast<int4*>(dst), n);
+  LAB_CHECK_LAUNCH();
+}
+
+void move_through(void* dst, std::size_t written, const void* src, std::size_t read, int* sink, cudaStream_t s) {
+  const std::size_t reads = read / sizeof(int4), writes = written / sizeof(int4), n = std::max(reads, writes);
+  if (!n) return;
+  if (reads == writes) return copy_through(dst, src, read, s);
+  move_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, s>>>(static_cast<const int4*>(src), reads,
+                                                                      static_cast<int4*>(dst), writes, sink);
   LAB_CHECK_LAUNCH();
 }
 

@@ -159,6 +159,40 @@ TEST(Gpu, CopyThroughCopiesEveryWordAndNoMore) {
   for (std::size_t i = n; i < n + 4; ++i) EXPECT_TRUE(std::isnan(b[i])) << "float " << i << " was written";
 }
 
+// The sweep report's floor for an operation that reads more than it writes (a loss) or writes more
+// than it reads: move_through writes exactly its first `written` bytes, each word the word read at
+// its place where one was read, and nothing past them; a read with nothing written runs.
+TEST(Gpu, MoveThroughWritesWhatItReadsAndNoMore) {
+  LAB_REQUIRE_GPU();
+  const std::size_t words = 4099, n = words * 4;  // floats: 16 bytes a word
+  lab::DeviceBuffer<float> src(n), dst(n + 4);
+  lab::DeviceBuffer<int> sink(1);
+  lab::Rng(7).uniform(src);
+  LAB_CHECK(cudaDeviceSynchronize());
+  const std::vector<float> a = src.download();
+  lab::Stream s;
+  for (const std::size_t written : {std::size_t{0}, std::size_t{1}, std::size_t{37}, words / 3}) {
+    lab::poison(dst, s);
+    lab::move_through(dst.data(), written * 16, src.data(), words * 16, sink.data(), s);
+    s.sync();
+    const std::vector<float> b = dst.download();
+    for (std::size_t i = 0; i < n + 4; ++i) {
+      if (i < written * 4)
+        ASSERT_EQ(a[i], b[i]) << "float " << i << " of " << written << " words written";
+      else
+        ASSERT_TRUE(std::isnan(b[i])) << "float " << i << " was written (" << written << " words asked)";
+    }
+  }
+  // More written than read: the words past the read ones are written too.
+  lab::poison(dst, s);
+  lab::move_through(dst.data(), words * 16, src.data(), 5 * 16, sink.data(), s);
+  s.sync();
+  const std::vector<float> b = dst.download();
+  for (std::size_t i = 0; i < 20; ++i) ASSERT_EQ(a[i], b[i]) << "float " << i;
+  for (std::size_t i = 20; i < n; ++i) ASSERT_FALSE(std::isnan(b[i])) << "float " << i << " was not written";
+  for (std::size_t i = n; i < n + 4; ++i) EXPECT_TRUE(std::isnan(b[i])) << "float " << i << " was written";
+}
+
 // A flush evicts what a kernel just wrote: re-reading a buffer of half the L2 is slower right
 // after a flush than right after a previous read (when it is still in the L2).
 __global__ void read_sum(const float* p, std::size_t n, float* out) {
