@@ -51,9 +51,10 @@ Shape parse_shape(std::string_view text, std::span<const std::string> dim_names,
 struct Work {
   double bytes = 0;
   double flops = 0;
-  // The bytes the inputs and outputs occupy, where that is less than `bytes` (a buffer updated in
-  // place is read and written: counted twice above, held once): the least device memory any
-  // variant needs, which a program checks before it allocates. 0: `bytes`.
+  // The bytes the inputs and outputs occupy, where that is not `bytes`: less where a buffer updated
+  // in place is read and written (counted twice above, held once), more where an input is held but
+  // not counted as traffic (the GPT-2 step's tokens). The least device memory any variant needs,
+  // which a program checks before it allocates. 0: `bytes`.
   double memory = 0;
   // The part of `bytes` that is written (the outputs), for a report that sets the operation beside
   // a plain kernel moving the same bytes the same way (demo_sweep_report's floor): a loss that
