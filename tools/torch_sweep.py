@@ -7,6 +7,7 @@ unchanged (operation "LayerNorm", "GELU", "Swish", "Loss"; implementation "PyTor
   demo_sweep_report --json sweep.json                               (on the GPU: the lab's side)
   python3 tools/torch_sweep.py sweep.json --out merged.json         (on the GPU: PyTorch's side)
   python3 tools/torch_sweep.py sweep.json --torch torch.json --out merged.json   (no GPU: merge only)
+  ... --markdown table.md        (also a table: the lab's final program, PyTorch eager and compiled)
 
 For each (operation, batch, sequence, dimension) of the sweep it times, the lab's way (CUDA events,
 the L2 flushed before each call, the median of --reps calls after warm-up: tools/torch_timing.py),
@@ -141,6 +142,39 @@ def time_torch(torch, lab_records, mode, reps):
     return rows
 
 
+def markdown(lab_records, torch_records, sources):
+    """A Markdown table, a row a configuration: the lab's final optimized program (optimized_<op>,
+    the one whose arithmetic is PyTorch's operator's: optimized_gelu, not the tanh form), PyTorch
+    eager and torch.compile, and the lab's speedup over the faster of the two. Starts "Measured by
+    `" (tools/update_readme_results.py --section takes it)."""
+    lab = {}
+    for r in lab_records:
+        if r.get("time_ms") and r.get("program") == "optimized_" + r["operation"]:
+            lab[(r["operation"], r["batch_size"], r["sequence_length"], r["tensor_dimension"])] = r["time_ms"]
+    eager, compiled, modes = {}, {}, set()
+    for r in torch_records:
+        key = (r["operation"], r["batch_size"], r["sequence_length"], r["tensor_dimension"])
+        if r.get("implementation") == "torch eager":
+            eager[key] = r.get("time_ms")
+        elif str(r.get("implementation", "")).startswith("torch.compile"):
+            compiled[key] = r.get("time_ms")
+            modes.add(r["implementation"])
+    fmt = lambda ms: "%.4f" % ms if ms else "-"
+    lines = ["Measured by `demo_sweep_report` (the lab) and `tools/torch_sweep.py` (PyTorch: %s; %s): "
+             "median ms of calls each after an L2 flush, CUDA events; the lab's final optimized program a "
+             "topic." % (", ".join(sorted(modes)) or "no torch.compile rows", "; ".join(sources)), "",
+             "| operation | batch x seq x dim | lab ms | PyTorch eager ms | %s ms | lab speedup over PyTorch's faster |"
+             % (" / ".join(sorted(modes)) or "torch.compile"),
+             "| --- | --- | ---: | ---: | ---: | ---: |"]
+    for key in sorted(lab):
+        op, b, s, d = key
+        e, c = eager.get(key), compiled.get(key)
+        best = min([t for t in (e, c) if t] or [0])
+        lines.append("| %s | %dx%dx%d | %s | %s | %s | %s |" % (
+            op, b, s, d, fmt(lab[key]), fmt(e), fmt(c), "%.2fx" % (best / lab[key]) if best else "-"))
+    return "\n".join(lines) + "\n"
+
+
 def load_records(path, what):
     with open(path) as f:
         records = json.load(f)
@@ -159,11 +193,13 @@ def main():
     ap.add_argument("--mode", default="default", choices=["default", "reduce-overhead", "max-autotune"],
                     help="torch.compile's mode (default: default)")
     ap.add_argument("--reps", type=int, default=10, help="timed calls a configuration (default 10)")
+    ap.add_argument("--markdown", metavar="FILE",
+                    help="also write a table (the lab's final optimized program, PyTorch eager and compiled) here")
     a = ap.parse_args()
     if a.reps < 1:
         print("torch_sweep: error: --reps must be at least 1", file=sys.stderr)
         return 2
-    for path in (a.out, a.json_torch):
+    for path in (a.out, a.json_torch, a.markdown):
         folder = os.path.dirname(os.path.abspath(path)) if path else None
         if folder and not os.path.isdir(folder):
             print("torch_sweep: error: %s: no such folder" % path, file=sys.stderr)
@@ -188,6 +224,12 @@ def main():
         return 2
     with open(a.out, "w") as f:
         json.dump(merged, f, indent=1)
+    if a.markdown:
+        sources = ["the lab's records from %s" % os.path.basename(a.sweep)]
+        if a.torch:
+            sources.append("PyTorch's from %s" % os.path.basename(a.torch))
+        with open(a.markdown, "w") as f:
+            f.write(markdown(lab, rows, sources))
     print("torch_sweep: %d records (of %d the lab's and %d PyTorch's; %d without a time left out) in %s"
           % (len(merged), len(lab), len(rows), left_out, a.out))
     return 0

@@ -508,6 +508,68 @@ class TorchSweep(unittest.TestCase):
         self.assertEqual(len(r.stderr.strip().splitlines()), 1)
 
 
+class TorchSweepMeasured(unittest.TestCase):
+    """The measured merge (H100, 2026-11-27): the lab's default sweep and PyTorch's rows of it, as
+    committed in ch03_kernels/results, merge into a file the users' snippets run on, and the README's
+    table is what --markdown writes from them."""
+
+    def setUp(self):
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        import torch_sweep
+
+        self.ts = torch_sweep
+        self.root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        results = os.path.join(self.root, "ch03_kernels", "results")
+        self.lab = self.ts.load_records(os.path.join(results, "sweep_h100.json"), "sweep")
+        self.torch_rows = self.ts.load_records(os.path.join(results, "sweep_torch_h100.json"), "torch rows")
+
+    def test_every_configuration_has_pytorch_eager_and_compiled(self):
+        merged, left_out = self.ts.merge(self.lab, self.torch_rows)
+        self.assertEqual(left_out, 0)
+        configs = set(self.ts.configurations(self.lab))
+        for impl in ("PyTorch", "Triton"):
+            have = {(r["lab_operation"], r["batch_size"], r["sequence_length"], r["tensor_dimension"])
+                    for r in merged if r["implementation"] == impl and r["time_ms"] > 0}
+            self.assertEqual(have, configs, impl)
+
+    def test_the_users_snippets_run_on_the_measured_merge(self):
+        import contextlib
+        import io
+
+        merged, _ = self.ts.merge(self.lab, self.torch_rows)
+        out = io.StringIO()
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "benchmark_results.json"), "w") as f:
+                json.dump(merged, f)
+            cwd = os.getcwd()
+            try:
+                os.chdir(d)
+                with contextlib.redirect_stdout(out):
+                    # The first and third; the second averages batches 16 and 64, which the default
+                    # subset (batch 32) does not have (it runs on the full sweep, above).
+                    for snippet in (SEED_SNIPPETS[0], SEED_SNIPPETS[2]):
+                        exec(snippet, {})
+            finally:
+                os.chdir(cwd)
+        for line in ("PyTorch average time", "CUDA average time", "Triton average time", "Fastest LayerNorm: "):
+            self.assertIn(line, out.getvalue())
+
+    def test_the_readme_table_is_the_tools_markdown(self):
+        md = self.ts.markdown(self.lab, self.torch_rows, ["the lab's records from sweep_h100.json",
+                                                          "PyTorch's from sweep_torch_h100.json"])
+        self.assertTrue(md.startswith("Measured by `"))
+        rows = [l for l in md.splitlines() if l.startswith("| ") and not l.startswith(("| operation", "| ---"))]
+        self.assertEqual(len(rows), len(self.ts.configurations(self.lab)))
+        # GELU's row is the erf program's (optimized_gelu), not the tanh form's.
+        erf = {r["tensor_dimension"]: r["time_ms"] for r in self.lab if r["program"] == "optimized_gelu"
+               and r["batch_size"] == 32 and r["sequence_length"] == 512}
+        self.assertIn("| gelu | 32x512x512 | %.4f |" % erf[512], md)
+        with open(os.path.join(self.root, "ch03_kernels", "README.md")) as f:
+            readme = f.read()
+        begin, end = "<!-- results:sweep-pytorch:begin -->", "<!-- results:sweep-pytorch:end -->"
+        self.assertEqual(readme[readme.index(begin) + len(begin):readme.index(end)].strip(), md.strip())
+
+
 class TorchTiming(unittest.TestCase):
     """Where the tools look for cuda_perf_lab: python/ only when the package was built in place there
     (its compiled _C beside the sources); otherwise the installed one must not be hidden by sources
