@@ -6,8 +6,14 @@
 # of this script. The sources here are never touched.
 #
 #   tools/planted_bugs.sh LOGDIR [NAME...]     (NAMEs: plant only these bugs; default all)
+#   tools/planted_bugs.sh LOGDIR --scales 1.01,1.003,1.001 [NAME...]
+#                                              (sensitivity: each perturbation bug, a factor 1.01f or
+#                                               0.99f in its text, planted at each scale in turn, its
+#                                               factor s or 2 - s, until one is not caught; writes
+#                                               LOGDIR/sensitivity.md, the smallest caught a bug)
 #   tools/planted_bugs.sh --check-patterns     (no GPU, no build: every bug's text to replace occurs
 #                                               exactly once in its file; a CPU test runs this)
+#   tools/planted_bugs.sh --list [--scales LIST] [NAME...]   (what would be planted; no build)
 #
 # The bugs: an edge column left unwritten (coalescing), the variance divided by dim - 1
 # (LayerNorm), the label's logit scaled by 1.001 (cross-entropy), a causal mask letting one
@@ -44,22 +50,53 @@
 # mean, rstd and residual gradient, and the LayerNorm made again with its shift 1% high, against the
 # kernels' own tests; and GELU's output, made by GELU's backward in step 13, 1% high in every fourth
 # column, against the kernels' own tests.
-# Exit status 0 when every bug was caught (with --check-patterns: when every text was found once).
+# Exit status 0 when every bug was caught (with --scales: at the first scale listed; with
+# --check-patterns: when every text was found once); 2 for a bad argument.
 set -u
 if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
-  sed -n '2,47p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,54p' "$0" | sed 's/^# \{0,1\}//'
   [ $# -ge 1 ] && exit 0 || exit 2
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 check_only=0
+list_only=0
+scales=()
 only=()
+# --scales LIST: factors above 1 (1.01 is the bugs' own), each with at most 6 decimals.
+parse_scales() {
+  local list=$1 s
+  [ -n "$list" ] || { echo "planted_bugs: --scales: empty (e.g. --scales 1.01,1.003,1.001)" >&2; exit 2; }
+  IFS=, read -r -a scales <<<"$list"
+  for s in "${scales[@]}"; do
+    if ! [[ $s =~ ^1\.[0-9]{1,6}$ ]] || [[ $s =~ ^1\.0+$ ]]; then
+      echo "planted_bugs: --scales: '$s' is not a factor above 1 such as 1.003" >&2
+      exit 2
+    fi
+  done
+}
 if [ "$1" = "--check-patterns" ]; then
   check_only=1
   scratch=$root  # read, never written
   logdir=
+elif [ "$1" = "--list" ]; then
+  list_only=1
+  scratch=$root
+  logdir=
+  shift
+  if [ "${1:-}" = "--scales" ]; then
+    [ $# -ge 2 ] || { echo "planted_bugs: --scales needs a list" >&2; exit 2; }
+    parse_scales "$2"
+    shift 2
+  fi
+  only=("$@")
 else
 logdir=$1
 shift
+if [ "${1:-}" = "--scales" ]; then
+  [ $# -ge 2 ] || { echo "planted_bugs: --scales needs a list" >&2; exit 2; }
+  parse_scales "$2"
+  shift 2
+fi
 only=("$@")
 mkdir -p "$logdir" || { echo "planted_bugs: cannot create $logdir" >&2; exit 2; }
 logdir=$(cd "$logdir" && pwd)
@@ -75,12 +112,17 @@ fi
 caught=0
 planted=0
 missed=()
+sensitivity=()  # with --scales: "| name | program | each scale's result | smallest caught |"
 # plant NAME FILE PROGRAM FROM TO: replace the text FROM (which must occur exactly once) by TO.
+# With --scales, only perturbation bugs (TO holds 1.01f or 0.99f) are planted, once a scale.
 plant() {
   local name=$1 file=$2 program=$3 from=$4 to=$5
-  local path="$scratch/$file" log="$logdir/$name.log"
+  local path="$scratch/$file"
   if [ ${#only[@]} -gt 0 ] && ! printf '%s\n' "${only[@]}" | grep -qx "$name"; then
     return
+  fi
+  if [ ${#scales[@]} -gt 0 ] && [[ $to != *1.01f* && $to != *0.99f* ]]; then
+    return  # not a perturbation: no scale to vary
   fi
   planted=$((planted + 1))
   local n
@@ -93,37 +135,85 @@ plant() {
     caught=$((caught + 1))  # found once: plantable
     return
   fi
+  if [ ${#scales[@]} -eq 0 ]; then
+    if [ $list_only -eq 1 ]; then
+      printf '%s %s: %s\n' "$name" "$program" "$to"
+      caught=$((caught + 1))
+    elif try_plant "$name" "$file" "$program" "$from" "$to"; then
+      caught=$((caught + 1))
+    else
+      missed+=("$name($why)")
+    fi
+    return
+  fi
+  local s first=1 cells="" smallest="none" tried=0
+  for s in "${scales[@]}"; do
+    tried=$((tried + 1))
+    local up down scaled
+    up="${s}f"
+    down=$(python3 -c 'import sys; print("%.6gf" % (2 - float(sys.argv[1])))' "$s")
+    scaled=${to//1.01f/$up}
+    scaled=${scaled//0.99f/$down}
+    if [ $list_only -eq 1 ]; then
+      printf '%s@%s %s: %s\n' "$name" "$s" "$program" "$scaled"
+      [ $first -eq 1 ] && caught=$((caught + 1))
+      first=0
+      continue
+    fi
+    if try_plant "$name@$s" "$file" "$program" "$from" "$scaled"; then
+      cells+=" caught${result:+: $result} |"
+      smallest=$s
+      [ $first -eq 1 ] && caught=$((caught + 1))
+    else
+      cells+=" $why |"
+      [ $first -eq 1 ] && missed+=("$name@$s($why)")
+      break  # a smaller perturbation is not looked for past one that was missed
+    fi
+    first=0
+  done
+  while [ $tried -lt ${#scales[@]} ]; do cells+=" - |"; tried=$((tried + 1)); done  # not tried
+  [ $list_only -eq 1 ] || sensitivity+=("| $name | $program |$cells $smallest |")
+}
+
+# try_plant NAME FILE PROGRAM FROM TO: one bug planted, its program built and run; status 0 when it
+# was caught (the program's exit 1), with $result the failure's summary; else $why says what happened.
+try_plant() {
+  local name=$1 file=$2 program=$3 from=$4 to=$5
+  local path="$scratch/$file" log="$logdir/$name.log"
+  result= why=
   cp "$path" "$path.orig"
   FROM="$from" TO="$to" python3 -c 'import os, sys; p = sys.argv[1]; s = open(p).read()
 open(p, "w").write(s.replace(os.environ["FROM"], os.environ["TO"]))' "$path"
   printf '== %-26s %s: %s\n' "$name" "$program" "$to"
+  local rc=2
   if ! cmake --build "$build" -j "$(nproc)" --target "$program" >"$log" 2>&1; then
-    missed+=("$name(build failed)")
+    why="build failed"
     echo "   build failed: see $log"
   else
     local bin
     bin=$(find "$build" -type f -name "$program" -perm -u+x | head -1)
-    local rc
     case $program in
       ch*_kernels)  # a chapter's kernel tests (GoogleTest): exit 1 when a test fails
         "$bin" >>"$log" 2>&1
         rc=$?
-        [ $rc -eq 1 ] && caught=$((caught + 1)) &&
-          echo "   caught (exit 1): $(grep -m1 -E '^\[  FAILED  \] [A-Za-z]' "$log" | sed 's/^ *//'); first: $(grep -m1 -E 'FAIL ' "$log" | sed 's/^ *//' | cut -c1-140)"
+        result="$(grep -m1 -E '^\[  FAILED  \] [A-Za-z]' "$log" | sed 's/^ *//')"
         ;;
       *)
         "$bin" --check-only >>"$log" 2>&1
         rc=$?
-        [ $rc -eq 1 ] && caught=$((caught + 1)) &&
-          echo "   caught (exit 1): $(grep -m1 -o 'FAILED on [0-9]* of [0-9]* shapes' "$log"); first: $(grep -m1 -E 'FAIL ' "$log" | sed 's/^ *//' | cut -c1-140)"
+        result="$(grep -m1 -o 'FAILED on [0-9]* of [0-9]* shapes' "$log")"
         ;;
     esac
-    if [ $rc -ne 1 ]; then
-      missed+=("$name(exit $rc)")
+    if [ $rc -eq 1 ]; then
+      echo "   caught (exit 1): $result; first: $(grep -m1 -E 'FAIL ' "$log" | sed 's/^ *//' | cut -c1-140)"
+    else
+      why="MISSED, exit $rc"
       echo "   MISSED: exit $rc, see $log"
     fi
   fi
   mv "$path.orig" "$path"
+  touch "$path"  # the next build sees the source changed back
+  [ $rc -eq 1 ]
 }
 
 plant edge_column ch01_basics/optimized_coalescing.cu optimized_coalescing \
@@ -251,6 +341,22 @@ if [ $check_only -eq 1 ]; then
   echo "planted_bugs: $caught of $planted texts found once${missed:+; ${missed[*]}}"
   [ ${#missed[@]} -eq 0 ]
   exit
+fi
+if [ $list_only -eq 1 ]; then
+  echo "planted_bugs: $planted to plant${scales:+, each at ${#scales[@]} scales}${missed:+; not plantable: ${missed[*]}}"
+  [ ${#missed[@]} -eq 0 ]
+  exit
+fi
+if [ ${#scales[@]} -gt 0 ]; then
+  {
+    gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+    echo "Measured by \`tools/planted_bugs.sh --scales $(IFS=,; echo "${scales[*]}")\` on ${gpu:-a machine nvidia-smi did not name}, $(date -u +%Y-%m-%d): each perturbation bug planted at each scale (its factor s, or 2 - s where it lowers a value) and its program's check run, until a scale is not caught (-: not tried)."
+    echo
+    printf '| bug | checked by |'; for s in "${scales[@]}"; do printf ' %s |' "$s"; done; echo ' smallest caught |'
+    printf '| --- | --- |'; for s in "${scales[@]}"; do printf ' --- |'; done; echo ' ---: |'
+    for row in "${sensitivity[@]}"; do echo "$row"; done
+  } >"$logdir/sensitivity.md"
+  echo "planted_bugs: the table is in $logdir/sensitivity.md"
 fi
 echo "planted_bugs: $caught caught, ${#missed[@]} missed${missed:+: ${missed[*]}}"
 [ ${#missed[@]} -eq 0 ]

@@ -733,6 +733,80 @@ class PlantedBugs(unittest.TestCase):
             self.assertIn("label_logit(ch03_kernels/optimized_cross_entropy.cu: the text to replace occurs 0 times", r.stdout)
 
 
+class PlantedBugScales(unittest.TestCase):
+    """--scales plants each perturbation bug at smaller factors (the sensitivity table of issue
+    #44); --list shows what would be planted, without a build."""
+
+    SCRIPT = PlantedBugs.SCRIPT
+
+    def listing(self, *args):
+        return subprocess.run(["bash", self.SCRIPT, "--list", *args], capture_output=True, text=True)
+
+    def test_a_raising_and_a_lowering_factor_are_scaled_both_ways(self):
+        r = self.listing("--scales", "1.01,1.003", "attn_tc_forward_1pct", "gpt2_grads_gelu_bias")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.splitlines()
+        self.assertIn("attn_tc_forward_1pct@1.01 optimized_attention_fused_tc: = make_float2(a, 1.01f * b);", lines)
+        self.assertIn("attn_tc_forward_1pct@1.003 optimized_attention_fused_tc: = make_float2(a, 1.003f * b);", lines)
+        self.assertIn("gpt2_grads_gelu_bias@1.003 ch04_kernels: s.x += 0.997f * v.x, s.y += v.y", lines)
+        self.assertIn("planted_bugs: 2 to plant, each at 2 scales", lines)
+
+    def test_only_perturbations_are_scaled(self):
+        r = self.listing("--scales", "1.003")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        names = {l.split("@")[0] for l in r.stdout.splitlines() if "@" in l}
+        self.assertIn("attn_wgmma_backward_1pct", names)
+        self.assertIn("gpt2_bf16_fc_1pct", names)
+        self.assertNotIn("gpt2_weight_decay", names)  # 10%: not a 1% factor
+        self.assertNotIn("causal_fp32", names)
+        self.assertTrue(all("1.01f" not in l and "0.99f" not in l for l in r.stdout.splitlines() if "@" in l))
+
+    def test_the_scales_run_until_one_is_missed_and_the_table_says_so(self):
+        # A stand-in for cmake: configuring makes the build folder; building PROGRAM writes a
+        # program whose check "catches" the planted O factor only at 1.003 and above.
+        with tempfile.TemporaryDirectory() as d:
+            rel = "ch04_compile_vs_fused/attention/kernels/mma_tiles.cuh"
+            os.makedirs(os.path.join(d, "root", "tools"))
+            os.makedirs(os.path.dirname(os.path.join(d, "root", rel)))
+            shutil.copy(self.SCRIPT, os.path.join(d, "root", "tools"))
+            shutil.copy(os.path.join(PlantedBugs.ROOT, rel), os.path.join(d, "root", rel))
+            fake = os.path.join(d, "bin")
+            os.makedirs(fake)
+            with open(os.path.join(fake, "cmake"), "w") as f:
+                f.write("""#!/bin/bash
+if [ "$1" = "-S" ]; then mkdir -p "$4"; exit 0; fi
+build=$2; prog=${@: -1}; src="$build/../%s"
+printf '#!/bin/bash\\ngrep -qE "(1[.]01f|1[.]003f) [*] b" "%%s" && exit 1; exit 0\\n' "$src" > "$build/$prog"
+chmod +x "$build/$prog"
+""" % rel)
+            os.chmod(os.path.join(fake, "cmake"), 0o755)
+            env = dict(os.environ, PATH=fake + os.pathsep + os.environ["PATH"], TMPDIR=d)
+            logs = os.path.join(d, "logs")
+            r = subprocess.run(["bash", os.path.join(d, "root", "tools", "planted_bugs.sh"), logs, "--scales",
+                                "1.01,1.003,1.001,1.0003", "attn_tc_forward_1pct"],
+                               capture_output=True, text=True, env=env)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)  # caught at the first scale
+            self.assertEqual(r.stdout.count("caught (exit 1)"), 2, r.stdout)
+            self.assertEqual(r.stdout.count("MISSED"), 1, r.stdout)  # 1.001; 1.0003 not tried
+            self.assertNotIn("1.0003f", r.stdout)
+            with open(os.path.join(logs, "sensitivity.md")) as f:
+                table = f.read()
+            self.assertTrue(table.startswith("Measured by `tools/planted_bugs.sh --scales 1.01,1.003,1.001,1.0003`"))
+            row = [l for l in table.splitlines() if l.startswith("| attn_tc_forward_1pct |")]
+            self.assertEqual(len(row), 1, table)
+            self.assertTrue(row[0].endswith("| 1.003 |"), row[0])
+            self.assertEqual(row[0].split(" | ")[2:], ["caught", "caught", "MISSED, exit 0", "-", "1.003 |"], row[0])
+            self.assertEqual(table.splitlines()[2].count("|"), row[0].count("|"))  # a full row
+            with open(os.path.join(d, "root", rel)) as f, open(os.path.join(PlantedBugs.ROOT, rel)) as g:
+                self.assertEqual(f.read(), g.read())  # the sources are never touched
+
+    def test_a_bad_scale_is_refused(self):
+        for bad in ("1.0", "0.99", "1.5x", "", "1.0000001"):
+            r = self.listing("--scales", bad)
+            self.assertEqual(r.returncode, 2, bad)
+            self.assertIn("--scales", r.stderr)
+
+
 class BridgeTestRunner(unittest.TestCase):
     """python/tests/run.py names everything the bridge's tests lack, not only the first thing."""
 
