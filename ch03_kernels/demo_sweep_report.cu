@@ -30,6 +30,11 @@
 // A shape maps onto a topic as (batch * seq * dim) elements for the element-wise operations and
 // the MSE, and (batch * seq) rows of dim for LayerNorm and the cross-entropy (dim classes).
 // Results up to --verify-mb of traffic are checked against the double reference before timing.
+// --profile adds, after the sweep, where each implementation's GPU time goes: every measurement
+// that ran is run again under CUPTI (3 warm-up runs, then 5 back to back, L2 not flushed, in an
+// NVTX range named "profiled OPERATION PROGRAM SHAPE"), and a table per operation and program lists
+// its kernels, copies and memsets over its shapes, sorted by total time (the users' guide's
+// profiler key_averages table); --trace FILE writes that pass as a Chrome trace (ui.perfetto.dev).
 // Run: make ch03 && ./ch03_kernels/demo_sweep_report --json sweep.json && python3 tools/plot_sweep.py sweep.json
 // ctest-args: --batch 2 --seq 8 --dim 8,33,768 --reps 3
 #include <algorithm>
@@ -71,9 +76,12 @@ struct Settings {
   bool full = false;
   int reps = 10;
   double verify_mb = 256;
-  std::string json;
+  std::string json, trace;
+  bool profile = false;
   std::uint64_t seed = 1;
 };
+
+constexpr int kProfileWarmup = 3, kProfileRuns = 5;  // --profile's pass, as a program's
 
 struct Record {
   std::string operation, implementation, program, status = "ok";
@@ -231,6 +239,50 @@ void print_tables(const std::vector<Record>& records, const std::vector<std::str
   }
 }
 
+// --profile and --trace: every measurement that ran, again under CUPTI (lab::profiled_runs); a
+// table per operation and program over its shapes. The trace is written only when the pass is done.
+void profile_pass(const std::vector<Record>& records, const std::vector<std::vector<const lab::Variant*>>& variants,
+                  const Settings& cfg) {
+  std::map<std::string, const lab::Variant*> by_program;
+  for (const auto& vs : variants)
+    for (const lab::Variant* v : vs) by_program[v->program] = v;
+  std::vector<std::pair<std::string, std::string>> order;  // (operation, program), as measured
+  std::map<std::pair<std::string, std::string>, std::vector<lab::RunWindow>> windows;
+  lab::Stream stream;
+  lab::prof::Session session;
+  for (const auto& r : records) {
+    if (!r.time_ms) continue;  // OOM, N/A: nothing ran
+    const lab::Variant& v = *by_program.at(r.program);
+    const lab::Shape shape = shape_for(*v.topic, r.batch, r.seq, r.dim);
+    const auto key = std::make_pair(r.operation, r.program);
+    if (!windows.count(key)) order.push_back(key);
+    windows[key].push_back(lab::profiled_runs(v, shape, cfg.seed, stream, kProfileWarmup, kProfileRuns,
+                                              r.operation + " " + r.program + " " + shape.str()));
+  }
+  const std::vector<lab::prof::Record> all = session.stop();
+  if (cfg.profile)
+    for (const auto& key : order) {
+      std::vector<lab::prof::Record> in;
+      for (const auto& rec : all)
+        for (const auto& w : windows[key])
+          if (w.holds(rec)) {
+            in.push_back(rec);
+            break;
+          }
+      std::cout << "\nprofile " << key.first << " " << key.second << ": " << kProfileRuns
+                << " runs back to back at each of its " << windows[key].size() << " shapes after " << kProfileWarmup
+                << " warm-up runs (L2 not flushed), GPU times from CUPTI, sorted by total:\n"
+                << lab::prof::format_table(lab::prof::key_averages(in));
+    }
+  if (!cfg.trace.empty()) {
+    std::ofstream f(cfg.trace);
+    f << lab::prof::chrome_trace(all, "demo_sweep_report");
+    if (!f) throw lab::Error("--trace " + cfg.trace + ": write failed");
+    std::cerr << "trace: " << cfg.trace << " (" << all.size()
+              << " events; open it in https://ui.perfetto.dev or chrome://tracing)\n";
+  }
+}
+
 int run(const Settings& in) {
   Settings cfg = in;
   if (cfg.batch.empty()) cfg.batch = cfg.full ? kFullBatch : kDefaultBatch;
@@ -296,6 +348,7 @@ int run(const Settings& in) {
           }
 
   print_tables(records, cfg.ops, peak_gbps);
+  if (cfg.profile || !cfg.trace.empty()) profile_pass(records, variants, cfg);
   if (!cfg.json.empty()) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& r : records) out.push_back(to_json(r, peak_gbps));
@@ -336,6 +389,11 @@ int main(int argc, char** argv) {
             ->check(CLI::NonNegativeNumber);
         app.add_option("--seed", cfg.seed, "seed of the inputs (default 1)")->check(lab::cli::seed());
         app.add_option("--json", cfg.json, "write the records to this file (a JSON array)")
+            ->check(lab::cli::output_file());
+        app.add_flag("--profile", cfg.profile,
+                     "after the sweep, each operation's implementations by kernel: every measurement run again "
+                     "under CUPTI (3 warm-up runs, 5 profiled), a table per program sorted by GPU time");
+        app.add_option("--trace", cfg.trace, "write that profiled pass as a Chrome trace (JSON) to this file")
             ->check(lab::cli::output_file());
       },
       [&] { return run(cfg); });

@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 
 #include "lab/contract.hpp"
+#include "lab/profiler.hpp"
 #include "lab/registry.hpp"
 #include "lab/timing.hpp"
 #include "lab/verify.hpp"
@@ -72,6 +73,18 @@ std::string unsupported(const Variant& v, const Shape& s);
 // runs the variant once and compares with the topic's double-precision reference. The shape must
 // be supported (unsupported() is ""): a check of a shape the variant cannot run throws Error.
 Verdict check_variant(const Variant& v, const Shape& s, std::uint64_t seed, cudaStream_t stream);
+
+// A profiled pass of one shape, under the caller's prof::Session (a program's --profile and
+// --trace, the sweep report's): the problem made from the seed, `warmup` untimed runs, then `runs`
+// back to back (no L2 flush), in the ranges "setup LABEL", "warm-up LABEL" and "profiled LABEL".
+// Returns the window of the profiled runs on CUPTI's clock: holds() picks their records out of
+// the session's. The shape must be supported (unsupported() is "").
+struct RunWindow {
+  std::uint64_t begin = 0, end = 0;
+  bool holds(const prof::Record& r) const { return r.start_ns >= begin && r.start_ns <= end; }
+};
+RunWindow profiled_runs(const Variant& v, const Shape& s, std::uint64_t seed, cudaStream_t stream, int warmup,
+                        int runs, const std::string& label);
 
 // One measurement for the demos' reports: fresh inputs from the seed, a check against the reference
 // first when `verify` (a wrong result throws Error naming the variant, the shape and the

@@ -157,38 +157,18 @@ constexpr int kProfiledRuns = 5;
 void profile_pass(const Variant& v, const Options& opt, const std::vector<Shape>& shapes, std::uint64_t seed,
                   std::ostream& out) {
   Stream stream;
-  std::vector<std::pair<Shape, std::pair<std::uint64_t, std::uint64_t>>> windows;
+  std::vector<std::pair<Shape, RunWindow>> windows;
   prof::Session session;
   for (const auto& s : shapes) {
     if (!unsupported(v, s).empty()) continue;
-    Prepared pr;
-    {
-      prof::Range phase("setup " + s.str());
-      pr = prepare(v, s, seed, stream);
-    }
-    Problem* p = pr.problem.get();
-    Instance& instance = *pr.instance;
-    {
-      prof::Range phase("warm-up " + s.str());
-      for (int i = 0; i < kWarmupRuns; ++i) instance.run(*p, stream);
-      LAB_CHECK_LAUNCH();
-      stream.sync();
-    }
-    const std::uint64_t t0 = prof::now_ns();
-    {
-      prof::Range phase("profiled " + s.str());
-      for (int i = 0; i < kProfiledRuns; ++i) instance.run(*p, stream);
-      LAB_CHECK_LAUNCH();
-      stream.sync();
-    }
-    windows.push_back({s, {t0, prof::now_ns()}});
+    windows.push_back({s, profiled_runs(v, s, seed, stream, kWarmupRuns, kProfiledRuns, s.str())});
   }
   const std::vector<prof::Record> records = session.stop();
   if (opt.profile) {
     for (const auto& [s, w] : windows) {
       std::vector<prof::Record> in;
       for (const auto& r : records)
-        if (r.start_ns >= w.first && r.start_ns <= w.second) in.push_back(r);
+        if (w.holds(r)) in.push_back(r);
       out << "\nprofile " << s.str() << ": " << kProfiledRuns << " runs back to back after " << kWarmupRuns
           << " warm-up runs (L2 not flushed), GPU times from CUPTI, sorted by total:\n"
           << prof::format_table(prof::key_averages(in));

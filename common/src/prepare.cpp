@@ -60,6 +60,31 @@ Verdict check_variant(const Variant& v, const Shape& s, std::uint64_t seed, cuda
   return run_and_verify(*pr.instance, *pr.problem, stream);
 }
 
+RunWindow profiled_runs(const Variant& v, const Shape& s, std::uint64_t seed, cudaStream_t stream, int warmup,
+                        int runs, const std::string& label) {
+  Prepared pr;
+  {
+    prof::Range phase("setup " + label);
+    pr = prepare(v, s, seed, stream);
+  }
+  {
+    prof::Range phase("warm-up " + label);
+    for (int i = 0; i < warmup; ++i) pr.instance->run(*pr.problem, stream);
+    LAB_CHECK_LAUNCH();
+    LAB_CHECK(cudaStreamSynchronize(stream));
+  }
+  RunWindow w;
+  w.begin = prof::now_ns();
+  {
+    prof::Range phase("profiled " + label);
+    for (int i = 0; i < runs; ++i) pr.instance->run(*pr.problem, stream);
+    LAB_CHECK_LAUNCH();
+    LAB_CHECK(cudaStreamSynchronize(stream));
+  }
+  w.end = prof::now_ns();
+  return w;
+}
+
 Measurement measure_variant(const Variant& v, const Shape& s, std::uint64_t seed, int reps, L2Flusher& flusher,
                             bool verify, int warmup) {
   Measurement m;
