@@ -348,7 +348,6 @@ int run(const Settings& in) {
           }
 
   print_tables(records, cfg.ops, peak_gbps);
-  if (cfg.profile || !cfg.trace.empty()) profile_pass(records, variants, cfg);
   if (!cfg.json.empty()) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& r : records) out.push_back(to_json(r, peak_gbps));
@@ -358,6 +357,8 @@ int run(const Settings& in) {
     if (!f) throw lab::Error("--json " + cfg.json + ": write failed");
     std::cerr << "wrote " << records.size() << " records to " << cfg.json << "\n";
   }
+  // After the records are written: a profiler that cannot start (CUPTI held by another) loses nothing.
+  if (cfg.profile || !cfg.trace.empty()) profile_pass(records, variants, cfg);
   return lab::kExitOk;
 }
 
