@@ -13,7 +13,8 @@ For each (operation, batch, sequence, dimension) of the sweep it times, the lab'
 the L2 flushed before each call, the median of --reps calls after warm-up: tools/torch_timing.py),
 PyTorch's operator on the same shape the lab ran (tools/torch_reference.py's builders: F.layer_norm,
 F.gelu, F.silu, F.mse_loss, F.cross_entropy, fp32) in eager mode and under torch.compile (--mode,
-default "default"). --json-torch FILE keeps those rows, and --torch FILE merges saved ones instead
+default "default"; a comma-separated list times each mode, e.g. --mode default,reduce-overhead,
+max-autotune: the table then compares the lab with the fastest of all). --json-torch FILE keeps those rows, and --torch FILE merges saved ones instead
 of timing.
 
 The merged records are the sweep's, renamed (the lab's own names kept in fields of their own):
@@ -105,8 +106,8 @@ def configurations(lab_records):
     return seen
 
 
-def time_torch(torch, lab_records, mode, reps):
-    """PyTorch's rows for every configuration of the sweep: eager and torch.compile(mode)."""
+def time_torch(torch, lab_records, modes, reps):
+    """PyTorch's rows for every configuration of the sweep: eager and torch.compile in each mode."""
     import torch_reference
     from torch_timing import l2_flush_buffer, time_call
 
@@ -118,8 +119,9 @@ def time_torch(torch, lab_records, mode, reps):
     for i, ((op, b, s, d), nbytes) in enumerate(sorted(configs.items())):
         shape = lab_shape(op, b, s, d)
         eager = make[op](shape)
-        compiled = torch.compile(make[op](shape), mode=None if mode == "default" else mode)
-        for name, fn in (("torch eager", eager), ("torch.compile " + mode, compiled)):
+        callables = [("torch eager", eager)] + [
+            ("torch.compile " + m, torch.compile(make[op](shape), mode=None if m == "default" else m)) for m in modes]
+        for name, fn in callables:
             try:
                 torch.cuda.reset_peak_memory_stats()
                 base = torch.cuda.memory_allocated()
@@ -134,10 +136,9 @@ def time_torch(torch, lab_records, mode, reps):
                          "inference_speed": 1000.0 / ms if ms else None, "throughput_gbps": gbps,
                          "gpu_efficiency": 100.0 * gbps / peak_gbps if gbps and peak_gbps else None,
                          "peak_gbps": peak_gbps})
-        print("[%d/%d] %s %dx%dx%d: eager %s ms, compile %s ms" % (
-            i + 1, len(configs), op, b, s, d,
-            "%.4f" % rows[-2]["time_ms"] if rows[-2]["time_ms"] else rows[-2]["status"],
-            "%.4f" % rows[-1]["time_ms"] if rows[-1]["time_ms"] else rows[-1]["status"]), file=sys.stderr, flush=True)
+        print("[%d/%d] %s %dx%dx%d: %s" % (i + 1, len(configs), op, b, s, d, ", ".join(
+            "%s %s" % (r["implementation"], "%.4f ms" % r["time_ms"] if r["time_ms"] else r["status"])
+            for r in rows[-len(callables):])), file=sys.stderr, flush=True)
         torch.cuda.empty_cache()
     return rows
 
@@ -145,33 +146,35 @@ def time_torch(torch, lab_records, mode, reps):
 def markdown(lab_records, torch_records, sources):
     """A Markdown table, a row a configuration: the lab's final optimized program (optimized_<op>,
     the one whose arithmetic is PyTorch's operator's: optimized_gelu, not the tanh form), PyTorch
-    eager and torch.compile, and the lab's speedup over the faster of the two. Starts "Measured by
-    `" (tools/update_readme_results.py --section takes it)."""
+    eager and torch.compile in each mode timed, and the lab's speedup over the fastest of them.
+    Starts "Measured by `" (tools/update_readme_results.py --section takes it)."""
     lab = {}
     for r in lab_records:
         if r.get("time_ms") and r.get("program") == "optimized_" + r["operation"]:
             lab[(r["operation"], r["batch_size"], r["sequence_length"], r["tensor_dimension"])] = r["time_ms"]
-    eager, compiled, modes = {}, {}, set()
+    torch_ms, modes = {}, set()
     for r in torch_records:
         key = (r["operation"], r["batch_size"], r["sequence_length"], r["tensor_dimension"])
-        if r.get("implementation") == "torch eager":
-            eager[key] = r.get("time_ms")
-        elif str(r.get("implementation", "")).startswith("torch.compile"):
-            compiled[key] = r.get("time_ms")
-            modes.add(r["implementation"])
+        impl = r.get("implementation", "")
+        if impl == "torch eager" or str(impl).startswith("torch.compile"):
+            torch_ms[(impl, key)] = r.get("time_ms")
+            if impl != "torch eager":
+                modes.add(impl)
+    columns = ["torch eager"] + sorted(modes)
     fmt = lambda ms: "%.4f" % ms if ms else "-"
     lines = ["Measured by `demo_sweep_report` (the lab) and `tools/torch_sweep.py` (PyTorch: %s; %s): "
              "median ms of calls each after an L2 flush, CUDA events; the lab's final optimized program a "
              "topic." % (", ".join(sorted(modes)) or "no torch.compile rows", "; ".join(sources)), "",
-             "| operation | batch x seq x dim | lab ms | PyTorch eager ms | %s ms | lab speedup over PyTorch's faster |"
-             % (" / ".join(sorted(modes)) or "torch.compile"),
-             "| --- | --- | ---: | ---: | ---: | ---: |"]
+             "| operation | batch x seq x dim | lab ms | %s | lab speedup over PyTorch's fastest |"
+             % " | ".join(("PyTorch eager" if c == "torch eager" else c) + " ms" for c in columns),
+             "| --- | --- | ---: |%s ---: |" % (" ---: |" * len(columns))]
     for key in sorted(lab):
         op, b, s, d = key
-        e, c = eager.get(key), compiled.get(key)
-        best = min([t for t in (e, c) if t] or [0])
-        lines.append("| %s | %dx%dx%d | %s | %s | %s | %s |" % (
-            op, b, s, d, fmt(lab[key]), fmt(e), fmt(c), "%.2fx" % (best / lab[key]) if best else "-"))
+        times = [torch_ms.get((c, key)) for c in columns]
+        best = min([t for t in times if t] or [0])
+        lines.append("| %s | %dx%dx%d | %s | %s | %s |" % (
+            op, b, s, d, fmt(lab[key]), " | ".join(fmt(t) for t in times),
+            "%.2fx" % (best / lab[key]) if best else "-"))
     return "\n".join(lines) + "\n"
 
 
@@ -190,14 +193,21 @@ def main():
     ap.add_argument("--out", required=True, help="the merged records, in the users' names")
     ap.add_argument("--torch", metavar="TORCH.json", help="PyTorch's rows saved by --json-torch: merge, no timing")
     ap.add_argument("--json-torch", metavar="FILE", help="also keep PyTorch's rows here")
-    ap.add_argument("--mode", default="default", choices=["default", "reduce-overhead", "max-autotune"],
-                    help="torch.compile's mode (default: default)")
+    ap.add_argument("--mode", default="default",
+                    help="torch.compile's mode, or several, comma-separated: default, reduce-overhead, "
+                         "max-autotune (default: default)")
     ap.add_argument("--reps", type=int, default=10, help="timed calls a configuration (default 10)")
     ap.add_argument("--markdown", metavar="FILE",
                     help="also write a table (the lab's final optimized program, PyTorch eager and compiled) here")
     a = ap.parse_args()
     if a.reps < 1:
         print("torch_sweep: error: --reps must be at least 1", file=sys.stderr)
+        return 2
+    modes = a.mode.split(",")
+    bad = [m for m in modes if m not in ("default", "reduce-overhead", "max-autotune")]
+    if bad or len(set(modes)) != len(modes):
+        print("torch_sweep: error: --mode %s: each one of default, reduce-overhead, max-autotune, once" % a.mode,
+              file=sys.stderr)
         return 2
     for path in (a.out, a.json_torch, a.markdown):
         folder = os.path.dirname(os.path.abspath(path)) if path else None
@@ -214,7 +224,7 @@ def main():
             torch = torch_gpt2.cuda_torch("torch_sweep")
             if torch is None:
                 return 2
-            rows = time_torch(torch, lab, a.mode, a.reps)
+            rows = time_torch(torch, lab, modes, a.reps)
             if a.json_torch:
                 with open(a.json_torch, "w") as f:
                     json.dump(rows, f, indent=1)

@@ -570,6 +570,37 @@ class TorchSweepMeasured(unittest.TestCase):
         self.assertEqual(readme[readme.index(begin) + len(begin):readme.index(end)].strip(), md.strip())
 
 
+class TorchSweepModes(unittest.TestCase):
+    """--mode takes several torch.compile modes; the table gives each its column and sets the lab
+    against the fastest of them all (a peer's best configuration)."""
+
+    def setUp(self):
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        import torch_sweep
+
+        self.ts = torch_sweep
+        self.tool = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "torch_sweep.py")
+        self.sweep = os.path.join(os.path.dirname(self.tool), "..", "ch03_kernels", "results", "sweep_h100.json")
+
+    def test_the_fastest_mode_is_the_yardstick(self):
+        lab = [{"operation": "gelu", "program": "optimized_gelu", "batch_size": 2, "sequence_length": 3,
+                "tensor_dimension": 4, "time_ms": 1.0}]
+        key = {"operation": "gelu", "batch_size": 2, "sequence_length": 3, "tensor_dimension": 4}
+        rows = [dict(key, implementation="torch eager", time_ms=2.0),
+                dict(key, implementation="torch.compile default", time_ms=1.5),
+                dict(key, implementation="torch.compile reduce-overhead", time_ms=0.8)]
+        md = self.ts.markdown(lab, rows, ["test rows"])
+        self.assertIn("| PyTorch eager ms | torch.compile default ms | torch.compile reduce-overhead ms |", md)
+        self.assertIn("| gelu | 2x3x4 | 1.0000 | 2.0000 | 1.5000 | 0.8000 | 0.80x |", md)
+
+    def test_a_bad_mode_is_refused_before_torch(self):
+        for bad in ("fast", "default,default", "default,"):
+            r = subprocess.run([sys.executable, self.tool, self.sweep, "--mode", bad, "--out", os.devnull],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 2, bad)
+            self.assertIn("--mode", r.stderr)
+
+
 class TorchTiming(unittest.TestCase):
     """Where the tools look for cuda_perf_lab: python/ only when the package was built in place there
     (its compiled _C beside the sources); otherwise the installed one must not be hidden by sources
