@@ -78,35 +78,32 @@ if [ "$1" = "--check-patterns" ]; then
   check_only=1
   scratch=$root  # read, never written
   logdir=
+  set --
 elif [ "$1" = "--list" ]; then
   list_only=1
   scratch=$root
   logdir=
   shift
-  if [ "${1:-}" = "--scales" ]; then
-    [ $# -ge 2 ] || { echo "planted_bugs: --scales needs a list" >&2; exit 2; }
-    parse_scales "$2"
-    shift 2
-  fi
-  only=("$@")
 else
-logdir=$1
-shift
-if [ "${1:-}" = "--scales" ]; then
+  logdir=$1
+  shift
+fi
+if [ "${1:-}" = "--scales" ]; then  # after LOGDIR or --list
   [ $# -ge 2 ] || { echo "planted_bugs: --scales needs a list" >&2; exit 2; }
   parse_scales "$2"
   shift 2
 fi
 only=("$@")
-mkdir -p "$logdir" || { echo "planted_bugs: cannot create $logdir" >&2; exit 2; }
-logdir=$(cd "$logdir" && pwd)
-scratch=$(mktemp -d "${TMPDIR:-/tmp}/lab-planted.XXXXXX")
-trap 'rm -rf "$scratch"' EXIT
-tar -C "$root" --exclude='./build*' --exclude='./.git' -cf - . | tar -C "$scratch" -xf -
-build="$scratch/build"
-echo "== configure (scratch copy in $scratch)"
-cmake -S "$scratch" -B "$build" -DCMAKE_BUILD_TYPE=Release >"$logdir/configure.log" 2>&1 ||
-  { echo "planted_bugs: configure failed: see $logdir/configure.log" >&2; exit 2; }
+if [ $check_only -eq 0 ] && [ $list_only -eq 0 ]; then
+  mkdir -p "$logdir" || { echo "planted_bugs: cannot create $logdir" >&2; exit 2; }
+  logdir=$(cd "$logdir" && pwd)
+  scratch=$(mktemp -d "${TMPDIR:-/tmp}/lab-planted.XXXXXX")
+  trap 'rm -rf "$scratch"' EXIT
+  tar -C "$root" --exclude='./build*' --exclude='./.git' -cf - . | tar -C "$scratch" -xf -
+  build="$scratch/build"
+  echo "== configure (scratch copy in $scratch)"
+  cmake -S "$scratch" -B "$build" -DCMAKE_BUILD_TYPE=Release >"$logdir/configure.log" 2>&1 ||
+    { echo "planted_bugs: configure failed: see $logdir/configure.log" >&2; exit 2; }
 fi
 
 caught=0
