@@ -176,7 +176,7 @@ plant() {
 # was caught (the program's exit 1), with $result the failure's summary; else $why says what happened.
 try_plant() {
   local name=$1 file=$2 program=$3 from=$4 to=$5
-  local path="$scratch/$file" log="$logdir/$name.log"
+  local path="$scratch/$file" log="$logdir/${name//@/_at_}.log"  # no '@' in a file name
   result= why=
   cp "$path" "$path.orig"
   FROM="$from" TO="$to" python3 -c 'import os, sys; p = sys.argv[1]; s = open(p).read()

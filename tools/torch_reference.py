@@ -467,9 +467,14 @@ def main():
             made = make[d["topic"]](shape)  # one callable (eager), or several by name
             impls = list(made.items()) if isinstance(made, dict) else [("torch eager", made)]
             if a.compile and not d["topic"].endswith("_backward"):
+                # Compiled for this shape alone (dynamo reset, dynamic=False): a later shape of the
+                # same callable is otherwise traced with dynamic sizes (automatic dynamic shapes),
+                # whose kernels ran up to 4x slower than the specialised ones (ch03's sweep, H100).
+                torch._dynamo.reset()
                 first = make[d["topic"]](shape)
                 impls.append(("torch.compile",
-                              torch.compile(first["torch eager"] if isinstance(first, dict) else first)))
+                              torch.compile(first["torch eager"] if isinstance(first, dict) else first,
+                                            dynamic=False)))
             for name, fn in impls:
                 try:
                     ms = time_ms(torch, fn, flush, a.reps)

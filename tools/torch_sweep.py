@@ -14,8 +14,10 @@ the L2 flushed before each call, the median of --reps calls after warm-up: tools
 PyTorch's operator on the same shape the lab ran (tools/torch_reference.py's builders: F.layer_norm,
 F.gelu, F.silu, F.mse_loss, F.cross_entropy, fp32) in eager mode and under torch.compile (--mode,
 default "default"; a comma-separated list times each mode, e.g. --mode default,reduce-overhead,
-max-autotune: the table then compares the lab with the fastest of all). --json-torch FILE keeps those rows, and --torch FILE merges saved ones instead
-of timing.
+max-autotune: the table then compares the lab with the fastest of all, and names it). Each mode is
+compiled for its configuration alone (dynamo reset, dynamic=False: PyTorch's best for a fixed
+shape) with the inputs marked as static addresses (so CUDA graphs do not copy them before each
+replay). --json-torch FILE keeps those rows, and --torch FILE merges saved ones instead of timing.
 
 The merged records are the sweep's, renamed (the lab's own names kept in fields of their own):
   operation       LayerNorm, GELU, Swish, or Loss (with "loss": "mse" or "cross_entropy");
@@ -118,10 +120,25 @@ def time_torch(torch, lab_records, modes, reps):
     configs = configurations(lab_records)
     for i, ((op, b, s, d), nbytes) in enumerate(sorted(configs.items())):
         shape = lab_shape(op, b, s, d)
-        eager = make[op](shape)
-        callables = [("torch eager", eager)] + [
-            ("torch.compile " + m, torch.compile(make[op](shape), mode=None if m == "default" else m)) for m in modes]
-        for name, fn in callables:
+        # Each mode compiled afresh for this shape alone (dynamo reset, dynamic=False): a shape
+        # compiled after others of the same function is otherwise traced with dynamic sizes
+        # (automatic dynamic shapes), whose kernels ran up to 4x slower than the specialised ones,
+        # and past 8 shapes dynamo falls back to eager. That is not PyTorch's best for a fixed shape.
+        # The inputs, which the builder's callable holds, are marked as static addresses: CUDA graphs
+        # (reduce-overhead, max-autotune) otherwise copy every input into the graph's own buffer
+        # before each replay, a copy a model's graph does not make for tensors it made itself.
+        def compiled(m):
+            fn = make[op](shape)
+            for cell in fn.__closure__ or ():
+                if isinstance(cell.cell_contents, torch.Tensor):
+                    torch._dynamo.mark_static_address(cell.cell_contents)
+            return torch.compile(fn, mode=None if m == "default" else m, dynamic=False)
+
+        callables = [("torch eager", lambda: make[op](shape))] + [
+            ("torch.compile " + m, lambda m=m: compiled(m)) for m in modes]
+        for name, build in callables:
+            torch._dynamo.reset()
+            fn = build()
             try:
                 torch.cuda.reset_peak_memory_stats()
                 base = torch.cuda.memory_allocated()
@@ -160,20 +177,24 @@ def markdown(lab_records, torch_records, sources):
             torch_ms[(impl, key)] = r.get("time_ms")
             if impl != "torch eager":
                 modes.add(impl)
-    columns = ["torch eager"] + sorted(modes)
+    order = ["torch.compile " + m for m in ("default", "reduce-overhead", "max-autotune")]
+    modes = sorted(modes, key=lambda m: (order.index(m) if m in order else len(order), m))
+    columns = ["torch eager"] + modes
     fmt = lambda ms: "%.4f" % ms if ms else "-"
+    short = lambda c: "eager" if c == "torch eager" else c[len("torch.compile "):] if c in order else c
     lines = ["Measured by `demo_sweep_report` (the lab) and `tools/torch_sweep.py` (PyTorch: %s; %s): "
              "median ms of calls each after an L2 flush, CUDA events; the lab's final optimized program a "
-             "topic." % (", ".join(sorted(modes)) or "no torch.compile rows", "; ".join(sources)), "",
-             "| operation | batch x seq x dim | lab ms | %s | lab speedup over PyTorch's fastest |"
+             "topic." % (", ".join(modes) or "no torch.compile rows", "; ".join(sources)), "",
+             "| operation | batch x seq x dim | lab ms | %s | PyTorch's fastest | lab speedup over it |"
              % " | ".join(("PyTorch eager" if c == "torch eager" else c) + " ms" for c in columns),
-             "| --- | --- | ---: |%s ---: |" % (" ---: |" * len(columns))]
+             "| --- | --- | ---: |%s --- | ---: |" % (" ---: |" * len(columns))]
     for key in sorted(lab):
         op, b, s, d = key
         times = [torch_ms.get((c, key)) for c in columns]
-        best = min([t for t in times if t] or [0])
-        lines.append("| %s | %dx%dx%d | %s | %s | %s |" % (
-            op, b, s, d, fmt(lab[key]), " | ".join(fmt(t) for t in times),
+        timed = [(t, c) for t, c in zip(times, columns) if t]
+        best, fastest = min(timed) if timed else (0, None)
+        lines.append("| %s | %dx%dx%d | %s | %s | %s | %s |" % (
+            op, b, s, d, fmt(lab[key]), " | ".join(fmt(t) for t in times), short(fastest) if fastest else "-",
             "%.2fx" % (best / lab[key]) if best else "-"))
     return "\n".join(lines) + "\n"
 

@@ -520,7 +520,7 @@ class TorchSweepMeasured(unittest.TestCase):
         self.ts = torch_sweep
         self.root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         results = os.path.join(self.root, "ch03_kernels", "results")
-        self.lab = self.ts.load_records(os.path.join(results, "sweep_h100.json"), "sweep")
+        self.lab = self.ts.load_records(os.path.join(results, "sweep_vs_torch_h100.json"), "sweep")
         self.torch_rows = self.ts.load_records(os.path.join(results, "sweep_torch_h100.json"), "torch rows")
 
     def test_every_configuration_has_pytorch_eager_and_compiled(self):
@@ -555,7 +555,7 @@ class TorchSweepMeasured(unittest.TestCase):
             self.assertIn(line, out.getvalue())
 
     def test_the_readme_table_is_the_tools_markdown(self):
-        md = self.ts.markdown(self.lab, self.torch_rows, ["the lab's records from sweep_h100.json",
+        md = self.ts.markdown(self.lab, self.torch_rows, ["the lab's records from sweep_vs_torch_h100.json",
                                                           "PyTorch's from sweep_torch_h100.json"])
         self.assertTrue(md.startswith("Measured by `"))
         rows = [l for l in md.splitlines() if l.startswith("| ") and not l.startswith(("| operation", "| ---"))]
@@ -591,7 +591,13 @@ class TorchSweepModes(unittest.TestCase):
                 dict(key, implementation="torch.compile reduce-overhead", time_ms=0.8)]
         md = self.ts.markdown(lab, rows, ["test rows"])
         self.assertIn("| PyTorch eager ms | torch.compile default ms | torch.compile reduce-overhead ms |", md)
-        self.assertIn("| gelu | 2x3x4 | 1.0000 | 2.0000 | 1.5000 | 0.8000 | 0.80x |", md)
+        self.assertIn("| gelu | 2x3x4 | 1.0000 | 2.0000 | 1.5000 | 0.8000 | reduce-overhead | 0.80x |", md)
+        # The modes' columns in their own order (default, reduce-overhead, max-autotune), whatever
+        # the rows' order; the fastest named.
+        rows.append(dict(key, implementation="torch.compile max-autotune", time_ms=0.5))
+        md = self.ts.markdown(lab, list(reversed(rows)), ["test rows"])
+        self.assertIn("| torch.compile default ms | torch.compile reduce-overhead ms | torch.compile max-autotune ms |", md)
+        self.assertIn("| 1.5000 | 0.8000 | 0.5000 | max-autotune | 0.50x |", md)
 
     def test_a_bad_mode_is_refused_before_torch(self):
         for bad in ("fast", "default,default", "default,"):
@@ -830,6 +836,9 @@ chmod +x "$build/$prog"
             self.assertEqual(table.splitlines()[2].count("|"), row[0].count("|"))  # a full row
             with open(os.path.join(d, "root", rel)) as f, open(os.path.join(PlantedBugs.ROOT, rel)) as g:
                 self.assertEqual(f.read(), g.read())  # the sources are never touched
+            # A log a plant, named without '@' (a character some file transfers refuse).
+            self.assertIn("attn_tc_forward_1pct_at_1.003.log", os.listdir(logs))
+            self.assertFalse([n for n in os.listdir(logs) if "@" in n], os.listdir(logs))
 
     def test_a_bad_scale_is_refused(self):
         for bad in ("1.0", "0.99", "1.5x", "", "1.0000001"):
