@@ -14,7 +14,10 @@ the forward would have left it.
       --shape 12x768x12x1024x4x10000x3      # the GPT-2 step (tools/torch_gpt2.py's model), peak memory too
 
 Prints a table (topic, shape, implementation, ms, GB/s and TFLOP/s on the lab's counts) and writes it as
-JSON with --json. --compile adds torch.compile (default mode) for forward topics. For the GPT-2 step,
+JSON with --json, each row with its median CPU time a call (host_us: Python, the dispatcher, the
+launches, which the GPU time above leaves out). A topic with several PyTorch forms times each by its
+name: the weighted sum as x @ w and (w * x).sum(-1), chapter 2's square as x * x, x ** 2 and
+torch.square, its reduction as torch.mean. --compile adds torch.compile (default mode) for forward topics. For the GPT-2 step,
 --modes names the configurations to time: eager, default, reduce-overhead (CUDA graphs) and
 max-autotune (CUDA graphs and tuned products); each row records its first call's seconds (the
 compile), and a line per shape names the fastest, the one a speedup is to be measured against:
@@ -69,10 +72,12 @@ def builders(torch, compiled=False):
         y, dy = F.layer_norm(x, (d,), w, b, 1e-5), rand(n, d)
         return lambda: torch.autograd.grad(y, (x, w, b), dy, retain_graph=True)
 
+    # The weighted sum in both of the users' forms (seed 000): the product PyTorch sends to cuBLAS
+    # (a matrix-vector product) and the manual element-wise product and sum (a temporary n x d).
     def weighted_sum(s):
         n, d = s
         x, w = rand(n, d), rand(d)
-        return lambda: x @ w
+        return {"x @ w": lambda: x @ w, "(w * x).sum(-1)": lambda: (w * x).sum(-1)}
 
     def weighted_sum_backward(s):
         n, d = s
@@ -91,6 +96,15 @@ def builders(torch, compiled=False):
             return lambda: torch.autograd.grad(y, x, dy, retain_graph=True)
 
         return forward, backward
+
+    # Chapter 2's reduction (the mean of n floats) and square (seed 004's three forms of x^2).
+    def reduction(s):
+        x = rand(s[0])
+        return {"torch.mean": lambda: torch.mean(x)}
+
+    def square(s):
+        x = rand(s[0])
+        return {"x * x": lambda: x * x, "x ** 2": lambda: x ** 2, "torch.square": lambda: torch.square(x)}
 
     gelu, gelu_backward = unary(F.gelu)
     swish, swish_backward = unary(F.silu)
@@ -295,19 +309,28 @@ def lab_medians(run):
     return out
 
 
+OLD_SPIN_US = 400_000 / 1980  # the fixed spin of the runs before spin_us was recorded
+
+
 def against_lab(torch_run, lab_run):
-    """Rows (topic, shape, program, lab ms, [(implementation, torch ms, torch ms / lab ms)])."""
+    """Rows (topic, shape, program, lab ms, [(implementation, torch ms, torch ms / lab ms, torch host
+    us a call or None, whether that host time outran the spin before the call)])."""
     lab = lab_medians(lab_run)
     torch_ms = {}
     for r in torch_run["results"]:
         if r.get("ms") is None:  # OOM
             continue
-        torch_ms.setdefault((r["topic"], r["shape"]), []).append((r["implementation"], r["ms"]))
+        # A call whose CPU time outran the spin before it (0.2 ms before spin_us was recorded) may
+        # have counted waiting for its own launches as GPU time.
+        host = r.get("host_us")
+        outran = host is not None and host > r.get("spin_us", OLD_SPIN_US)
+        torch_ms.setdefault((r["topic"], r["shape"]), []).append((r["implementation"], r["ms"], host, outran))
     rows = []
     for (topic, shape), impls in torch_ms.items():
         for (t, sh, program), ms in sorted(lab.items()):
             if (t, sh) == (topic, shape):
-                rows.append((topic, shape, program, ms, [(name, tms, tms / ms) for name, tms in impls]))
+                rows.append((topic, shape, program, ms,
+                             [(name, tms, tms / ms, host, outran) for name, tms, host, outran in impls]))
     return rows
 
 
@@ -318,15 +341,27 @@ def render_against(torch_run, lab_run, markdown):
         raise ValueError("no shape is in both runs (the PyTorch run and the compare run timed different shapes)")
     names = []
     for row in rows:
-        for name, _, _ in row[4]:
+        for name, *_ in row[4]:
             if name not in names:
                 names.append(name)
-    head = ["topic", "shape", "lab variant", "lab ms"] + ["%s ms (ratio)" % n for n in names]
+    # A run that recorded each call's CPU time (host_us) shows it beside the GPU time.
+    hosts = any(host is not None for row in rows for _, _, _, host, _ in row[4])
+    head = ["topic", "shape", "lab variant", "lab ms"] + [
+        "%s ms (ratio%s)" % (n, "; CPU us a call" if hosts else "") for n in names]
     lines = []
     for topic, shape, program, ms, impls in rows:
-        by = {n: (tms, ratio) for n, tms, ratio in impls}
+        by = {n: (tms, ratio, host, outran) for n, tms, ratio, host, outran in impls}
+
+        def cell(n):
+            if n not in by:
+                return "-"
+            tms, ratio, host, outran = by[n]
+            if host is None:
+                return "%.4g (%.2fx%s)" % (tms, ratio, "; -" if hosts else "")
+            return "%.4g (%.2fx; %.0f%s)" % (tms, ratio, host, "*" if outran else "")
+
         cells = [topic, shape, "`%s`" % program if markdown else program, "%.4g" % ms]
-        cells += ["%.4g (%.2fx)" % by[n] if n in by else "-" for n in names]
+        cells += [cell(n) for n in names]
         lines.append(cells)
     if not markdown:
         widths = [max(len(c) for c in col) for col in zip(head, *lines)]
@@ -339,6 +374,10 @@ def render_against(torch_run, lab_run, markdown):
     out.append("| " + " | ".join(head) + " |")
     out.append("| " + " | ".join(["---"] * 3 + ["---:"] * (len(head) - 3)) + " |")
     out += ["| " + " | ".join(cells) + " |" for cells in lines]
+    if any(outran for row in rows for *_, outran in row[4]):
+        out += ["", "\\* The call's CPU time outran the GPU's spin before it, so its GPU time may include "
+                "waiting for its own launches: PyTorch's time there is an upper bound, and the ratio "
+                "leans to the lab."]
     return "\n".join(out) + "\n"
 
 
@@ -424,7 +463,7 @@ def main():
                 json.dump({"tool": "cuda-perf-lab torch_reference", "device": torch.cuda.get_device_name(0),
                            "torch": torch.__version__, "results": results}, f, indent=2)
 
-    def report(topic, s, name, ms, peak, first_s=None):
+    def report(topic, s, name, ms, peak, first_s=None, host_us=None, spin_us=None):
         """One measured row: printed (flushed) and saved as it comes, so a run cut short keeps it."""
         if ms is None:
             print("%-24s %-18s %-16s %10s" % (topic, s["shape"], name, "OOM"), flush=True)
@@ -441,6 +480,9 @@ def main():
                             "peak_mib": peak, "status": "OK"})
             if first_s is not None:
                 results[-1]["first_call_s"] = first_s
+            if host_us is not None:  # the call's CPU time: Python, the dispatcher, the launches
+                results[-1]["host_us"] = host_us
+                results[-1]["spin_us"] = spin_us  # the GPU's spin before each call (torch_timing)
         save()
 
     print("%-24s %-18s %-16s %10s %9s %9s" % ("topic", "shape", "implementation", "ms", "GB/s", "TFLOP/s"),
@@ -470,17 +512,19 @@ def main():
                 # Compiled for this shape alone (dynamo reset, dynamic=False): a later shape of the
                 # same callable is otherwise traced with dynamic sizes (automatic dynamic shapes),
                 # whose kernels ran up to 4x slower than the specialised ones (ch03's sweep, H100).
+                # Of the topic's several forms, the first (eager's, or x * x of the squares).
                 torch._dynamo.reset()
                 first = make[d["topic"]](shape)
-                impls.append(("torch.compile",
-                              torch.compile(first["torch eager"] if isinstance(first, dict) else first,
-                                            dynamic=False)))
+                if isinstance(first, dict):
+                    first = first["torch eager"] if "torch eager" in first else next(iter(first.values()))
+                impls.append(("torch.compile", torch.compile(first, dynamic=False)))
             for name, fn in impls:
                 try:
-                    ms = time_ms(torch, fn, flush, a.reps)
+                    t = time_call(torch, fn, flush, a.reps)
+                    ms, host_us, spin_us = t.median_ms, t.host_us, t.spin_us
                 except torch.cuda.OutOfMemoryError:
-                    ms = None
-                report(d["topic"], s, name, ms, None)
+                    ms, host_us, spin_us = None, None, None
+                report(d["topic"], s, name, ms, None, host_us=host_us, spin_us=spin_us)
             torch.cuda.empty_cache()
     save()
     return 0

@@ -3,9 +3,12 @@ that set PyTorch beside the lab (torch_reference.py, torch_ops_bench.py, torch_s
 
   - the L2 flushed before each call (a read of a buffer twice the L2's size, at least 64 MiB), so
     that no call finds its inputs left in the L2 by the one before;
-  - then a spin of the GPU (about 0.2 ms at H100 clocks) before the start event, long enough for
-    the call's CPU work (Python, the dispatcher, argument checks) to be queued behind it: the events
-    measure the GPU's work, not the gaps between launches (a call's host time is measured apart);
+  - then a spin of the GPU before the start event, long enough for the call's CPU work (Python, the
+    dispatcher, argument checks, the launches) to be queued behind it: the events measure the GPU's
+    work, not the gaps between launches (a call's host time is measured apart). The spin is at
+    least 0.2 ms at H100 clocks, and twice the call's CPU time as the warm-up calls measured it:
+    a fixed 0.2 ms let a backward whose CPU work took 0.31 ms count 0.11 ms of waiting for its own
+    launches as GPU time (2026-11-27). Each Timing says how long its spin was (spin_us);
   - the median of `reps` calls after `warmup` calls (the first call of an op may compile or tune).
 
 Also here: where the tools find cuda_perf_lab (the bridge package in python/).
@@ -19,7 +22,17 @@ from collections import namedtuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-Timing = namedtuple("Timing", "median_ms min_ms max_ms host_us")
+Timing = namedtuple("Timing", "median_ms min_ms max_ms host_us spin_us")
+
+# The spin's length in GPU clock cycles for a time: cycles at 1980 MHz (the H100 SXM's top clock;
+# a GPU that runs slower spins longer, never shorter than asked).
+SPIN_CYCLES_PER_US = 1980
+MIN_SPIN_CYCLES = 400_000  # 0.2 ms at 1980 MHz
+
+
+def spin_cycles(host_us):
+    """The spin before a call whose CPU work takes host_us: twice that, and at least 0.2 ms."""
+    return max(MIN_SPIN_CYCLES, int(2 * host_us * SPIN_CYCLES_PER_US))
 
 
 def l2_flush_buffer(torch):
@@ -28,15 +41,20 @@ def l2_flush_buffer(torch):
 
 
 def time_call(torch, fn, flush, reps, warmup=3):
-    """fn's GPU time, cold L2: Timing(median, min, max ms of `reps` calls; median host us a call)."""
-    for _ in range(warmup):
+    """fn's GPU time, cold L2: Timing(median, min, max ms of `reps` calls; median host us a call;
+    the spin before each call, us at 1980 MHz)."""
+    warm = []
+    for _ in range(max(1, warmup)):
+        t0 = time.perf_counter()
         fn()
-    torch.cuda.synchronize()
+        warm.append((time.perf_counter() - t0) * 1e6)
+        torch.cuda.synchronize()
+    cycles = spin_cycles(max(warm[1:] or warm))  # the first call may compile: not its CPU time
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     gpu, host = [], []
     for _ in range(reps):
         flush.sum()
-        torch.cuda._sleep(400_000)  # the spin: the call is queued before it ends
+        torch.cuda._sleep(cycles)  # the spin: the call is queued before it ends
         start.record()
         t0 = time.perf_counter()
         fn()
@@ -44,7 +62,7 @@ def time_call(torch, fn, flush, reps, warmup=3):
         stop.record()
         stop.synchronize()
         gpu.append(start.elapsed_time(stop))
-    return Timing(statistics.median(gpu), min(gpu), max(gpu), statistics.median(host))
+    return Timing(statistics.median(gpu), min(gpu), max(gpu), statistics.median(host), cycles / SPIN_CYCLES_PER_US)
 
 
 def import_bridge(prog):

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -607,6 +608,42 @@ class TorchSweepModes(unittest.TestCase):
             self.assertIn("--mode", r.stderr)
 
 
+class TorchSpin(unittest.TestCase):
+    """time_call's spin before each call outlasts the call's CPU work (measured in the warm-up), so
+    the events time the GPU's work and not waiting for launches; a fake torch records the spins."""
+
+    def test_the_spin_is_twice_the_warm_calls_cpu_time_and_at_least_the_old_one(self):
+        import torch_timing
+
+        class Event:
+            def __init__(self, **_):
+                pass
+
+            def record(self):
+                pass
+
+            def synchronize(self):
+                pass
+
+            def elapsed_time(self, other):
+                return 1.0
+
+        spins = []
+        cuda = type("Cuda", (), {"synchronize": staticmethod(lambda: None), "Event": Event,
+                                 "_sleep": staticmethod(spins.append)})
+        torch = type("Torch", (), {"cuda": cuda})
+        flush = type("Flush", (), {"sum": lambda self: None})()
+        quick = torch_timing.time_call(torch, lambda: None, flush, 3)
+        self.assertEqual(spins, [torch_timing.MIN_SPIN_CYCLES] * 3)
+        self.assertAlmostEqual(quick.spin_us, 400_000 / 1980)
+        spins.clear()
+        slow = torch_timing.time_call(torch, lambda: time.sleep(0.002), flush, 2)  # 2 ms of CPU work
+        self.assertGreaterEqual(slow.host_us, 2000)
+        self.assertGreaterEqual(slow.spin_us, 2 * 2000)
+        self.assertEqual(spins, [spins[0]] * 2)
+        self.assertGreaterEqual(spins[0], 2 * 2000 * 1980)
+
+
 class TorchTiming(unittest.TestCase):
     """Where the tools look for cuda_perf_lab: python/ only when the package was built in place there
     (its compiled _C beside the sources); otherwise the installed one must not be hidden by sources
@@ -679,7 +716,7 @@ class TorchAgainstLab(unittest.TestCase):
     def test_pairs_each_lab_variant_with_pytorch_at_the_shapes_both_timed(self):
         rows = self.tr.against_lab(TORCH_RUN, LAB_RUN)
         self.assertEqual([(r[2], r[3]) for r in rows], [("baseline_t", 2.0), ("optimized_t", 0.5)])
-        optimized = dict((n, ratio) for n, _, ratio in rows[1][4])
+        optimized = dict((n, ratio) for n, _, ratio, _, _ in rows[1][4])
         self.assertAlmostEqual(optimized["torch eager"], 6.0)  # PyTorch's 3 ms over the lab's 0.5 ms
         self.assertAlmostEqual(optimized["SDPA"], 2.0)
 
@@ -690,6 +727,29 @@ class TorchAgainstLab(unittest.TestCase):
         readme = "a\n<!-- results:pytorch:begin -->\nold\n<!-- results:pytorch:end -->\n"
         self.assertIn("(6.00x)", urr.update(readme, md, "pytorch"))
 
+    def test_a_run_with_cpu_times_shows_them_and_one_without_does_not(self):
+        md = self.tr.render_against(TORCH_RUN, LAB_RUN, True)
+        self.assertNotIn("CPU us", md)  # the saved runs of before: tables unchanged
+        run = dict(TORCH_RUN, results=[dict(r, host_us=12.4) if r["implementation"] == "SDPA" else r
+                                       for r in TORCH_RUN["results"]])
+        md = self.tr.render_against(run, LAB_RUN, True)
+        self.assertIn("| torch eager ms (ratio; CPU us a call) | SDPA ms (ratio; CPU us a call) |", md)
+        self.assertIn("| t | 8x8 | `optimized_t` | 0.5 | 3 (6.00x; -) | 1 (2.00x; 12) |", md)
+        self.assertNotIn("outran", md)
+
+    def test_a_call_whose_cpu_time_outran_the_spin_is_marked(self):
+        # 311 us of CPU work behind a spin of 202 us (the runs before spin_us): marked; 150 us behind
+        # it, or 311 us behind a recorded spin of 622 us: not.
+        run = dict(TORCH_RUN, results=[dict(TORCH_RUN["results"][0], host_us=311.0),
+                                       dict(TORCH_RUN["results"][1], host_us=150.0)])
+        md = self.tr.render_against(run, LAB_RUN, True)
+        self.assertIn("| 3 (6.00x; 311*) | 1 (2.00x; 150) |", md)
+        self.assertIn("outran the GPU's spin", md)
+        run["results"][0]["spin_us"] = 622.0
+        md = self.tr.render_against(run, LAB_RUN, True)
+        self.assertIn("| 3 (6.00x; 311) | 1 (2.00x; 150) |", md)
+        self.assertNotIn("outran", md)
+
     def test_no_common_shape_is_an_error(self):
         with self.assertRaises(ValueError):
             self.tr.render_against(TORCH_RUN, {"rows": []}, False)
@@ -698,8 +758,39 @@ class TorchAgainstLab(unittest.TestCase):
     def test_an_oom_row_is_left_out_of_the_pairs(self):
         run = dict(TORCH_RUN, results=TORCH_RUN["results"] + [
             {"topic": "t", "shape": "8x8", "implementation": "torch.compile", "ms": None, "status": "OOM"}])
-        names = [n for n, _, _ in self.tr.against_lab(run, LAB_RUN)[1][4]]
+        names = [n for n, *_ in self.tr.against_lab(run, LAB_RUN)[1][4]]
         self.assertEqual(names, ["torch eager", "SDPA"])
+
+
+class TorchAgainstLabReadmes(unittest.TestCase):
+    """The READMEs' PyTorch tables made by torch_reference --from --lab are what the tool writes from
+    the committed runs (no number typed by hand)."""
+
+    TABLES = [  # README, section, PyTorch's run, compare's run (paths from the repository's root)
+        ("ch02_profiling/README.md", "pytorch", "ch02_profiling/results/torch_h100.json",
+         "ch02_profiling/results/compare_h100.json"),
+        ("ch03_kernels/README.md", "weighted-sum-pytorch", "ch03_kernels/results/torch_weighted_sum_h100.json",
+         "ch03_kernels/results/weighted_sum_compare_h100.json"),
+        ("ch03_kernels/README.md", "weighted-sum-backward-pytorch",
+         "ch03_kernels/results/torch_weighted_sum_h100.json",
+         "ch03_kernels/results/weighted_sum_backward_compare_h100.json"),
+    ]
+
+    def test_each_table_is_the_tools_output(self):
+        import torch_reference
+
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        for readme, section, torch_run, lab_run in self.TABLES:
+            with open(os.path.join(root, torch_run)) as f:
+                t = json.load(f)
+            with open(os.path.join(root, lab_run)) as f:
+                lab = json.load(f)
+            with open(os.path.join(root, readme)) as f:
+                text = f.read()
+            begin, end = "<!-- results:%s:begin -->" % section, "<!-- results:%s:end -->" % section
+            self.assertIn(begin, text, readme)
+            got = text[text.index(begin) + len(begin):text.index(end)].strip()
+            self.assertEqual(got, torch_reference.render_against(t, lab, True).strip(), (readme, section))
 
 
 class TorchGpt2(unittest.TestCase):
