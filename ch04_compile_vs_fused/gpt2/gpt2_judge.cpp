@@ -5,6 +5,7 @@
 // (train_reference), which the 200-step training test holds the steps to.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -31,10 +32,16 @@ double t_two_sided_tail(double k, int nu) {
 
 template <class F>
 void for_outputs(F&& f) {
-  f("grads", &Outputs<double>::grads, &Expected::grads_l2);
-  f("params", &Outputs<double>::params, &Expected::params_l2);
-  f("m", &Outputs<double>::m, &Expected::m_l2);
-  f("v", &Outputs<double>::v, &Expected::v_l2);
+  f("grads", &Outputs<double>::grads, &Expected::grads_l2, &Expected::stand_in_grads_l2);
+  f("params", &Outputs<double>::params, &Expected::params_l2, &Expected::stand_in_params_l2);
+  f("m", &Outputs<double>::m, &Expected::m_l2, &Expected::stand_in_m_l2);
+  f("v", &Outputs<double>::v, &Expected::v_l2, &Expected::stand_in_v_l2);
+}
+
+bool enforced(SamePrecision mode) {
+  if (mode != SamePrecision::from_environment) return mode == SamePrecision::enforce;
+  const char* env = std::getenv("LAB_GPT2_SAME_PRECISION");
+  return env && std::string(env) == "enforce";
 }
 
 }  // namespace
@@ -60,27 +67,48 @@ double element_k(int runs) {
 }
 
 lab::Verdict judge(const Expected& e, const Config& c, float loss, std::span<const float> grads,
-                   std::span<const float> params, std::span<const float> m, std::span<const float> v) {
+                   std::span<const float> params, std::span<const float> m, std::span<const float> v,
+                   SamePrecision same_precision) {
   const double k = element_k(e.runs);
+  const bool enforce = enforced(same_precision);
+  // The same-precision test's tensor nearest its bound: the L2 error over the bound.
+  double worst_ratio = -1;
+  std::string worst_tensor;
   const auto tensors = layout(c);
   auto per_element = lab::Tolerance::per_element(0, 0, "the declared arithmetic's rounding, Monte Carlo");
   // One tensor: every element within k sigma (and the optimizer's outputs within their
   // curvature beyond it), and where the tensor's error has kL2MinDof degrees of freedom, its L2
   // error within kL2Factor times the largest of the runs'.
+  // stand_in_l2: the same-precision stand-in's L2 distance (negative where there is none).
   auto one = [&](std::string what, std::span<const float> got, std::span<const double> ref,
-                 std::span<const double> sigma, std::span<const double> curvature, double l2_allowed) {
+                 std::span<const double> sigma, std::span<const double> curvature, double l2_allowed,
+                 double stand_in_l2 = -1) {
     std::vector<double> slack(sigma.size());
     for (std::size_t i = 0; i < sigma.size(); ++i) slack[i] = k * sigma[i] + (curvature.empty() ? 0 : curvature[i]);
     lab::Verdict verdict = lab::compare(got, ref, per_element, what, {}, slack);
-    double sq = 0;
-    for (std::size_t i = 0; i < got.size(); ++i) sq += (double(got[i]) - ref[i]) * (double(got[i]) - ref[i]);
-    if (verdict.pass && l2_dof(sigma) >= kL2MinDof && !(std::sqrt(sq) <= kL2Factor * l2_allowed)) {
+    double sq = 0, ref_sq = 0;
+    for (std::size_t i = 0; i < got.size(); ++i)
+      sq += (double(got[i]) - ref[i]) * (double(got[i]) - ref[i]), ref_sq += ref[i] * ref[i];
+    const bool steady = l2_dof(sigma) >= kL2MinDof;
+    if (verdict.pass && steady && !(std::sqrt(sq) <= kL2Factor * l2_allowed)) {
       verdict.pass = false;
       std::ostringstream why;
       why << what << ": L2 error " << std::sqrt(sq) << " above " << kL2Factor << " x " << l2_allowed
           << " (the largest of " << e.runs << " Monte Carlo runs; " << std::lround(l2_dof(sigma))
           << " degrees of freedom)";
       verdict.reason = why.str();
+    }
+    if (stand_in_l2 >= 0 && steady) {
+      const double bound = kSamePrecisionFactor * stand_in_l2 + kSamePrecisionFloor * std::sqrt(ref_sq);
+      const double ratio = bound > 0 ? std::sqrt(sq) / bound : (sq > 0 ? INFINITY : 0);
+      if (ratio > worst_ratio) worst_ratio = ratio, worst_tensor = what;
+      if (enforce && verdict.pass && !(ratio <= 1)) {
+        verdict.pass = false;
+        std::ostringstream why;
+        why << what << ": L2 error " << std::sqrt(sq) << " above " << kSamePrecisionFactor << " x " << stand_in_l2
+            << " (the same-precision stand-in's) + " << kSamePrecisionFloor << " x the reference's norm";
+        verdict.reason = why.str();
+      }
     }
     return verdict;
   };
@@ -98,7 +126,8 @@ lab::Verdict judge(const Expected& e, const Config& c, float loss, std::span<con
   const std::span<const float> got[] = {grads, params, m, v};
   std::vector<std::string> kinds;
   int which = 0;
-  for_outputs([&](const char* name, std::vector<double> Outputs<double>::*out, std::vector<double> Expected::*l2) {
+  for_outputs([&](const char* name, std::vector<double> Outputs<double>::*out, std::vector<double> Expected::*l2,
+                  std::vector<double> Expected::*stand_in) {
     const std::span<const float> g = got[which++];
     const std::vector<double>& ref = e.ref.*out;
     if (ref.empty()) return;
@@ -113,7 +142,7 @@ lab::Verdict judge(const Expected& e, const Config& c, float loss, std::span<con
               std::span<const double>(ref).subspan(x.offset, x.size),
               std::span<const double>((e.sigma.*out)).subspan(x.offset, x.size),
               bend.empty() ? std::span<const double>() : std::span<const double>(bend).subspan(x.offset, x.size),
-              (e.*l2)[t]));
+              (e.*l2)[t], e.same_precision && !(e.*stand_in).empty() ? (e.*stand_in)[t] : -1));
     }
   });
   if (failing.empty()) {
@@ -130,6 +159,12 @@ lab::Verdict judge(const Expected& e, const Config& c, float loss, std::span<con
     for (std::size_t i = 0; i < named; ++i) why << (i ? ", " : ": ") << failing[i];
     if (failing.size() > named) why << " and " << failing.size() - named << " more";
     all.reason = why.str();
+  }
+  if (worst_ratio >= 0) {  // printed with the verdict, pass or fail
+    std::ostringstream note;
+    note << "same precision " << (enforce ? "(enforced)" : "(reported)") << ": L2 error at most " << worst_ratio
+         << " of " << kSamePrecisionFactor << " x the stand-in's + floor (" << worst_tensor << ")";
+    all.note = all.note.empty() ? note.str() : all.note + "; " + note.str();
   }
   return all;
 }

@@ -48,6 +48,15 @@ ModelOptions ModelOptions::for_precision(const std::string& precision) {
   return o;
 }
 
+bool ModelOptions::same_precision_stand_in(ModelOptions& out) const {
+  constexpr double kBf16Operand = 0x1p16;
+  if (operand_error != kBf16Operand) return false;
+  out = *this;
+  out.products = Products::bf16;
+  out.attention_in_bf16 = attention_operand_error == kBf16Operand;
+  return true;
+}
+
 const char* phase_name(Phase p) {
   switch (p) {
     case Phase::forward: return "forward";

@@ -154,6 +154,23 @@ struct ModelOptions {
   // The attention's products (Q K^T, P V and the backward's five) beyond fp32's own rounding, as
   // operand_error, product_error and sum_error are for the linear layers'.
   double attention_operand_error = 0, attention_product_error = 0, attention_sum_error = 0;
+  // The fp32 stand-in's attention products with their operands rounded to bf16 (Q, K, V, P, dO and
+  // dS), as products = bf16 does for the linear layers'. The double reference and the Monte Carlo
+  // runs ignore it (attention_operand_error is theirs).
+  bool attention_in_bf16 = false;
+  // A planted mistake, for the tests of the check's sensitivity: the MLP's first product's odd
+  // columns (each token's odd hidden units) scaled by this before its pass reads them (1: none),
+  // as tools/planted_bugs.sh's gpt2_bf16_fc_1pct scales them in the bf16 steps' kernel.
+  double planted_fc_odd_scale = 1;
+  // The fp32 stand-in's bf16 product sums (products = bf16, attention_in_bf16) taken last term to
+  // first: another order of addition than the stand-in's own, as a GPU kernel's is, for the tests.
+  bool sums_reversed = false;
+  // A same-precision implementation of these options: the fp32 stand-in rounding where a bf16
+  // variant rounds (the products' operands, the attention's where they are bf16, and every value
+  // kept in bf16), summing in fp32. Sets out to these options with products = bf16 (and
+  // attention_in_bf16 where the attention's operands are bf16) and returns true when the linear
+  // layers' operands are bf16; returns false for fp32 and 3xTF32, which have none here.
+  bool same_precision_stand_in(ModelOptions& out) const;
   // For the arithmetic a variant declares (lab::Declared::precision): "fp32"; "3xtf32", each operand
   // split into two tf32 parts (each rounded to nearest: 4u of the operand lost), three tf32 products
   // (the small x small one, at most 4u of the product, dropped): 12u a product, and the tensor
@@ -229,6 +246,15 @@ struct Expected {
   Outputs<double> curvature;
   double loss_l2 = 0;
   std::vector<double> grads_l2, params_l2, m_l2, v_l2;
+  // Where the options have a same-precision stand-in (ModelOptions::same_precision_stand_in, the
+  // bf16 variants'): that implementation's L2 distance from the reference, each tensor's (indexed
+  // like layout()). judge() holds a variant's L2 error to kSamePrecisionFactor times it, as
+  // FlashAttention-3's tests hold a kernel to twice the error of PyTorch's same-precision
+  // implementation: where the Monte Carlo runs draw each rounding at random over its whole bound,
+  // and so must allow what any rounding could do, this is what the declared rounding did do to
+  // these inputs.
+  bool same_precision = false;
+  std::vector<double> stand_in_grads_l2, stand_in_params_l2, stand_in_m_l2, stand_in_v_l2;
 };
 Expected expected(const Config& c, Phase phase, std::span<const float> params, std::span<const std::int32_t> tokens,
                   std::span<const std::int32_t> targets, const OptimizerState& opt = {}, const AdamW& hp = {},
@@ -257,8 +283,18 @@ inline constexpr double kElementFalseAlarm = 1e-12;
 inline constexpr double kL2Factor = 4;
 inline constexpr double kL2MinDof = 32;
 double l2_dof(std::span<const double> sigma);
+// The same-precision test (Expected::same_precision): each tensor with kL2MinDof degrees of freedom
+// passes when its L2 error is at most kSamePrecisionFactor times the stand-in's, plus
+// kSamePrecisionFloor times the reference's L2 norm (fp32's own rounding, where the declared
+// rounding moved a tensor by almost nothing). Until it has run on a GPU against every bf16 step,
+// it reports (the verdict's `what` names the tensor nearest its bound and the ratio) and fails
+// only when asked: SamePrecision::enforce, or LAB_GPT2_SAME_PRECISION=enforce in the environment.
+inline constexpr double kSamePrecisionFactor = 2;
+inline constexpr double kSamePrecisionFloor = 0x1p-20;
+enum class SamePrecision { report, enforce, from_environment };
 lab::Verdict judge(const Expected& e, const Config& c, float loss, std::span<const float> grads,
-                   std::span<const float> params, std::span<const float> m, std::span<const float> v);
+                   std::span<const float> params, std::span<const float> m, std::span<const float> v,
+                   SamePrecision same_precision = SamePrecision::from_environment);
 // k above: Student's t quantile for a two-sided tail p with `runs` degrees of freedom.
 double element_factor(int runs, double p);
 // element_factor(runs, kElementFalseAlarm), the element test's k (computed once for kMonteCarloRuns).

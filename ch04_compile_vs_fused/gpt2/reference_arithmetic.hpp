@@ -187,17 +187,25 @@ inline void keep_in_bf16(double&) {}
 inline void keep_in_bf16(float& x) { x = round_significand(x, 8); }
 inline void keep_in_bf16(Perturbed& x) { round_operand(x, 0x1p16); }
 
+// sum_i round(a_i) round(b_i), each operand rounded to `bits` significant bits, summed in fp32 first
+// to last, or last to first (ModelOptions::sums_reversed: a second order of addition, for the tests).
+inline thread_local bool float_sums_reversed = false;
+inline float rounded_dot(const float* a, std::size_t sa, const float* b, std::size_t sb, std::size_t n, int bits) {
+  float s = 0;
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::size_t i = float_sums_reversed ? n - 1 - k : k;
+    s += round_significand(a[i * sa], bits) * round_significand(b[i * sb], bits);
+  }
+  return s;
+}
+
 // The fp32 stand-in's product sums as ModelOptions::products asks.
 template <>
 inline float product_dot_<float>(const float* a, std::size_t sa, const float* b, std::size_t sb, std::size_t n) {
   using P = ModelOptions::Products;
   if (float_products == P::fp32) return dot_(a, sa, b, sb, n);
-  if (float_products == P::bf16 || float_products == P::e4m3) {
-    const int bits = float_products == P::bf16 ? 8 : 4;
-    float s = 0;
-    for (std::size_t i = 0; i < n; ++i) s += round_significand(a[i * sa], bits) * round_significand(b[i * sb], bits);
-    return s;
-  }
+  if (float_products == P::bf16 || float_products == P::e4m3)
+    return rounded_dot(a, sa, b, sb, n, float_products == P::bf16 ? 8 : 4);
   float s[3] = {0, 0, 0};
   for (std::size_t i = 0; i < n; ++i) {
     const float x = a[i * sa], y = b[i * sb], xb = tf32(x), yb = tf32(y);
@@ -209,6 +217,15 @@ inline float product_dot_<float>(const float* a, std::size_t sa, const float* b,
     s[0] += xs * yb, s[1] += xb * ys, s[2] += xb * yb;
   }
   return s[0] + s[1] + s[2];
+}
+
+// The fp32 stand-in's attention products with every operand rounded to bf16 (Q, K, V, P, dO, dS:
+// ModelOptions::attention_in_bf16), the sums in fp32, as the bf16 flash kernels' tensor cores take
+// them; else fp32's own.
+inline thread_local bool float_attention_bf16 = false;
+template <>
+inline float attention_dot_<float>(const float* a, std::size_t sa, const float* b, std::size_t sb, std::size_t n) {
+  return float_attention_bf16 ? rounded_dot(a, sa, b, sb, n, 8) : dot_(a, sa, b, sb, n);
 }
 
 // While one lives, the linear layers' products are fp32's own (ModelOptions::head_in_fp32).
