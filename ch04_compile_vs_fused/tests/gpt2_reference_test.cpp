@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <numeric>
 #include <sstream>
 #include <string>
@@ -768,7 +769,27 @@ TEST(Gpt2Reference, SamePrecisionTestCatchesAOnePercentProduct) {
               caught, shapes, monte_carlo_caught);
   // Caught, as a check run judges it: at least one shape fails. (A 1% error in half of one product
   // comes out at 2.0 to 2.8 times the stand-in's error in the tensor that shows it most, against a
-  // bound of 2: bf16's own roundings, 2^-9 of each operand, are not far below 1%. Over three seeds
-  // on the CPU it failed 10, 9 and 10 of the 10 shapes.)
+  // bound of 2: bf16's own roundings, 2^-9 of each operand, are not far below 1%. Over four seeds
+  // on the CPU it failed 10, 9, 10 and 8 of the 10 shapes.)
   EXPECT_GE(caught, 1) << "the MLP's first product 1% high on half its columns passed at every shape";
+}
+
+// The environment turns the same-precision test on for every check (LAB_GPT2_SAME_PRECISION=enforce,
+// as a program's --check-only or planted_bugs.sh runs it); without it the test reports.
+TEST(Gpt2Reference, SamePrecisionTestIsEnforcedFromTheEnvironment) {
+  const auto rounding = gpt2::ModelOptions::for_precision("bf16+bf16-attention");
+  gpt2::ModelOptions planted;
+  ASSERT_TRUE(rounding.same_precision_stand_in(planted));
+  planted.planted_fc_odd_scale = 1.05;
+  Case k(kTiny, lab::testing::run_seed());
+  const auto e = gpt2::expected(k.c, Phase::forward_backward, k.params, k.tokens, k.targets, {}, {}, rounding);
+  const auto got = k.run<float>(Phase::forward_backward, 3, planted);
+  auto judged = [&] { return gpt2::judge(e, k.c, got.loss, got.grads, {}, {}, {}); };
+  ASSERT_EQ(setenv("LAB_GPT2_SAME_PRECISION", "enforce", 1), 0);
+  const lab::Verdict enforced = judged();
+  ASSERT_EQ(unsetenv("LAB_GPT2_SAME_PRECISION"), 0);
+  const lab::Verdict reported = judged();
+  EXPECT_FALSE(enforced.pass) << "5% on half of a product passed the enforced test: " << enforced.note;
+  EXPECT_NE(enforced.note.find("same precision (enforced)"), std::string::npos) << enforced.note;
+  EXPECT_NE(reported.note.find("same precision (reported)"), std::string::npos) << reported.note;
 }
