@@ -42,7 +42,7 @@ import sys
 import time
 
 import torch_gpt2  # the GPT-2 model in PyTorch (tools/), and cuda_torch
-from torch_timing import l2_flush_buffer, time_call  # cold-L2 timing, as the lab's programs time
+from torch_timing import compile_for_shape, l2_flush_buffer, time_call  # cold-L2 timing, as the lab's programs time
 
 
 def describe(program):
@@ -509,15 +509,12 @@ def main():
             made = make[d["topic"]](shape)  # one callable (eager), or several by name
             impls = list(made.items()) if isinstance(made, dict) else [("torch eager", made)]
             if a.compile and not d["topic"].endswith("_backward"):
-                # Compiled for this shape alone (dynamo reset, dynamic=False): a later shape of the
-                # same callable is otherwise traced with dynamic sizes (automatic dynamic shapes),
-                # whose kernels ran up to 4x slower than the specialised ones (ch03's sweep, H100).
-                # Of the topic's several forms, the first (eager's, or x * x of the squares).
-                torch._dynamo.reset()
+                # Of the topic's several forms, the first (eager's, or x * x of the squares),
+                # compiled for this shape alone (torch_timing.compile_for_shape).
                 first = make[d["topic"]](shape)
                 if isinstance(first, dict):
                     first = first["torch eager"] if "torch eager" in first else next(iter(first.values()))
-                impls.append(("torch.compile", torch.compile(first, dynamic=False)))
+                impls.append(("torch.compile", compile_for_shape(torch, first)))
             for name, fn in impls:
                 try:
                     t = time_call(torch, fn, flush, a.reps)

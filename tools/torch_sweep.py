@@ -40,6 +40,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+# torch.compile's modes, in the order the table gives them their columns.
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
 # The lab's operations in the users' names; the two losses share "Loss", told apart by "loss".
 SEED_OPERATION = {"layernorm": "LayerNorm", "gelu": "GELU", "swish": "Swish", "mse": "Loss", "cross_entropy": "Loss"}
 LAB_ROLE_NAME = {"optimized": "CUDA", "baseline": "CUDA baseline", "library": "library"}
@@ -111,7 +113,7 @@ def configurations(lab_records):
 def time_torch(torch, lab_records, modes, reps):
     """PyTorch's rows for every configuration of the sweep: eager and torch.compile in each mode."""
     import torch_reference
-    from torch_timing import l2_flush_buffer, time_call
+    from torch_timing import compile_for_shape, l2_flush_buffer, time_call
 
     make = torch_reference.builders(torch)
     flush = l2_flush_buffer(torch)
@@ -120,24 +122,10 @@ def time_torch(torch, lab_records, modes, reps):
     configs = configurations(lab_records)
     for i, ((op, b, s, d), nbytes) in enumerate(sorted(configs.items())):
         shape = lab_shape(op, b, s, d)
-        # Each mode compiled afresh for this shape alone (dynamo reset, dynamic=False): a shape
-        # compiled after others of the same function is otherwise traced with dynamic sizes
-        # (automatic dynamic shapes), whose kernels ran up to 4x slower than the specialised ones,
-        # and past 8 shapes dynamo falls back to eager. That is not PyTorch's best for a fixed shape.
-        # The inputs, which the builder's callable holds, are marked as static addresses: CUDA graphs
-        # (reduce-overhead, max-autotune) otherwise copy every input into the graph's own buffer
-        # before each replay, a copy a model's graph does not make for tensors it made itself.
-        def compiled(m):
-            fn = make[op](shape)
-            for cell in fn.__closure__ or ():
-                if isinstance(cell.cell_contents, torch.Tensor):
-                    torch._dynamo.mark_static_address(cell.cell_contents)
-            return torch.compile(fn, mode=None if m == "default" else m, dynamic=False)
-
+        # Each mode compiled for this shape alone, inputs at static addresses (compile_for_shape).
         callables = [("torch eager", lambda: make[op](shape))] + [
-            ("torch.compile " + m, lambda m=m: compiled(m)) for m in modes]
+            ("torch.compile " + m, lambda m=m: compile_for_shape(torch, make[op](shape), m)) for m in modes]
         for name, build in callables:
-            torch._dynamo.reset()
             fn = build()
             try:
                 torch.cuda.reset_peak_memory_stats()
@@ -177,7 +165,7 @@ def markdown(lab_records, torch_records, sources):
             torch_ms[(impl, key)] = r.get("time_ms")
             if impl != "torch eager":
                 modes.add(impl)
-    order = ["torch.compile " + m for m in ("default", "reduce-overhead", "max-autotune")]
+    order = ["torch.compile " + m for m in COMPILE_MODES]
     modes = sorted(modes, key=lambda m: (order.index(m) if m in order else len(order), m))
     columns = ["torch eager"] + modes
     fmt = lambda ms: "%.4f" % ms if ms else "-"
@@ -225,9 +213,9 @@ def main():
         print("torch_sweep: error: --reps must be at least 1", file=sys.stderr)
         return 2
     modes = a.mode.split(",")
-    bad = [m for m in modes if m not in ("default", "reduce-overhead", "max-autotune")]
+    bad = [m for m in modes if m not in COMPILE_MODES]
     if bad or len(set(modes)) != len(modes):
-        print("torch_sweep: error: --mode %s: each one of default, reduce-overhead, max-autotune, once" % a.mode,
+        print("torch_sweep: error: --mode %s: each one of %s, once" % (a.mode, ", ".join(COMPILE_MODES)),
               file=sys.stderr)
         return 2
     for path in (a.out, a.json_torch, a.markdown):

@@ -65,6 +65,22 @@ def time_call(torch, fn, flush, reps, warmup=3):
     return Timing(statistics.median(gpu), min(gpu), max(gpu), statistics.median(host), cycles / SPIN_CYCLES_PER_US)
 
 
+def compile_for_shape(torch, fn, mode="default"):
+    """torch.compile(fn) as PyTorch is at its best on one fixed shape: dynamo's caches reset first
+    and dynamic=False, so fn is traced for this shape alone (compiled after other shapes of the same
+    function it is otherwise traced again with dynamic sizes, PyTorch's automatic dynamic shapes,
+    whose kernels ran up to 4x slower than the specialised ones in ch03's sweep on the H100, and past
+    8 shapes dynamo falls back to eager); and the tensors fn's closure holds (its inputs) marked as
+    static addresses, so that CUDA graphs (reduce-overhead, max-autotune) do not copy them into the
+    graph's own buffers before each replay, a copy a model's graph does not make for the tensors it
+    made itself. mode: "default", "reduce-overhead" or "max-autotune"."""
+    torch._dynamo.reset()
+    for cell in getattr(fn, "__closure__", None) or ():
+        if isinstance(cell.cell_contents, torch.Tensor):
+            torch._dynamo.mark_static_address(cell.cell_contents)
+    return torch.compile(fn, mode=None if mode == "default" else mode, dynamic=False)
+
+
 def import_bridge(prog):
     """cuda_perf_lab, imported; or None after printing prog's one-line error (for exit status 2)."""
     try:

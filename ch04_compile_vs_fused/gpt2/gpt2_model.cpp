@@ -20,9 +20,12 @@ std::string Config::invalid() const {
   return "";
 }
 
+namespace {
+constexpr double kBf16Operand = 0x1p16;  // a bf16 operand: off by up to 2^-8 of itself, in units of u
+}  // namespace
+
 ModelOptions ModelOptions::for_precision(const std::string& precision) {
   ModelOptions o;
-  constexpr double kBf16Operand = 0x1p16;  // each operand off by up to 2^-8 of itself
   std::string_view products = precision;
   if (products.ends_with("+3xtf32-attention")) {
     products.remove_suffix(std::string_view("+3xtf32-attention").size());
@@ -49,7 +52,6 @@ ModelOptions ModelOptions::for_precision(const std::string& precision) {
 }
 
 bool ModelOptions::same_precision_stand_in(ModelOptions& out) const {
-  constexpr double kBf16Operand = 0x1p16;
   if (operand_error != kBf16Operand) return false;
   out = *this;
   out.products = Products::bf16;

@@ -644,6 +644,34 @@ class TorchSpin(unittest.TestCase):
         self.assertGreaterEqual(spins[0], 2 * 2000 * 1980)
 
 
+class CompileForShape(unittest.TestCase):
+    """torch_timing.compile_for_shape, which torch_sweep and torch_reference share: dynamo reset
+    first, the closure's tensors marked static, dynamic=False, the mode passed (None for default);
+    a fake torch records the calls."""
+
+    def test_reset_static_inputs_and_a_fixed_shape(self):
+        import torch_timing
+
+        calls = []
+
+        class Tensor:
+            pass
+
+        dynamo = type("Dynamo", (), {"reset": staticmethod(lambda: calls.append("reset")),
+                                      "mark_static_address": staticmethod(lambda t: calls.append(("static", t)))})
+        torch = type("Torch", (), {"Tensor": Tensor, "_dynamo": dynamo,
+                                   "compile": staticmethod(lambda fn, **kw: calls.append(("compile", kw)) or fn)})
+        x, w, scale = Tensor(), Tensor(), 3.0
+        fn = lambda: (x, w, scale)  # noqa: E731  (a builder's callable: its inputs in its closure)
+        self.assertIs(torch_timing.compile_for_shape(torch, fn, "reduce-overhead"), fn)
+        self.assertEqual(calls[0], "reset")
+        self.assertEqual({id(c[1]) for c in calls if c[0] == "static"}, {id(x), id(w)})
+        self.assertEqual(calls[-1], ("compile", {"mode": "reduce-overhead", "dynamic": False}))
+        calls.clear()
+        torch_timing.compile_for_shape(torch, fn)
+        self.assertEqual(calls[-1], ("compile", {"mode": None, "dynamic": False}))
+
+
 class TorchTiming(unittest.TestCase):
     """Where the tools look for cuda_perf_lab: python/ only when the package was built in place there
     (its compiled _C beside the sources); otherwise the installed one must not be hidden by sources
