@@ -293,9 +293,8 @@ plant attn_3xtf32_backward_1pct ch04_compile_vs_fused/attention/kernels/flash_3x
   'make_float2(dk_acc[dn][2 * h] * scale, 1.01f * dk_acc[dn][2 * h + 1] * scale)'
 # The GPT-2 bf16 step's check against a product 1% off (issue #44's sensitivity, the last family):
 # the MLP's first product's odd columns 1% high, as its bias and GELU pass reads them. The Monte
-# Carlo check is expected to miss it; the same-precision test catches it on the CPU stand-in
-# (Gpt2Reference.SamePrecisionTestCatchesAOnePercentProduct) and fails the step only when enforced:
-# LAB_GPT2_SAME_PRECISION=enforce tools/planted_bugs.sh LOGDIR gpt2_bf16_fc_1pct
+# Carlo check alone misses it; the same-precision test catches it (on the CPU stand-in,
+# Gpt2Reference.SamePrecisionTestCatchesAOnePercentProduct; on the H100, 10 of 11 shapes).
 plant gpt2_bf16_fc_1pct ch04_compile_vs_fused/gpt2/fused/kernels.cuh optimized_gpt2_step_fused_bf16_rows \
   '    float4 t = load4(y + 4 * i);' '    float4 t = load4(y + 4 * i); t.y *= 1.01f, t.w *= 1.01f;'
 # The GPT-2 step whose QKV and MLP-first products add their bias in cuBLASLt's epilogue (step 10):

@@ -5,7 +5,6 @@
 // (train_reference), which the 200-step training test holds the steps to.
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -38,12 +37,6 @@ void for_outputs(F&& f) {
   f("v", &Outputs<double>::v, &Expected::v_l2, &Expected::stand_in_v_l2);
 }
 
-bool enforced(SamePrecision mode) {
-  if (mode != SamePrecision::from_environment) return mode == SamePrecision::enforce;
-  const char* env = std::getenv("LAB_GPT2_SAME_PRECISION");
-  return env && std::string(env) == "enforce";
-}
-
 }  // namespace
 
 double element_factor(int runs, double p) {
@@ -70,7 +63,7 @@ lab::Verdict judge(const Expected& e, const Config& c, float loss, std::span<con
                    std::span<const float> params, std::span<const float> m, std::span<const float> v,
                    SamePrecision same_precision) {
   const double k = element_k(e.runs);
-  const bool enforce = enforced(same_precision);
+  const bool enforce = same_precision == SamePrecision::enforce;
   // The same-precision test's tensor nearest its bound: the L2 error over the bound.
   double worst_ratio = -1;
   std::string worst_tensor;

@@ -286,15 +286,17 @@ double l2_dof(std::span<const double> sigma);
 // The same-precision test (Expected::same_precision): each tensor with kL2MinDof degrees of freedom
 // passes when its L2 error is at most kSamePrecisionFactor times the stand-in's, plus
 // kSamePrecisionFloor times the reference's L2 norm (fp32's own rounding, where the declared
-// rounding moved a tensor by almost nothing). Until it has run on a GPU against every bf16 step,
-// it reports (the verdict's `what` names the tensor nearest its bound and the ratio) and fails
-// only when asked: SamePrecision::enforce, or LAB_GPT2_SAME_PRECISION=enforce in the environment.
+// rounding moved a tensor by almost nothing). The verdict's note names the tensor nearest its
+// bound and the ratio. On the H100 (2026-11-27) every bf16 step passed it at every check shape
+// under three seeds, at most 0.80 of the bound, and a product 1% off failed it at 10 of 11 shapes,
+// so it is enforced; SamePrecision::report (a test's) leaves the verdict to the Monte Carlo test
+// alone, to show what that test sees by itself.
 inline constexpr double kSamePrecisionFactor = 2;
 inline constexpr double kSamePrecisionFloor = 0x1p-20;
-enum class SamePrecision { report, enforce, from_environment };
+enum class SamePrecision { enforce, report };
 lab::Verdict judge(const Expected& e, const Config& c, float loss, std::span<const float> grads,
                    std::span<const float> params, std::span<const float> m, std::span<const float> v,
-                   SamePrecision same_precision = SamePrecision::from_environment);
+                   SamePrecision same_precision = SamePrecision::enforce);
 // k above: Student's t quantile for a two-sided tail p with `runs` degrees of freedom.
 double element_factor(int runs, double p);
 // element_factor(runs, kElementFalseAlarm), the element test's k (computed once for kMonteCarloRuns).

@@ -571,6 +571,33 @@ class TorchSweepMeasured(unittest.TestCase):
         self.assertEqual(readme[readme.index(begin) + len(begin):readme.index(end)].strip(), md.strip())
 
 
+class SensitivityTables(unittest.TestCase):
+    """The top README's sensitivity tables are planted_bugs.sh --scales's sensitivity.md, as
+    committed in ch04_compile_vs_fused/results (never typed): each section holds its file's
+    table, and each file's rows are the tool's (a bug, its program, a cell a scale, the smallest
+    caught)."""
+
+    SECTIONS = {"sensitivity": "planted_sensitivity_h200.md", "sensitivity-h100": "planted_sensitivity_h100.md"}
+
+    def test_each_readme_section_is_its_results_file(self):
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        with open(os.path.join(root, "README.md")) as f:
+            readme = f.read()
+        for section, name in self.SECTIONS.items():
+            with open(os.path.join(root, "ch04_compile_vs_fused", "results", name)) as f:
+                table = f.read()
+            begin, end = "<!-- results:%s:begin -->" % section, "<!-- results:%s:end -->" % section
+            self.assertIn(begin, readme)
+            self.assertEqual(readme[readme.index(begin) + len(begin):readme.index(end)].strip(), table.strip(), name)
+            self.assertTrue(table.startswith("Measured by `tools/planted_bugs.sh --scales "), name)
+            rows = [l for l in table.splitlines() if l.startswith("| ") and not l.startswith(("| bug ", "| ---"))]
+            self.assertGreater(len(rows), 0, name)
+            for row in rows:
+                cells = [c.strip() for c in row.strip("|").split("|")]
+                self.assertEqual(len(cells), 5, row)  # bug, program, two scales, smallest caught
+                self.assertRegex(cells[-1], r"^(1\.00[0-9]+|-|none)$", row)
+
+
 class TorchSweepModes(unittest.TestCase):
     """--mode takes several torch.compile modes; the table gives each its column and sets the lab
     against the fastest of them all (a peer's best configuration)."""
