@@ -4,11 +4,21 @@
 // Run: make ch03 && ./ch03_kernels/library_weighted_sum_backward
 #include "weighted_sum.cuh"
 
-LAB_VARIANT(WeightedSumBackward, library, "cuBLAS: Sgemm with k = 1 for dx, Sgemv for dw") {
-  p.handle.set_stream(stream);
-  const float one = 1.f, zero = 0.f;
-  LAB_CHECK(cublasSgemm(p.handle, CUBLAS_OP_N, CUBLAS_OP_N, p.dim, p.rows, 1, &one, p.w.data(), p.dim, p.dy.data(),
-                        1, &zero, p.dx.data(), p.dim));
-  LAB_CHECK(cublasSgemv(p.handle, CUBLAS_OP_N, p.dim, p.rows, &one, p.x.data(), p.dim, p.dy.data(), 1, &zero,
-                        p.dw.data(), 1));
-}
+namespace {
+// The variant's state: its cuBLAS handle.
+struct Cublas {
+  using Topic = WeightedSumBackward;
+  lab::CublasHandle handle;
+  explicit Cublas(const WeightedSumBackward::Problem&) {}
+  void run(WeightedSumBackward::Problem& p, cudaStream_t stream) {
+    handle.set_stream(stream);
+    const float one = 1.f, zero = 0.f;
+    LAB_CHECK(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, p.dim, p.rows, 1, &one, p.w.data(), p.dim,
+                          p.dy.data(), 1, &zero, p.dx.data(), p.dim));
+    LAB_CHECK(cublasSgemv(handle, CUBLAS_OP_N, p.dim, p.rows, &one, p.x.data(), p.dim, p.dy.data(), 1, &zero,
+                          p.dw.data(), 1));
+  }
+};
+}  // namespace
+
+LAB_VARIANT_CLASS(Cublas, library, "cuBLAS: Sgemm with k = 1 for dx, Sgemv for dw");

@@ -9,6 +9,7 @@
 #include "weighted_sum.cuh"
 
 namespace {
+
 template <int V>
 __global__ void fused_backward(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ dy,
                                float* __restrict__ dx, float* __restrict__ partial, int rows, int dim,
@@ -37,17 +38,28 @@ __global__ void fused_backward(const float* __restrict__ x, const float* __restr
   for (int i = 0; i < V; ++i) part.v[i] = acc[i];
   part.store(partial + std::size_t(blockIdx.y) * dim + c);
 }
+
+// The variant's state: how it splits the rows (weighted_sum.cuh) and its scratch, the parts'
+// partial dw (parts x D).
+struct OnePass {
+  using Topic = WeightedSumBackward;
+  WeightedSumBackwardPlan plan;
+  lab::DeviceBuffer<float> partial;
+  explicit OnePass(const WeightedSumBackward::Problem& p)
+      : plan(p.rows, p.dim, lab::current_device().sms), partial(std::size_t(plan.parts) * p.dim) {}
+
+  void run(WeightedSumBackward::Problem& p, cudaStream_t stream) {
+    const dim3 grid(plan.col_blocks, static_cast<unsigned>(plan.parts));
+    if (plan.vec == 4)
+      fused_backward<4><<<grid, plan.threads, 0, stream>>>(p.x.data(), p.w.data(), p.dy.data(), p.dx.data(),
+                                                           partial.data(), p.rows, p.dim, plan.rows_per_part);
+    else
+      fused_backward<1><<<grid, plan.threads, 0, stream>>>(p.x.data(), p.w.data(), p.dy.data(), p.dx.data(),
+                                                           partial.data(), p.rows, p.dim, plan.rows_per_part);
+    LAB_CHECK_LAUNCH();
+    rows::sum_partials(partial.data(), plan.parts, p.dim, std::size_t(p.dim), p.dw.data(), stream);
+  }
+};
 }  // namespace
 
-LAB_VARIANT(WeightedSumBackward, optimized, "one pass: float4 columns down row slices, dw from per-slice partials") {
-  const auto& plan = p.plan;
-  const dim3 grid(plan.col_blocks, static_cast<unsigned>(plan.parts));
-  if (plan.vec == 4)
-    fused_backward<4><<<grid, plan.threads, 0, stream>>>(p.x.data(), p.w.data(), p.dy.data(), p.dx.data(),
-                                                         p.partial.data(), p.rows, p.dim, plan.rows_per_part);
-  else
-    fused_backward<1><<<grid, plan.threads, 0, stream>>>(p.x.data(), p.w.data(), p.dy.data(), p.dx.data(),
-                                                         p.partial.data(), p.rows, p.dim, plan.rows_per_part);
-  LAB_CHECK_LAUNCH();
-  rows::sum_partials(p.partial.data(), plan.parts, p.dim, std::size_t(p.dim), p.dw.data(), stream);
-}
+LAB_VARIANT_CLASS(OnePass, optimized, "one pass: float4 columns down row slices, dw from per-slice partials");

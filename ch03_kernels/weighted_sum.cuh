@@ -44,12 +44,13 @@ struct WeightedSum : WeightedSumShapes {
   struct Problem : lab::Problem {
     int rows, dim;
     lab::DeviceBuffer<float> x, w, y;
-    lab::CublasHandle handle;  // for the library variant
     Problem(const lab::Shape& s, lab::Rng& rng)
         : rows(static_cast<int>(s[0])), dim(static_cast<int>(s[1])), x(std::size_t(rows) * dim), w(dim), y(rows) {
       rng.uniform(x, -1.f, 1.f);
       rng.uniform(w, -1.f, 1.f);
     }
+    // The buffers left empty, to be pointed at a caller's memory (the PyTorch bridge).
+    Problem(const lab::Shape& s, lab::Borrowed) : rows(static_cast<int>(s[0])), dim(static_cast<int>(s[1])) {}
     void poison(cudaStream_t s) override { lab::poison(y, s); }
     lab::Verdict verify() override {
       const auto hx = x.download(), hw = w.download();
@@ -68,7 +69,7 @@ struct WeightedSum : WeightedSumShapes {
 // How the optimized backward splits the work: each thread owns V consecutive columns (V = 4 when
 // D is a multiple of 4) and walks down `rows_per_part` rows of them; blockIdx.y picks the part.
 // Enough parts to give every SM 2048 threads, each writing one partial dw per column; a second
-// kernel adds the parts (rows::sum_partials).
+// kernel adds the parts (rows::sum_partials). The partials are the variant's own scratch.
 struct WeightedSumBackwardPlan {
   int vec, threads, parts, rows_per_part;
   unsigned col_blocks;
@@ -94,28 +95,24 @@ struct WeightedSumBackward : WeightedSumShapes {
 
   struct Problem : lab::Problem {
     int rows, dim;
-    WeightedSumBackwardPlan plan;
     lab::DeviceBuffer<float> x, w, dy, dx, dw;
-    lab::DeviceBuffer<float> partial;  // the optimized variant's per-part dw, parts x D
-    lab::CublasHandle handle;          // for the library variant
     Problem(const lab::Shape& s, lab::Rng& rng)
         : rows(static_cast<int>(s[0])),
           dim(static_cast<int>(s[1])),
-          plan(rows, dim, lab::current_device().sms),
           x(std::size_t(rows) * dim),
           w(dim),
           dy(rows),
           dx(std::size_t(rows) * dim),
-          dw(dim),
-          partial(std::size_t(plan.parts) * dim) {
+          dw(dim) {
       rng.uniform(x, -1.f, 1.f);
       rng.uniform(w, -1.f, 1.f);
       rng.uniform(dy, -1.f, 1.f);
     }
+    // The buffers left empty, to be pointed at a caller's memory (the PyTorch bridge).
+    Problem(const lab::Shape& s, lab::Borrowed) : rows(static_cast<int>(s[0])), dim(static_cast<int>(s[1])) {}
     void poison(cudaStream_t s) override {
       lab::poison(dx, s);
       lab::poison(dw, s);
-      lab::poison(partial, s);
     }
     lab::Verdict verify() override {
       const auto hx = x.download(), hw = w.download(), hdy = dy.download();

@@ -31,7 +31,8 @@ NVCC = ["-O3", "-std=c++20", "-lineinfo", "-U__CUDA_NO_HALF_OPERATORS__", "-U__C
 setup(
     name="cuda_perf_lab",
     version="0.1.0",
-    description="cuda-perf-lab's kernels (LayerNorm, GELU, Swish, cross-entropy, fused attention) as PyTorch operators",
+    description="cuda-perf-lab's kernels (LayerNorm, GELU, Swish, cross-entropy, the weighted sum, fused attention) as "
+                "PyTorch operators",
     packages=["cuda_perf_lab"],
     ext_modules=[
         CUDAExtension(

@@ -51,6 +51,13 @@ void cross_entropy_backward(const std::string& variant, std::int64_t rows, std::
                             const std::int32_t* labels, const float* lse, const float* dloss, float* dlogits,
                             cudaStream_t s);
 
+// The weighted sum y = x w (x rows x dim row-major, w and y vectors) and its backward:
+// dx = dy w^T, dw = x^T dy.
+void weighted_sum_forward(const std::string& variant, std::int64_t rows, std::int64_t dim, const float* x,
+                          const float* w, float* y, cudaStream_t s);
+void weighted_sum_backward(const std::string& variant, std::int64_t rows, std::int64_t dim, const float* x,
+                           const float* w, const float* dy, float* dx, float* dw, cudaStream_t s);
+
 // Fused attention, [batch][heads][seq][d] contiguous, scale 1/sqrt(d). precision: "fp32" (SIMT),
 // "3xtf32" (fp32 inputs on the tensor cores) or "bf16" (q, k, v, dout bf16). O, lse, dQ, dK, dV are
 // fp32. The backward writes delta (bh x seq scratch) and zeroes dq itself.

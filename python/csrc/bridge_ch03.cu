@@ -13,6 +13,7 @@
 #include "lab/device.hpp"
 #include "layernorm.cuh"
 #include "losses.cuh"
+#include "weighted_sum.cuh"
 
 namespace bridge {
 namespace {
@@ -175,6 +176,22 @@ void cross_entropy_backward(const std::string& variant, std::int64_t rows, std::
   run<CrossEntropyBackward>(variant, lab::Shape{rows, classes}, s, [&](CrossEntropyBackward::Problem& p) {
     p.logits = view(logits, n), p.labels = view(labels, rows), p.lse = view(lse, rows);
     p.dloss = view(dloss, 1), p.dlogits = view(dlogits, n);
+  });
+}
+
+void weighted_sum_forward(const std::string& variant, std::int64_t rows, std::int64_t dim, const float* x,
+                          const float* w, float* y, cudaStream_t s) {
+  run<WeightedSum>(variant, lab::Shape{rows, dim}, s, [&](WeightedSum::Problem& p) {
+    p.x = view(x, std::size_t(rows) * dim), p.w = view(w, dim), p.y = view(y, rows);
+  });
+}
+
+void weighted_sum_backward(const std::string& variant, std::int64_t rows, std::int64_t dim, const float* x,
+                           const float* w, const float* dy, float* dx, float* dw, cudaStream_t s) {
+  const std::size_t n = std::size_t(rows) * dim;
+  run<WeightedSumBackward>(variant, lab::Shape{rows, dim}, s, [&](WeightedSumBackward::Problem& p) {
+    p.x = view(x, n), p.w = view(w, dim), p.dy = view(dy, rows);
+    p.dx = view(dx, n), p.dw = view(dw, dim);
   });
 }
 

@@ -190,6 +190,47 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, con
   return dlogits;
 }
 
+// ---- The weighted sum over the last dimension: y = x @ w ----
+
+Tensor weighted_sum_forward(const Tensor& x, const Tensor& w, c10::string_view variant) {
+  check_tensor(x, "x", at::kFloat);
+  check_tensor(w, "w", at::kFloat, &x);
+  TORCH_CHECK_VALUE(x.dim() >= 1, "x must have at least one dimension");
+  const int64_t dim = x.size(-1);
+  check_shape(w, "w", {dim});
+  const c10::cuda::CUDAGuard guard(x.device());
+  Tensor y = at::empty(std::vector<int64_t>(x.sizes().begin(), x.sizes().end() - 1), x.options());
+  const int64_t rows = y.numel();  // the leading dimensions' product (1 for a vector x)
+  if (y.numel() == 0) return y;
+  if (dim == 0) return y.zero_();  // an empty sum
+  call([&] {
+    bridge::weighted_sum_forward(std::string(variant), rows, dim, x.data_ptr<float>(), w.data_ptr<float>(),
+                                 y.data_ptr<float>(), stream_of(x));
+  });
+  return y;
+}
+
+std::tuple<Tensor, Tensor> weighted_sum_backward(const Tensor& grad_y, const Tensor& x, const Tensor& w,
+                                                 c10::string_view variant) {
+  check_tensor(x, "x", at::kFloat);
+  check_tensor(w, "w", at::kFloat, &x);
+  check_tensor(grad_y, "grad_y", at::kFloat, &x);
+  TORCH_CHECK_VALUE(x.dim() >= 1, "x must have at least one dimension");
+  const int64_t dim = x.size(-1);
+  check_shape(w, "w", {dim});
+  check_shape(grad_y, "grad_y", std::vector<int64_t>(x.sizes().begin(), x.sizes().end() - 1));
+  const int64_t rows = grad_y.numel();
+  const c10::cuda::CUDAGuard guard(x.device());
+  Tensor dx = at::empty_like(x), dw = at::empty({dim}, x.options());
+  if (x.numel() == 0) return {dx, dw.zero_()};  // no rows (dw an empty sum) or no columns
+  call([&] {
+    bridge::weighted_sum_backward(std::string(variant), rows, dim, x.data_ptr<float>(), w.data_ptr<float>(),
+                                  grad_y.data_ptr<float>(), dx.data_ptr<float>(), dw.data_ptr<float>(),
+                                  stream_of(x));
+  });
+  return {dx, dw};
+}
+
 // ---- Fused attention: [batch][heads][seq][d], scale 1/sqrt(d) ----
 
 at::ScalarType attention_dtype(c10::string_view precision) {
@@ -283,6 +324,8 @@ TORCH_LIBRARY(cuda_perf_lab, m) {
   m.def("swish_backward(Tensor grad_y, Tensor x, str variant) -> Tensor");
   m.def("cross_entropy_forward(Tensor logits, Tensor labels, str variant) -> (Tensor, Tensor)");
   m.def("cross_entropy_backward(Tensor grad_loss, Tensor logits, Tensor labels, Tensor lse, str variant) -> Tensor");
+  m.def("weighted_sum_forward(Tensor x, Tensor w, str variant) -> Tensor");
+  m.def("weighted_sum_backward(Tensor grad_y, Tensor x, Tensor w, str variant) -> (Tensor, Tensor)");
   m.def("attention_forward(Tensor q, Tensor k, Tensor v, bool causal, str precision) -> (Tensor, Tensor)");
   m.def("attention_backward(Tensor grad_o, Tensor q, Tensor k, Tensor v, Tensor o, Tensor lse, bool causal,"
         " str precision) -> (Tensor, Tensor, Tensor)");
@@ -301,6 +344,8 @@ TORCH_LIBRARY(cuda_perf_lab, m) {
   m.impl("swish_backward", &swish_backward);              \
   m.impl("cross_entropy_forward", &cross_entropy_forward); \
   m.impl("cross_entropy_backward", &cross_entropy_backward); \
+  m.impl("weighted_sum_forward", &weighted_sum_forward);  \
+  m.impl("weighted_sum_backward", &weighted_sum_backward); \
   m.impl("attention_forward", &attention_forward);        \
   m.impl("attention_backward", &attention_backward);      \
   m.impl("adamw_", &adamw_)

@@ -7,6 +7,7 @@ break); the functions below are their autograd-aware front ends:
     layer_norm(x, weight, bias)            LayerNorm over the last dimension (eps 1e-5)
     gelu(x), swish(x)                      the erf-form GELU, and SiLU
     cross_entropy(logits, labels)          the mean cross-entropy of rows x classes logits
+    weighted_sum(x, w)                     x @ w: a dot product per row of x's last dimension
     attention(q, k, v, causal)             fused (flash) attention, batch x heads x seq x head_dim
     FlatAdamW(params, lr=1e-3, ...)        torch.optim.AdamW over one flat buffer: one launch a step
 
@@ -18,7 +19,7 @@ attention); a wrong one raises ValueError or TypeError naming it.
 Build and install from the repository's root: python3 -m pip install --no-build-isolation ./python
 """
 from . import _C  # noqa: F401  (registers torch.ops.cuda_perf_lab.*)
-from .ops import attention, cross_entropy, gelu, layer_norm, swish  # noqa: F401
+from .ops import attention, cross_entropy, gelu, layer_norm, swish, weighted_sum  # noqa: F401
 from .optim import FlatAdamW  # noqa: F401
 
 LN_EPS = 1e-5
@@ -26,7 +27,7 @@ LN_EPS = 1e-5
 
 def variants(topic):
     """The lab programs compiled into the extension for a chapter 3 topic ("layernorm",
-    "layernorm_backward", "gelu", "swish", "cross_entropy", ... and their "_backward")."""
+    "layernorm_backward", "gelu", "swish", "cross_entropy", "weighted_sum", ... and their "_backward")."""
     return list(_C.variants(topic))
 
 
@@ -35,4 +36,5 @@ def clear_cache():
     _C.clear_cache()
 
 
-__all__ = ["FlatAdamW", "attention", "cross_entropy", "gelu", "layer_norm", "swish", "variants", "clear_cache", "LN_EPS"]
+__all__ = ["FlatAdamW", "attention", "cross_entropy", "gelu", "layer_norm", "swish", "weighted_sum", "variants",
+           "clear_cache", "LN_EPS"]

@@ -39,6 +39,16 @@ def _(grad_loss, logits, labels, lse, variant):
     return torch.empty_like(logits)
 
 
+@torch.library.register_fake(LIB + "weighted_sum_forward")
+def _(x, w, variant):
+    return x.new_empty(x.shape[:-1])
+
+
+@torch.library.register_fake(LIB + "weighted_sum_backward")
+def _(grad_y, x, w, variant):
+    return torch.empty_like(x), w.new_empty(w.shape)
+
+
 @torch.library.register_fake(LIB + "attention_forward")
 def _(q, k, v, causal, precision):
     return q.new_empty(q.shape, dtype=torch.float32), q.new_empty(q.shape[:3], dtype=torch.float32)
@@ -129,6 +139,23 @@ def _ce_backward(ctx, grad_loss, _grad_lse):
 torch.library.register_autograd(LIB + "cross_entropy_forward", _ce_backward, setup_context=_ce_setup)
 
 
+def _ws_setup(ctx, inputs, output):
+    x, w, variant = inputs
+    ctx.save_for_backward(x, w)
+    ctx.variant = variant
+
+
+def _ws_backward(ctx, grad_y):
+    x, w = ctx.saved_tensors
+    d = x.shape[-1]
+    backward = _backward_of(ctx.variant, "weighted_sum", (x.numel() // d if d else 0, d))
+    dx, dw = ops.weighted_sum_backward(grad_y.contiguous(), x, w, backward)
+    return dx, dw, None
+
+
+torch.library.register_autograd(LIB + "weighted_sum_forward", _ws_backward, setup_context=_ws_setup)
+
+
 def _attn_setup(ctx, inputs, output):
     q, k, v, causal, precision = inputs
     o, lse = output
@@ -173,6 +200,13 @@ def cross_entropy(logits, labels, variant="optimized_cross_entropy"):
     torch.nn.functional.cross_entropy(logits, labels). A label outside [0, classes) gives NaN (the
     lab's kernels do not fault, and a check for it would cost a synchronization)."""
     return ops.cross_entropy_forward(logits, labels, variant)[0]
+
+
+def weighted_sum(x, w, variant="optimized_weighted_sum"):
+    """The weighted sum of x's last dimension, x @ w for x (..., D) and w (D,), as torch.matmul(x, w):
+    one dot product a row (the lab's chapter 3 topic; "library_weighted_sum" runs cuBLAS's gemv).
+    The backward runs `variant`'s counterpart: dx = dy w^T and dw = x^T dy in one pass over x."""
+    return ops.weighted_sum_forward(x, w, variant)
 
 
 def attention(q, k, v, causal=False, precision=None):

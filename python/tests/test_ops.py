@@ -37,7 +37,9 @@ def assert_close(name, got, ref64, torch_low, cancel=0.0):
     """got (the lab's) against ref64 (float64), allowed 4 x PyTorch's own lower-precision error.
     cancel: the error the inputs' rounding may leave where the result is a difference of larger
     terms (attention's dQ and dK at one key: exactly zero, whatever the terms), for shapes where
-    PyTorch's order of operations happens to cancel them exactly."""
+    PyTorch's order of operations happens to cancel them exactly; or the error of a same-precision
+    implementation that sums as the lab's kernel does, where PyTorch's sums differently
+    (sequential_sum_error)."""
     ref = ref64.double()
     err = (got.double() - ref).norm().item()
     allowed = 4 * max((torch_low.double() - ref).norm().item(), FLOOR * ref.norm().item(), cancel)
@@ -168,6 +170,69 @@ def test_cross_entropy_baseline_has_no_lse_for_the_backward():
         lab.cross_entropy(rand(4, 10), torch.zeros(4, dtype=torch.long, device=DEV), variant="baseline_cross_entropy")
 
 
+# ---- The weighted sum (seed 000: x @ w) ----
+
+
+def sequential_sum_error(terms, ref64, orders=8, seed=0):
+    """The L2 error (RMS over `orders` random orders of the rows) of summing the float32 terms
+    (rows x d) down the rows one at a time into one float32 accumulator a column: the arithmetic of
+    the baselines, whose forward gives each row of x to one thread, which adds its products in
+    turn, and whose backward atomicAdds each row's product into dw in the order the threads arrive.
+    PyTorch (cuBLAS) sums in blocks, whose error grows more slowly with the terms: at 70000 rows of
+    3 the baseline's dw came out 9 times PyTorch's error on the H100, and a row of 768 its y 7
+    times."""
+    g = torch.Generator().manual_seed(seed)
+    t = terms.float().cpu()
+    shuffled = torch.stack([t[torch.randperm(t.shape[0], generator=g)] for _ in range(orders)], 1)
+    acc = torch.zeros(shuffled.shape[1:], dtype=torch.float32)
+    for row in shuffled:  # rows x orders x d: one float32 addition a row, every order at once
+        acc += row
+    sq = ((acc.double() - ref64.detach().double().cpu()) ** 2).sum().item()
+    return math.sqrt(sq / orders)
+
+
+# The topic's check shapes (one row, one column, D not a multiple of 4, more rows than a grid row),
+# the users' three, and leading dimensions of a batch.
+WS_SHAPES = [(1, 1), (3, 5), (7, 33), (33, 1000), (5, 4097), (70000, 3), (64, 128), (256, 512), (1024, 2048),
+             (4, 8, 768), (768,)]
+
+
+@pytest.mark.parametrize("shape", WS_SHAPES)
+@pytest.mark.parametrize("variant", ["optimized_weighted_sum", "baseline_weighted_sum", "library_weighted_sum"])
+def test_weighted_sum_and_gradients(shape, variant):
+    d = shape[-1]
+    x, w = rand(*shape, seed=40), rand(d, seed=41)
+    dy = rand(max(1, x.numel() // d), seed=42).reshape(shape[:-1])  # a vector x: a 0-d dy
+    leaves = [t.clone().requires_grad_() for t in (x, w)]
+    y = lab.weighted_sum(*leaves, variant=variant)
+    y.backward(dy)
+    ref = [t.double().requires_grad_() for t in (x, w)]
+    y64 = ref[0] @ ref[1]
+    y64.backward(dy.double())
+    low = [t.clone().requires_grad_() for t in (x, w)]
+    y32 = low[0] @ low[1]
+    y32.backward(dy)
+    assert y.shape == y32.shape and y.dtype == torch.float32
+    baseline = variant.startswith("baseline")  # one float32 accumulator a sum (each product rounded)
+    y_seq = sequential_sum_error((x.reshape(-1, d) * w).t(), y64.reshape(-1)) if baseline else 0.0
+    assert_close("y", y, y64, y32, cancel=y_seq)
+    assert_close("dx", leaves[0].grad, ref[0].grad, low[0].grad)
+    dw_seq = sequential_sum_error(x.reshape(-1, d) * dy.reshape(-1, 1), ref[1].grad) if baseline else 0.0
+    assert_close("dw", leaves[1].grad, ref[1].grad, low[1].grad, cancel=dw_seq)
+
+
+def test_weighted_sum_backward_variants_agree():
+    """The optimized backward (one pass, partial dw per row slice summed in a fixed order) gives the
+    same bits on every call; the baseline's dw (atomicAdd) is only within fp32's rounding of it."""
+    x, w, dy = rand(1000, 300, seed=43), rand(300, seed=44), rand(1000, seed=45)
+    a = ops.weighted_sum_backward(dy, x, w, "optimized_weighted_sum_backward")
+    b = ops.weighted_sum_backward(dy, x, w, "optimized_weighted_sum_backward")
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    c = ops.weighted_sum_backward(dy, x, w, "baseline_weighted_sum_backward")
+    assert torch.equal(a[0], c[0])  # dx: one product an element, the same in both
+    assert_close("dw", c[1], (x.double().t() @ dy.double()), x.t() @ dy)
+
+
 # ---- Attention ----
 
 ATTN_SHAPES = [(1, 1, 1, 16, False), (1, 1, 1, 64, True), (2, 1, 77, 16, True), (1, 2, 130, 32, False),
@@ -260,6 +325,12 @@ def test_bad_inputs_raise_clear_errors():
         (ValueError, "precision must be", lambda: lab.attention(*(rand(1, 1, 64, 64) for _ in range(3)),
                                                                 precision="fp8")),
         (ValueError, "must be a CUDA tensor", lambda: lab.gelu(torch.ones(3))),
+        (ValueError, "w must have shape", lambda: lab.weighted_sum(x, w[:100])),
+        (TypeError, "w must be Float", lambda: lab.weighted_sum(x, w.double())),
+        (ValueError, "x must be contiguous", lambda: lab.weighted_sum(rand(768, 8).t(), w)),
+        (ValueError, "at least one dimension", lambda: lab.weighted_sum(torch.ones((), device=DEV), w[:1])),
+        (ValueError, "no variant 'optimized_gelu' of weighted_sum",
+         lambda: lab.weighted_sum(x, w, variant="optimized_gelu")),
     ]
     for exc, text, call in cases:
         with pytest.raises(exc, match=text):
@@ -272,6 +343,13 @@ def test_empty_inputs():
     assert lab.gelu(torch.empty(0, device=DEV)).shape == (0,)
     assert lab.layer_norm(torch.empty(0, 16, device=DEV), torch.ones(16, device=DEV),
                           torch.zeros(16, device=DEV)).shape == (0, 16)
+    # the weighted sum with no rows, and with rows of no columns (an empty sum: 0, as x @ w gives)
+    assert lab.weighted_sum(torch.empty(0, 16, device=DEV), torch.ones(16, device=DEV)).shape == (0,)
+    assert torch.equal(lab.weighted_sum(torch.empty(3, 0, device=DEV), torch.empty(0, device=DEV)),
+                       torch.zeros(3, device=DEV))
+    x, w = torch.empty(0, 16, device=DEV, requires_grad=True), torch.ones(16, device=DEV, requires_grad=True)
+    lab.weighted_sum(x, w).sum().backward()
+    assert torch.equal(w.grad, torch.zeros(16, device=DEV))  # no rows: dw an empty sum
 
 
 # ---- torch.library's own checks, and torch.compile without a graph break ----
@@ -287,10 +365,12 @@ def _opcheck_cases():
         (ops.swish_forward, (rand(1000, lo=-6, hi=6).requires_grad_(), "optimized_swish")),
         (ops.cross_entropy_forward, (rand(6, 40, seed=5).requires_grad_(), labels, "optimized_cross_entropy")),
         (ops.attention_forward, (q.requires_grad_(), k.requires_grad_(), v.requires_grad_(), True, "fp32")),
+        (ops.weighted_sum_forward, (rand(6, 40, seed=6).requires_grad_(), rand(40, seed=7).requires_grad_(),
+                                    "optimized_weighted_sum")),
     ]
 
 
-@pytest.mark.parametrize("case", range(5))
+@pytest.mark.parametrize("case", range(6))
 def test_opcheck(case):
     op, args = _opcheck_cases()[case]
     torch.library.opcheck(op, args)
