@@ -827,7 +827,7 @@ class TorchAgainstLabReadmes(unittest.TestCase):
         ("ch03_kernels/README.md", "weighted-sum-pytorch", "ch03_kernels/results/torch_weighted_sum_h100.json",
          "ch03_kernels/results/weighted_sum_compare_h100.json"),
         ("ch03_kernels/README.md", "weighted-sum-backward-pytorch",
-         "ch03_kernels/results/torch_weighted_sum_h100.json",
+         "ch03_kernels/results/torch_weighted_sum_backward_h100.json",
          "ch03_kernels/results/weighted_sum_backward_compare_h100.json"),
     ]
 
