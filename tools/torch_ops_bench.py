@@ -54,6 +54,11 @@ OPS = {
     "attention_3xtf32": ("ch04_compile_vs_fused", "optimized_attention_fused_3xtf32",
                          ["8x16x4096x64x0", "8x16x4096x128x0"]),
     "attention_bf16": ("ch04_compile_vs_fused", "optimized_attention_fused_tc", ["8x16x4096x64x0", "8x16x4096x128x0"]),
+    # q, k, v as a GPT-2 block makes them: one (B, T, 3H, D) buffer split and transposed to (B, H, T, D).
+    # The package copies them to dense tensors first; lab/C++ is what the copy costs (SDPA reads them as
+    # they are). GPT-2 small's shape, causal, and the large one.
+    "attention_bf16_bthd": ("ch04_compile_vs_fused", "optimized_attention_fused_tc",
+                            ["4x12x1024x64x1", "8x16x4096x64x0"]),
     "attention_backward": ("ch04_compile_vs_fused", "optimized_attention_backward_fused", ["8x16x4096x64x0"]),
     "attention_backward_3xtf32": ("ch04_compile_vs_fused", "optimized_attention_backward_fused_3xtf32",
                                   ["8x16x4096x64x0"]),
@@ -152,9 +157,14 @@ def cases(torch, lab, op, shape):
     # attention
     b, h, s, d, causal = dims
     causal = bool(causal)
-    precision = "bf16" if op.endswith("bf16") else "3xtf32" if op.endswith("3xtf32") else "fp32"
+    strided = op.endswith("_bthd")
+    base = op[:-len("_bthd")] if strided else op
+    precision = "bf16" if base.endswith("bf16") else "3xtf32" if base.endswith("3xtf32") else "fp32"
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-    q, k, v = (rand(b, h, s, d, dtype=dtype) for _ in range(3))
+    if strided:  # views of one (B, T, 3H, D) buffer, transposed: T's stride is 3H x D
+        q, k, v = (t.transpose(1, 2) for t in rand(b, s, 3 * h, d, dtype=dtype).split(h, dim=2))
+    else:
+        q, k, v = (rand(b, h, s, d, dtype=dtype) for _ in range(3))
     sdpa = F.scaled_dot_product_attention
     if not op.startswith("attention_backward"):
         return {"lab": lambda: ops.attention_forward(q, k, v, causal, precision),

@@ -1,7 +1,10 @@
 // PyTorch's side of the bridge: the operators' schemas (namespace cuda_perf_lab), their CUDA
-// implementations, and the input checks. Every check raises a Python exception that names the
-// argument and what is wrong (ValueError, or TypeError for a dtype) before anything is launched:
-// a bad call never reaches a kernel. The autograd formulas and the fake (meta) implementations are
+// implementations, and the input checks. The kernels read dense rows, so an input of other strides
+// (a transposed view, a slice with a step, q, k, v of (B, T, H, D) transposed) is copied to a dense
+// tensor first (contiguous() returns a dense tensor as it is); only adamw_, in place, requires
+// dense tensors. The outputs are dense. Every check raises a Python exception that names the
+// argument and what is wrong (ValueError, or TypeError for a dtype) before any of the lab's kernels
+// is launched: a bad call never reaches one. The autograd formulas and the fake (meta) implementations are
 // registered from Python (cuda_perf_lab/ops.py).
 #include <stdexcept>
 #include <string>
@@ -22,7 +25,6 @@ using at::Tensor;
 void check_tensor(const Tensor& t, const char* name, at::ScalarType dtype, const Tensor* same_device = nullptr) {
   TORCH_CHECK_VALUE(t.is_cuda(), name, " must be a CUDA tensor (it is on ", t.device(), ")");
   TORCH_CHECK_TYPE(t.scalar_type() == dtype, name, " must be ", dtype, " (it is ", t.scalar_type(), ")");
-  TORCH_CHECK_VALUE(t.is_contiguous(), name, " must be contiguous (call .contiguous() first)");
   if (same_device)
     TORCH_CHECK_VALUE(t.device() == same_device->device(), name, " is on ", t.device(), ", the input on ",
                       same_device->device());
@@ -57,8 +59,12 @@ cudaStream_t stream_of(const Tensor& t) { return at::cuda::getCurrentCUDAStream(
 
 // ---- LayerNorm over the last dimension; eps is the lab's 1e-5 ----
 
-std::tuple<Tensor, Tensor, Tensor> layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
+std::tuple<Tensor, Tensor, Tensor> layernorm_forward(const Tensor& x_arg, const Tensor& weight_arg,
+                                                     const Tensor& bias_arg,
                                                      c10::string_view variant) {
+  const Tensor x = x_arg.contiguous();
+  const Tensor weight = weight_arg.contiguous();
+  const Tensor bias = bias_arg.contiguous();
   check_tensor(x, "x", at::kFloat);
   check_tensor(weight, "weight", at::kFloat, &x);
   check_tensor(bias, "bias", at::kFloat, &x);
@@ -77,9 +83,15 @@ std::tuple<Tensor, Tensor, Tensor> layernorm_forward(const Tensor& x, const Tens
   return {y, mean, rstd};
 }
 
-std::tuple<Tensor, Tensor, Tensor> layernorm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& weight,
-                                                      const Tensor& mean, const Tensor& rstd,
+std::tuple<Tensor, Tensor, Tensor> layernorm_backward(const Tensor& grad_y_arg, const Tensor& x_arg,
+                                                      const Tensor& weight_arg,
+                                                      const Tensor& mean_arg, const Tensor& rstd_arg,
                                                       c10::string_view variant) {
+  const Tensor grad_y = grad_y_arg.contiguous();
+  const Tensor x = x_arg.contiguous();
+  const Tensor weight = weight_arg.contiguous();
+  const Tensor mean = mean_arg.contiguous();
+  const Tensor rstd = rstd_arg.contiguous();
   check_tensor(x, "x", at::kFloat);
   check_tensor(grad_y, "grad_y", at::kFloat, &x);
   check_tensor(weight, "weight", at::kFloat, &x);
@@ -104,7 +116,8 @@ std::tuple<Tensor, Tensor, Tensor> layernorm_backward(const Tensor& grad_y, cons
 
 // ---- GELU (erf form) and Swish ----
 
-Tensor activation_forward(const char* topic, const Tensor& x, c10::string_view variant) {
+Tensor activation_forward(const char* topic, const Tensor& x_arg, c10::string_view variant) {
+  const Tensor x = x_arg.contiguous();
   check_tensor(x, "x", at::kFloat);
   const c10::cuda::CUDAGuard guard(x.device());
   Tensor y = at::empty_like(x);
@@ -116,7 +129,9 @@ Tensor activation_forward(const char* topic, const Tensor& x, c10::string_view v
   return y;
 }
 
-Tensor activation_backward(const char* topic, const Tensor& grad_y, const Tensor& x, c10::string_view variant) {
+Tensor activation_backward(const char* topic, const Tensor& grad_y_arg, const Tensor& x_arg, c10::string_view variant) {
+  const Tensor grad_y = grad_y_arg.contiguous();
+  const Tensor x = x_arg.contiguous();
   check_tensor(x, "x", at::kFloat);
   check_tensor(grad_y, "grad_y", at::kFloat, &x);
   check_shape(grad_y, "grad_y", x.sizes().vec());
@@ -149,10 +164,14 @@ Tensor int32_labels(const Tensor& labels, const Tensor& logits, int64_t rows) {
                    "labels must be int32 or int64 (they are ", labels.scalar_type(), ")");
   check_shape(labels, "labels", {rows});
   // int64 labels become int32 (values past 2^31 stay out of range: their rows give NaN, as any bad label).
-  return labels.scalar_type() == at::kInt ? labels.contiguous() : labels.clamp(-1, INT32_MAX).to(at::kInt);
+  return labels.scalar_type() == at::kInt ? labels.contiguous()
+                                           : labels.clamp(-1, INT32_MAX).to(at::kInt).contiguous();
 }
 
-std::tuple<Tensor, Tensor> cross_entropy_forward(const Tensor& logits, const Tensor& labels, c10::string_view variant) {
+std::tuple<Tensor, Tensor> cross_entropy_forward(const Tensor& logits_arg, const Tensor& labels_arg,
+                                                 c10::string_view variant) {
+  const Tensor logits = logits_arg.contiguous();
+  const Tensor labels = labels_arg.contiguous();
   check_tensor(logits, "logits", at::kFloat);
   TORCH_CHECK_VALUE(logits.dim() == 2, "logits must be rows x classes (they have ", logits.dim(), " dimensions)");
   const int64_t rows = logits.size(0), classes = logits.size(1);
@@ -168,8 +187,13 @@ std::tuple<Tensor, Tensor> cross_entropy_forward(const Tensor& logits, const Ten
   return {loss, lse};
 }
 
-Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& labels, const Tensor& lse,
+Tensor cross_entropy_backward(const Tensor& grad_loss_arg, const Tensor& logits_arg, const Tensor& labels_arg,
+                              const Tensor& lse_arg,
                               c10::string_view variant) {
+  const Tensor grad_loss = grad_loss_arg.contiguous();
+  const Tensor logits = logits_arg.contiguous();
+  const Tensor labels = labels_arg.contiguous();
+  const Tensor lse = lse_arg.contiguous();
   check_tensor(logits, "logits", at::kFloat);
   TORCH_CHECK_VALUE(logits.dim() == 2, "logits must be rows x classes (they have ", logits.dim(), " dimensions)");
   const int64_t rows = logits.size(0), classes = logits.size(1);
@@ -192,7 +216,9 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, con
 
 // ---- The weighted sum over the last dimension: y = x @ w ----
 
-Tensor weighted_sum_forward(const Tensor& x, const Tensor& w, c10::string_view variant) {
+Tensor weighted_sum_forward(const Tensor& x_arg, const Tensor& w_arg, c10::string_view variant) {
+  const Tensor x = x_arg.contiguous();
+  const Tensor w = w_arg.contiguous();
   check_tensor(x, "x", at::kFloat);
   check_tensor(w, "w", at::kFloat, &x);
   TORCH_CHECK_VALUE(x.dim() >= 1, "x must have at least one dimension");
@@ -210,8 +236,11 @@ Tensor weighted_sum_forward(const Tensor& x, const Tensor& w, c10::string_view v
   return y;
 }
 
-std::tuple<Tensor, Tensor> weighted_sum_backward(const Tensor& grad_y, const Tensor& x, const Tensor& w,
+std::tuple<Tensor, Tensor> weighted_sum_backward(const Tensor& grad_y_arg, const Tensor& x_arg, const Tensor& w_arg,
                                                  c10::string_view variant) {
+  const Tensor grad_y = grad_y_arg.contiguous();
+  const Tensor x = x_arg.contiguous();
+  const Tensor w = w_arg.contiguous();
   check_tensor(x, "x", at::kFloat);
   check_tensor(w, "w", at::kFloat, &x);
   check_tensor(grad_y, "grad_y", at::kFloat, &x);
@@ -251,8 +280,11 @@ void check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, c10::string_vi
   TORCH_CHECK_VALUE(why.empty(), "attention " + dims_text(q.sizes().vec()) + ": " + why);
 }
 
-std::tuple<Tensor, Tensor> attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
+std::tuple<Tensor, Tensor> attention_forward(const Tensor& q_arg, const Tensor& k_arg, const Tensor& v_arg, bool causal,
                                              c10::string_view precision) {
+  const Tensor q = q_arg.contiguous();
+  const Tensor k = k_arg.contiguous();
+  const Tensor v = v_arg.contiguous();
   check_qkv(q, k, v, precision);
   const c10::cuda::CUDAGuard guard(q.device());
   const auto f32 = q.options().dtype(at::kFloat);
@@ -265,9 +297,16 @@ std::tuple<Tensor, Tensor> attention_forward(const Tensor& q, const Tensor& k, c
   return {o, lse};
 }
 
-std::tuple<Tensor, Tensor, Tensor> attention_backward(const Tensor& grad_o, const Tensor& q, const Tensor& k,
-                                                      const Tensor& v, const Tensor& o, const Tensor& lse, bool causal,
+std::tuple<Tensor, Tensor, Tensor> attention_backward(const Tensor& grad_o_arg, const Tensor& q_arg,
+                                                      const Tensor& k_arg, const Tensor& v_arg, const Tensor& o_arg,
+                                                      const Tensor& lse_arg, bool causal,
                                                       c10::string_view precision) {
+  const Tensor grad_o = grad_o_arg.contiguous();
+  const Tensor q = q_arg.contiguous();
+  const Tensor k = k_arg.contiguous();
+  const Tensor v = v_arg.contiguous();
+  const Tensor o = o_arg.contiguous();
+  const Tensor lse = lse_arg.contiguous();
   check_qkv(q, k, v, precision);
   check_tensor(grad_o, "grad_o", at::kFloat, &q);
   check_tensor(o, "o", at::kFloat, &q);
@@ -302,6 +341,9 @@ void adamw_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, cons
   check_shape(grad, "grad", param.sizes().vec());
   check_shape(exp_avg, "exp_avg", param.sizes().vec());
   check_shape(exp_avg_sq, "exp_avg_sq", param.sizes().vec());
+  for (const auto& [t, name] : {std::pair{&param, "param"}, {&grad, "grad"}, {&exp_avg, "exp_avg"},
+                                {&exp_avg_sq, "exp_avg_sq"}})
+    TORCH_CHECK_VALUE(t->is_contiguous(), name, " must be contiguous (adamw_ updates it in place)");
   const std::string why = bridge::adamw_validate(step, lr, beta1, beta2, eps, weight_decay);
   TORCH_CHECK_VALUE(why.empty(), "adamw_: " + why);
   const c10::cuda::CUDAGuard guard(param.device());

@@ -13,8 +13,9 @@ break); the functions below are their autograd-aware front ends:
 
 Each takes `variant=` (the chapter 3 operators: the lab program whose kernels run, e.g.
 "baseline_layernorm"; `variants("layernorm")` lists them) or `precision=` (attention: "fp32",
-"3xtf32" or "bf16"). Inputs are CUDA tensors, contiguous, float32 (bf16 q, k, v for the bf16
-attention); a wrong one raises ValueError or TypeError naming it.
+"3xtf32" or "bf16"). Inputs are CUDA tensors, float32 (bf16 q, k, v for the bf16 attention), of
+any strides (one that is not dense is copied to a dense one first: the kernels read dense rows); a
+wrong one raises ValueError or TypeError naming it.
 
 Build and install from the repository's root: python3 -m pip install --no-build-isolation ./python
 """

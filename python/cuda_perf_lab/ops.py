@@ -10,23 +10,24 @@ import torch
 ops = torch.ops.cuda_perf_lab
 LIB = "cuda_perf_lab::"
 
-# ---- fake implementations: shapes and dtypes only, for torch.compile and FakeTensor ----
+# ---- fake implementations: shapes and dtypes only, for torch.compile and FakeTensor; every output
+# dense, as the operators write them (a strided input is copied to a dense one first) ----
 
 
 @torch.library.register_fake(LIB + "layernorm_forward")
 def _(x, weight, bias, variant):
     rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
-    return torch.empty_like(x), x.new_empty(rows), x.new_empty(rows)
+    return x.new_empty(x.shape), x.new_empty(rows), x.new_empty(rows)
 
 
 @torch.library.register_fake(LIB + "layernorm_backward")
 def _(grad_y, x, weight, mean, rstd, variant):
-    return torch.empty_like(x), weight.new_empty(weight.shape), weight.new_empty(weight.shape)
+    return x.new_empty(x.shape), weight.new_empty(weight.shape), weight.new_empty(weight.shape)
 
 
 for _name in ("gelu", "swish"):
-    torch.library.register_fake(LIB + _name + "_forward")(lambda x, variant: torch.empty_like(x))
-    torch.library.register_fake(LIB + _name + "_backward")(lambda grad_y, x, variant: torch.empty_like(x))
+    torch.library.register_fake(LIB + _name + "_forward")(lambda x, variant: x.new_empty(x.shape))
+    torch.library.register_fake(LIB + _name + "_backward")(lambda grad_y, x, variant: x.new_empty(x.shape))
 
 
 @torch.library.register_fake(LIB + "cross_entropy_forward")
@@ -36,7 +37,7 @@ def _(logits, labels, variant):
 
 @torch.library.register_fake(LIB + "cross_entropy_backward")
 def _(grad_loss, logits, labels, lse, variant):
-    return torch.empty_like(logits)
+    return logits.new_empty(logits.shape)
 
 
 @torch.library.register_fake(LIB + "weighted_sum_forward")
@@ -46,7 +47,7 @@ def _(x, w, variant):
 
 @torch.library.register_fake(LIB + "weighted_sum_backward")
 def _(grad_y, x, w, variant):
-    return torch.empty_like(x), w.new_empty(w.shape)
+    return x.new_empty(x.shape), w.new_empty(w.shape)
 
 
 @torch.library.register_fake(LIB + "attention_forward")

@@ -598,6 +598,25 @@ class SensitivityTables(unittest.TestCase):
                 self.assertRegex(cells[-1], r"^(1\.00[0-9]+|-|none)$", row)
 
 
+class PackageReadmeTables(unittest.TestCase):
+    """python/README.md's measured tables are the tools' Markdown as committed in python/results
+    (torch_ops_bench.py --markdown, torch_gpt2_lab.py --markdown): never typed."""
+
+    SECTIONS = {"ops": "ops_h100.md", "ops-strided": "ops_strided_h100.md", "dropin": "gpt2_dropin_h100.md"}
+
+    def test_each_section_is_its_results_file(self):
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        with open(os.path.join(root, "python", "README.md")) as f:
+            readme = f.read()
+        for section, name in self.SECTIONS.items():
+            with open(os.path.join(root, "python", "results", name)) as f:
+                table = f.read()
+            begin, end = "<!-- results:%s:begin -->" % section, "<!-- results:%s:end -->" % section
+            self.assertIn(begin, readme)
+            self.assertEqual(readme[readme.index(begin) + len(begin):readme.index(end)].strip(), table.strip(), name)
+            self.assertTrue(table.startswith("Measured by `tools/"), name)
+
+
 class TorchSweepModes(unittest.TestCase):
     """--mode takes several torch.compile modes; the table gives each its column and sets the lab
     against the fastest of them all (a peer's best configuration)."""
