@@ -15,6 +15,18 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 import update_readme_results as urr  # noqa: E402
 
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def readme_section(path, name):
+    """The text between a README's <!-- results:NAME:begin --> and <!-- results:NAME:end -->,
+    stripped (an AssertionError naming the file when a marker is missing)."""
+    with open(path) as f:
+        text = f.read()
+    begin, end = "<!-- results:%s:begin -->" % name, "<!-- results:%s:end -->" % name
+    assert begin in text and end in text, "%s has no section %s" % (path, name)
+    return text[text.index(begin) + len(begin):text.index(end)].strip()
+
 README = "# Chapter\n\ntext\n\n<!-- results:begin -->\nold table\n<!-- results:end -->\n\nafter\n"
 RESULTS = "Measured by `compare` on Some GPU.\n\n| topic | shape |\n| --- | --- |\n| t | 1x1 |\n"
 
@@ -565,30 +577,37 @@ class TorchSweepMeasured(unittest.TestCase):
         erf = {r["tensor_dimension"]: r["time_ms"] for r in self.lab if r["program"] == "optimized_gelu"
                and r["batch_size"] == 32 and r["sequence_length"] == 512}
         self.assertIn("| gelu | 32x512x512 | %.4f |" % erf[512], md)
-        with open(os.path.join(self.root, "ch03_kernels", "README.md")) as f:
-            readme = f.read()
-        begin, end = "<!-- results:sweep-pytorch:begin -->", "<!-- results:sweep-pytorch:end -->"
-        self.assertEqual(readme[readme.index(begin) + len(begin):readme.index(end)].strip(), md.strip())
+        self.assertEqual(readme_section(os.path.join(self.root, "ch03_kernels", "README.md"), "sweep-pytorch"),
+                         md.strip())
 
 
-class SensitivityTables(unittest.TestCase):
-    """The top README's sensitivity tables are planted_bugs.sh --scales's sensitivity.md, as
-    committed in ch04_compile_vs_fused/results (never typed): each section holds its file's
-    table, and each file's rows are the tool's (a bug, its program, a cell a scale, the smallest
-    caught)."""
+class ResultTablesInReadmes(unittest.TestCase):
+    """A README's measured table that a tool wrote as a file is that file, as committed (never
+    typed): planted_bugs.sh --scales's sensitivity.md in the top README, torch_ops_bench.py's and
+    torch_gpt2_lab.py's --markdown in python/README.md."""
 
-    SECTIONS = {"sensitivity": "planted_sensitivity_h200.md", "sensitivity-h100": "planted_sensitivity_h100.md"}
+    TABLES = [  # README, section, the results file (paths from the repository's root)
+        ("README.md", "sensitivity", "ch04_compile_vs_fused/results/planted_sensitivity_h200.md"),
+        ("README.md", "sensitivity-h100", "ch04_compile_vs_fused/results/planted_sensitivity_h100.md"),
+        ("python/README.md", "ops", "python/results/ops_h100.md"),
+        ("python/README.md", "ops-strided", "python/results/ops_strided_h100.md"),
+        ("python/README.md", "dropin", "python/results/gpt2_dropin_h100.md"),
+    ]
 
-    def test_each_readme_section_is_its_results_file(self):
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        with open(os.path.join(root, "README.md")) as f:
-            readme = f.read()
-        for section, name in self.SECTIONS.items():
-            with open(os.path.join(root, "ch04_compile_vs_fused", "results", name)) as f:
+    def test_each_section_is_its_results_file(self):
+        for readme, section, name in self.TABLES:
+            with open(os.path.join(REPO, name)) as f:
                 table = f.read()
-            begin, end = "<!-- results:%s:begin -->" % section, "<!-- results:%s:end -->" % section
-            self.assertIn(begin, readme)
-            self.assertEqual(readme[readme.index(begin) + len(begin):readme.index(end)].strip(), table.strip(), name)
+            self.assertEqual(readme_section(os.path.join(REPO, readme), section), table.strip(), name)
+            self.assertTrue(table.startswith("Measured by `tools/"), name)
+
+    def test_sensitivity_rows_are_the_tools(self):
+        """Each row: a bug, its program, a cell a scale, the smallest scale caught."""
+        for _, section, name in self.TABLES:
+            if not section.startswith("sensitivity"):
+                continue
+            with open(os.path.join(REPO, name)) as f:
+                table = f.read()
             self.assertTrue(table.startswith("Measured by `tools/planted_bugs.sh --scales "), name)
             rows = [l for l in table.splitlines() if l.startswith("| ") and not l.startswith(("| bug ", "| ---"))]
             self.assertGreater(len(rows), 0, name)
@@ -596,25 +615,6 @@ class SensitivityTables(unittest.TestCase):
                 cells = [c.strip() for c in row.strip("|").split("|")]
                 self.assertEqual(len(cells), 5, row)  # bug, program, two scales, smallest caught
                 self.assertRegex(cells[-1], r"^(1\.00[0-9]+|-|none)$", row)
-
-
-class PackageReadmeTables(unittest.TestCase):
-    """python/README.md's measured tables are the tools' Markdown as committed in python/results
-    (torch_ops_bench.py --markdown, torch_gpt2_lab.py --markdown): never typed."""
-
-    SECTIONS = {"ops": "ops_h100.md", "ops-strided": "ops_strided_h100.md", "dropin": "gpt2_dropin_h100.md"}
-
-    def test_each_section_is_its_results_file(self):
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        with open(os.path.join(root, "python", "README.md")) as f:
-            readme = f.read()
-        for section, name in self.SECTIONS.items():
-            with open(os.path.join(root, "python", "results", name)) as f:
-                table = f.read()
-            begin, end = "<!-- results:%s:begin -->" % section, "<!-- results:%s:end -->" % section
-            self.assertIn(begin, readme)
-            self.assertEqual(readme[readme.index(begin) + len(begin):readme.index(end)].strip(), table.strip(), name)
-            self.assertTrue(table.startswith("Measured by `tools/"), name)
 
 
 class TorchSweepModes(unittest.TestCase):
@@ -859,11 +859,7 @@ class TorchAgainstLabReadmes(unittest.TestCase):
                 t = json.load(f)
             with open(os.path.join(root, lab_run)) as f:
                 lab = json.load(f)
-            with open(os.path.join(root, readme)) as f:
-                text = f.read()
-            begin, end = "<!-- results:%s:begin -->" % section, "<!-- results:%s:end -->" % section
-            self.assertIn(begin, text, readme)
-            got = text[text.index(begin) + len(begin):text.index(end)].strip()
+            got = readme_section(os.path.join(root, readme), section)
             self.assertEqual(got, torch_reference.render_against(t, lab, True).strip(), (readme, section))
 
 
