@@ -1042,5 +1042,47 @@ class BridgeTestRunner(unittest.TestCase):
         self.assertEqual(len(r.stdout.strip().splitlines()), 1, r.stdout)
 
 
+class CheckTestLabels(unittest.TestCase):
+    """tools/check_test_labels.py (the CPU test tools.test_labels) on made-up ctest listings: each
+    mislabelled test is named, a correct listing passes."""
+
+    @staticmethod
+    def listed(name, *labels):
+        return {"name": name, "properties": [{"name": "LABELS", "value": list(labels)}]}
+
+    def setUp(self):
+        import check_test_labels
+        self.problems = check_test_labels.problems
+        self.good = [self.listed("ch02.Fuzz.optimized_square", "ch02", "fuzz", "gpu"),
+                     self.listed("ch02.square.optimized_square/1024", "ch02", "gpu"),
+                     self.listed("ch02.optimized_square.help", "ch02", "cpu"),
+                     self.listed("tools.python", "cpu")]
+
+    def test_correct_labels_pass(self):
+        self.assertEqual(self.problems(self.good), [])
+
+    def test_the_old_flattened_labels_fail(self):
+        # What gtest_discover_tests made of PROPERTIES LABELS "gpu;fuzz;ch02": the label gpu alone.
+        tests = self.good + [self.listed("ch03.Fuzz.optimized_gelu", "gpu")]
+        found = self.problems(tests)
+        self.assertEqual(len(found), 2, found)  # no ch03, no fuzz
+        self.assertTrue(all(line.startswith("ch03.Fuzz.optimized_gelu:") for line in found), found)
+
+    def test_each_rule(self):
+        cases = [(self.listed("ch01.x", "ch01"), "exactly one of cpu and gpu"),
+                 (self.listed("ch01.x", "ch01", "cpu", "gpu"), "exactly one of cpu and gpu"),
+                 (self.listed("ch01.x", "gpu"), "no ch01"),
+                 (self.listed("ch01.x", "ch01", "gpu", "fuzz"), "not a chapter's fuzz"),
+                 ({"name": "ch01_fuzz_NOT_BUILT"}, "not built")]
+        for test, why in cases:
+            found = self.problems(self.good + [test])
+            self.assertEqual(len(found), 1, (test, found))
+            self.assertIn(why, found[0])
+
+    def test_no_fuzz_test_listed_fails(self):
+        found = self.problems([t for t in self.good if ".Fuzz." not in t["name"]])
+        self.assertEqual(found, ["no chNN.Fuzz.* test listed: `ctest -L fuzz` would run nothing"])
+
+
 if __name__ == "__main__":
     unittest.main()
