@@ -1,8 +1,8 @@
 // PyTorch's side of the bridge: the operators' schemas (namespace cuda_perf_lab), their CUDA
 // implementations, and the input checks. The kernels read dense rows, so an input of other strides
 // (a transposed view, a slice with a step, q, k, v of (B, T, H, D) transposed) is copied to a dense
-// tensor first (contiguous() returns a dense tensor as it is); only adamw_, in place, requires
-// dense tensors. The outputs are dense. Every check raises a Python exception that names the
+// tensor (dense_input: checked first, then contiguous(), which returns a dense tensor as it is);
+// only adamw_, in place, requires dense tensors. The outputs are dense. Every check raises a Python exception that names the
 // argument and what is wrong (ValueError, or TypeError for a dtype) before any of the lab's kernels
 // is launched: a bad call never reaches one. The autograd formulas and the fake (meta) implementations are
 // registered from Python (cuda_perf_lab/ops.py).
@@ -28,6 +28,13 @@ void check_tensor(const Tensor& t, const char* name, at::ScalarType dtype, const
   if (same_device)
     TORCH_CHECK_VALUE(t.device() == same_device->device(), name, " is on ", t.device(), ", the input on ",
                       same_device->device());
+}
+
+// An input the kernels can read: checked as check_tensor does (before any copy, so a wrong tensor is
+// never copied), then dense.
+Tensor dense_input(const Tensor& t, const char* name, at::ScalarType dtype, const Tensor* same_device = nullptr) {
+  check_tensor(t, name, dtype, same_device);
+  return t.contiguous();
 }
 
 // Shapes are printed from plain vectors: a message printing an IntArrayRef crashed the process
@@ -62,12 +69,9 @@ cudaStream_t stream_of(const Tensor& t) { return at::cuda::getCurrentCUDAStream(
 std::tuple<Tensor, Tensor, Tensor> layernorm_forward(const Tensor& x_arg, const Tensor& weight_arg,
                                                      const Tensor& bias_arg,
                                                      c10::string_view variant) {
-  const Tensor x = x_arg.contiguous();
-  const Tensor weight = weight_arg.contiguous();
-  const Tensor bias = bias_arg.contiguous();
-  check_tensor(x, "x", at::kFloat);
-  check_tensor(weight, "weight", at::kFloat, &x);
-  check_tensor(bias, "bias", at::kFloat, &x);
+  const Tensor x = dense_input(x_arg, "x", at::kFloat);
+  const Tensor weight = dense_input(weight_arg, "weight", at::kFloat, &x);
+  const Tensor bias = dense_input(bias_arg, "bias", at::kFloat, &x);
   TORCH_CHECK_VALUE(x.dim() >= 1, "x must have at least one dimension");
   const int64_t dim = x.size(-1), rows = dim ? x.numel() / dim : 0;
   check_shape(weight, "weight", {dim});
@@ -87,16 +91,11 @@ std::tuple<Tensor, Tensor, Tensor> layernorm_backward(const Tensor& grad_y_arg, 
                                                       const Tensor& weight_arg,
                                                       const Tensor& mean_arg, const Tensor& rstd_arg,
                                                       c10::string_view variant) {
-  const Tensor grad_y = grad_y_arg.contiguous();
-  const Tensor x = x_arg.contiguous();
-  const Tensor weight = weight_arg.contiguous();
-  const Tensor mean = mean_arg.contiguous();
-  const Tensor rstd = rstd_arg.contiguous();
-  check_tensor(x, "x", at::kFloat);
-  check_tensor(grad_y, "grad_y", at::kFloat, &x);
-  check_tensor(weight, "weight", at::kFloat, &x);
-  check_tensor(mean, "mean", at::kFloat, &x);
-  check_tensor(rstd, "rstd", at::kFloat, &x);
+  const Tensor x = dense_input(x_arg, "x", at::kFloat);
+  const Tensor grad_y = dense_input(grad_y_arg, "grad_y", at::kFloat, &x);
+  const Tensor weight = dense_input(weight_arg, "weight", at::kFloat, &x);
+  const Tensor mean = dense_input(mean_arg, "mean", at::kFloat, &x);
+  const Tensor rstd = dense_input(rstd_arg, "rstd", at::kFloat, &x);
   TORCH_CHECK_VALUE(x.dim() >= 1, "x must have at least one dimension");
   const int64_t dim = x.size(-1), rows = dim ? x.numel() / dim : 0;
   check_shape(grad_y, "grad_y", x.sizes().vec());
@@ -117,8 +116,7 @@ std::tuple<Tensor, Tensor, Tensor> layernorm_backward(const Tensor& grad_y_arg, 
 // ---- GELU (erf form) and Swish ----
 
 Tensor activation_forward(const char* topic, const Tensor& x_arg, c10::string_view variant) {
-  const Tensor x = x_arg.contiguous();
-  check_tensor(x, "x", at::kFloat);
+  const Tensor x = dense_input(x_arg, "x", at::kFloat);
   const c10::cuda::CUDAGuard guard(x.device());
   Tensor y = at::empty_like(x);
   if (x.numel() == 0) return y;
@@ -130,10 +128,8 @@ Tensor activation_forward(const char* topic, const Tensor& x_arg, c10::string_vi
 }
 
 Tensor activation_backward(const char* topic, const Tensor& grad_y_arg, const Tensor& x_arg, c10::string_view variant) {
-  const Tensor grad_y = grad_y_arg.contiguous();
-  const Tensor x = x_arg.contiguous();
-  check_tensor(x, "x", at::kFloat);
-  check_tensor(grad_y, "grad_y", at::kFloat, &x);
+  const Tensor x = dense_input(x_arg, "x", at::kFloat);
+  const Tensor grad_y = dense_input(grad_y_arg, "grad_y", at::kFloat, &x);
   check_shape(grad_y, "grad_y", x.sizes().vec());
   const c10::cuda::CUDAGuard guard(x.device());
   Tensor dx = at::empty_like(x);
@@ -170,14 +166,12 @@ Tensor int32_labels(const Tensor& labels, const Tensor& logits, int64_t rows) {
 
 std::tuple<Tensor, Tensor> cross_entropy_forward(const Tensor& logits_arg, const Tensor& labels_arg,
                                                  c10::string_view variant) {
-  const Tensor logits = logits_arg.contiguous();
-  const Tensor labels = labels_arg.contiguous();
-  check_tensor(logits, "logits", at::kFloat);
+  const Tensor logits = dense_input(logits_arg, "logits", at::kFloat);
   TORCH_CHECK_VALUE(logits.dim() == 2, "logits must be rows x classes (they have ", logits.dim(), " dimensions)");
   const int64_t rows = logits.size(0), classes = logits.size(1);
   TORCH_CHECK_VALUE(rows > 0 && classes > 0, "logits must not be empty (" + dims_text(logits.sizes().vec()) + ")");
   const c10::cuda::CUDAGuard guard(logits.device());
-  const Tensor l32 = int32_labels(labels, logits, rows);
+  const Tensor l32 = int32_labels(labels_arg, logits, rows);
   Tensor loss = at::empty({}, logits.options()), lse = at::empty({rows}, logits.options());
   call([&] {
     bridge::cross_entropy_forward(std::string(variant), rows, classes, logits.data_ptr<float>(),
@@ -190,21 +184,17 @@ std::tuple<Tensor, Tensor> cross_entropy_forward(const Tensor& logits_arg, const
 Tensor cross_entropy_backward(const Tensor& grad_loss_arg, const Tensor& logits_arg, const Tensor& labels_arg,
                               const Tensor& lse_arg,
                               c10::string_view variant) {
-  const Tensor grad_loss = grad_loss_arg.contiguous();
-  const Tensor logits = logits_arg.contiguous();
-  const Tensor labels = labels_arg.contiguous();
-  const Tensor lse = lse_arg.contiguous();
-  check_tensor(logits, "logits", at::kFloat);
+  const Tensor logits = dense_input(logits_arg, "logits", at::kFloat);
   TORCH_CHECK_VALUE(logits.dim() == 2, "logits must be rows x classes (they have ", logits.dim(), " dimensions)");
   const int64_t rows = logits.size(0), classes = logits.size(1);
   TORCH_CHECK_VALUE(rows > 0 && classes > 0, "logits must not be empty (" + dims_text(logits.sizes().vec()) + ")");
-  check_tensor(grad_loss, "grad_loss", at::kFloat, &logits);
+  const Tensor grad_loss = dense_input(grad_loss_arg, "grad_loss", at::kFloat, &logits);
   TORCH_CHECK_VALUE(grad_loss.numel() == 1,
                     "grad_loss must hold one value (it has shape " + dims_text(grad_loss.sizes().vec()) + ")");
-  check_tensor(lse, "lse", at::kFloat, &logits);
+  const Tensor lse = dense_input(lse_arg, "lse", at::kFloat, &logits);
   check_shape(lse, "lse", {rows});
   const c10::cuda::CUDAGuard guard(logits.device());
-  const Tensor l32 = int32_labels(labels, logits, rows);
+  const Tensor l32 = int32_labels(labels_arg, logits, rows);
   Tensor dlogits = at::empty_like(logits);
   call([&] {
     bridge::cross_entropy_backward(std::string(variant), rows, classes, logits.data_ptr<float>(),
@@ -217,10 +207,8 @@ Tensor cross_entropy_backward(const Tensor& grad_loss_arg, const Tensor& logits_
 // ---- The weighted sum over the last dimension: y = x @ w ----
 
 Tensor weighted_sum_forward(const Tensor& x_arg, const Tensor& w_arg, c10::string_view variant) {
-  const Tensor x = x_arg.contiguous();
-  const Tensor w = w_arg.contiguous();
-  check_tensor(x, "x", at::kFloat);
-  check_tensor(w, "w", at::kFloat, &x);
+  const Tensor x = dense_input(x_arg, "x", at::kFloat);
+  const Tensor w = dense_input(w_arg, "w", at::kFloat, &x);
   TORCH_CHECK_VALUE(x.dim() >= 1, "x must have at least one dimension");
   const int64_t dim = x.size(-1);
   check_shape(w, "w", {dim});
@@ -238,12 +226,9 @@ Tensor weighted_sum_forward(const Tensor& x_arg, const Tensor& w_arg, c10::strin
 
 std::tuple<Tensor, Tensor> weighted_sum_backward(const Tensor& grad_y_arg, const Tensor& x_arg, const Tensor& w_arg,
                                                  c10::string_view variant) {
-  const Tensor grad_y = grad_y_arg.contiguous();
-  const Tensor x = x_arg.contiguous();
-  const Tensor w = w_arg.contiguous();
-  check_tensor(x, "x", at::kFloat);
-  check_tensor(w, "w", at::kFloat, &x);
-  check_tensor(grad_y, "grad_y", at::kFloat, &x);
+  const Tensor x = dense_input(x_arg, "x", at::kFloat);
+  const Tensor w = dense_input(w_arg, "w", at::kFloat, &x);
+  const Tensor grad_y = dense_input(grad_y_arg, "grad_y", at::kFloat, &x);
   TORCH_CHECK_VALUE(x.dim() >= 1, "x must have at least one dimension");
   const int64_t dim = x.size(-1);
   check_shape(w, "w", {dim});
@@ -282,10 +267,8 @@ void check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, c10::string_vi
 
 std::tuple<Tensor, Tensor> attention_forward(const Tensor& q_arg, const Tensor& k_arg, const Tensor& v_arg, bool causal,
                                              c10::string_view precision) {
-  const Tensor q = q_arg.contiguous();
-  const Tensor k = k_arg.contiguous();
-  const Tensor v = v_arg.contiguous();
-  check_qkv(q, k, v, precision);
+  check_qkv(q_arg, k_arg, v_arg, precision);
+  const Tensor q = q_arg.contiguous(), k = k_arg.contiguous(), v = v_arg.contiguous();
   const c10::cuda::CUDAGuard guard(q.device());
   const auto f32 = q.options().dtype(at::kFloat);
   Tensor o = at::empty(q.sizes(), f32), lse = at::empty({q.size(0), q.size(1), q.size(2)}, f32);
@@ -301,16 +284,11 @@ std::tuple<Tensor, Tensor, Tensor> attention_backward(const Tensor& grad_o_arg, 
                                                       const Tensor& k_arg, const Tensor& v_arg, const Tensor& o_arg,
                                                       const Tensor& lse_arg, bool causal,
                                                       c10::string_view precision) {
-  const Tensor grad_o = grad_o_arg.contiguous();
-  const Tensor q = q_arg.contiguous();
-  const Tensor k = k_arg.contiguous();
-  const Tensor v = v_arg.contiguous();
-  const Tensor o = o_arg.contiguous();
-  const Tensor lse = lse_arg.contiguous();
-  check_qkv(q, k, v, precision);
-  check_tensor(grad_o, "grad_o", at::kFloat, &q);
-  check_tensor(o, "o", at::kFloat, &q);
-  check_tensor(lse, "lse", at::kFloat, &q);
+  check_qkv(q_arg, k_arg, v_arg, precision);
+  const Tensor q = q_arg.contiguous(), k = k_arg.contiguous(), v = v_arg.contiguous();
+  const Tensor grad_o = dense_input(grad_o_arg, "grad_o", at::kFloat, &q);
+  const Tensor o = dense_input(o_arg, "o", at::kFloat, &q);
+  const Tensor lse = dense_input(lse_arg, "lse", at::kFloat, &q);
   check_shape(grad_o, "grad_o", q.sizes().vec());
   check_shape(o, "o", q.sizes().vec());
   check_shape(lse, "lse", {q.size(0), q.size(1), q.size(2)});
