@@ -78,6 +78,12 @@ for name in "${names[@]}"; do
   rm -f "$logdir/$name.status"
 done
 fuzz_runs=$(grep -Eo '\[ fuzz     \] [a-z0-9_]+: [0-9]+ shapes' "$logdir/fuzz.log" 2>/dev/null | awk '{s += $5} END {print s + 0}')
+# A fuzz step that ran no variant checked nothing: a failure (until 2026-11-27 the fuzz tests lacked
+# their label, `ctest -L fuzz` selected none, and this step passed empty).
+if [ "${fuzz_runs:-0}" -eq 0 ] && [[ " ${passed[*]} " == *" fuzz "* ]]; then
+  failed+=("fuzz-ran-nothing")
+  echo "   FAILED: the fuzz step ran no variant (see $logdir/fuzz.log)"
+fi
 
 # A GPU test that skipped on a GPU machine did not run: that is a failure here, except the one
 # test that can only run where there is no GPU, and the shapes a variant declares it does not
