@@ -198,7 +198,7 @@ endfunction()
 # The labels are set by a script of our own, included after the listing: gtest_discover_tests
 # flattens its PROPERTIES into one list, so "LABELS gpu;fuzz;ch02" there gave the tests the label
 # gpu alone (and a property named fuzz), and `ctest -L fuzz` found nothing. tools/check_test_labels.py
-# (the CPU test lab.test_labels) holds every test to its labels.
+# (the CPU test tools.test_labels) holds every test to its labels.
 function(lab_discover_tests target)
   cmake_parse_arguments(arg "" "TEST_PREFIX" "LABELS;PROPERTIES" ${ARGN})
   if(NOT arg_LABELS)

@@ -2,9 +2,9 @@
 // implementations, and the input checks. The kernels read dense rows, so an input of other strides
 // (a transposed view, a slice with a step, q, k, v of (B, T, H, D) transposed) is copied to a dense
 // tensor (dense_input: checked first, then contiguous(), which returns a dense tensor as it is);
-// only adamw_, in place, requires dense tensors. The outputs are dense. Every check raises a Python exception that names the
-// argument and what is wrong (ValueError, or TypeError for a dtype) before any of the lab's kernels
-// is launched: a bad call never reaches one. The autograd formulas and the fake (meta) implementations are
+// only adamw_, in place, requires dense tensors. The outputs are dense. Every check raises a Python
+// exception that names the argument and what is wrong (ValueError, or TypeError for a dtype) before
+// any of the lab's kernels is launched: a bad call never reaches one. The autograd formulas and the fake (meta) implementations are
 // registered from Python (cuda_perf_lab/ops.py).
 #include <stdexcept>
 #include <string>
