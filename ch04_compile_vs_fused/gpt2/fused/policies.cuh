@@ -76,6 +76,7 @@
 
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <type_traits>
 
@@ -159,6 +160,10 @@ concept SplitBackwardProducts = std::is_same_v<G, __nv_bfloat16> &&
                                 };
 template <class P>
 concept NamesHeadBackward = requires { &P::head_backward; };
+// A Products class with a library that needs a workspace of its own (cuBLASLt) names use_workspace(),
+// and the step lends it the workspace it gives cuBLAS.
+template <class P>
+concept NamesWorkspace = requires(P& p, std::uint8_t* at, std::size_t bytes) { p.use_workspace(at, bytes); };
 // A Products class that names head_bf16() gives it the signature above, in bf16.
 template <class P>
 concept NamesHeadBf16 = requires { &P::head_bf16; };

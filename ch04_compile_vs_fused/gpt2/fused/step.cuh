@@ -138,6 +138,10 @@ struct FusedStep {
     }
     ops::use_stream(blas, lead);
     LAB_CHECK(cublasSetWorkspace(blas, blas_workspace.data(), blas_workspace.size()));
+    // The same workspace for the products' other library (cuBLASLt): both run on `lead`, one after
+    // the other.
+    if constexpr (policy::NamesWorkspace<Products>)
+      products.use_workspace(blas_workspace.data(), blas_workspace.size());
     graph.capture(
         stream,
         [&] {

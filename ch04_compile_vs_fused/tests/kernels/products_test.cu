@@ -96,6 +96,8 @@ TEST(Products, LtBiasEpilogue) {
     int M, N, K;
   } cases[] = {{37, 2304, 768}, {64, 256, 64}, {128, 3 * 80, 80}};
   LtBias lt;
+  lab::DeviceBuffer<std::uint8_t> workspace(std::size_t(32) << 20);
+  lt.use_workspace(workspace.data(), workspace.size());
   for (const auto& [M, N, K] : cases) {
     SCOPED_TRACE("M " + std::to_string(M) + " N " + std::to_string(N) + " K " + std::to_string(K));
     const auto x = bf16_values(rng, std::size_t(M) * K, -1.f, 1.f), w = bf16_values(rng, std::size_t(N) * K, -1.f, 1.f);
