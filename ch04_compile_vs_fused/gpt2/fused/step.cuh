@@ -123,7 +123,7 @@ struct FusedStep {
 
   FusedStep(Gpt2Step::Problem& p, cudaStream_t stream)
       : c(p.cfg), phase(p.phase), off(gpt2::offsets(c)), rows(int(c.tokens())), d(c.d), hd(c.head_dim()),
-        dp(flash_width(hd)), blas_workspace(std::size_t(32) << 20), losses(rows), coef(2), qkv(3 * c.tokens() * d),
+        dp(flash_width(hd)), blas_workspace(std::size_t(32) << 20), losses(rows), coef(2), qkv(qkv_floats(c, phase)),
         o(kRows ? 0 : heads_size(c)), tmp(c.tokens() * d), ln(c.tokens() * d), act(4 * c.tokens() * d), products(c, phase), attention(c, phase) {
     place_saved(p);
     const std::size_t n = c.tokens() * d, nh = heads_size(c);
@@ -166,6 +166,14 @@ struct FusedStep {
       LAB_CHECK(cudaMemcpyAsync(coef.data(), host.data(), sizeof(host), cudaMemcpyHostToDevice, stream));
     }
     graph.launch(stream);
+  }
+
+  // The QKV rows' buffer: the forward's product output (its bf16 rows with kBias, fp32 otherwise),
+  // and in a backward the dQKV rows in fp32. The forward alone with kBias takes half the floats.
+  static std::size_t qkv_floats(const gpt2::Config& c, gpt2::Phase phase) {
+    const std::size_t n = 3 * c.tokens() * c.d;
+    if (phase == gpt2::Phase::forward && kBias) return (n * sizeof(Op) + sizeof(float) - 1) / sizeof(float);
+    return n;
   }
 
   // The saved tensors' memory. The forward alone keeps one block's and the head's, in a buffer of
