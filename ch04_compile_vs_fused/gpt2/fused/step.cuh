@@ -186,10 +186,17 @@ struct FusedStep {
   // gradients over the saved tensors of the blocks after it, which they have finished with.
   void place_saved(Gpt2Step::Problem& p) {
     if (phase == gpt2::Phase::forward) {
-      spill = Buffer(Block::floats(c) + HeadSaved<Op, Logit>::floats(c));
-      Carver m{spill.data()};
+      // Nothing is kept for a backward: the head's weights' copy and its logits are made after the
+      // last block's last pass, so they lie over the block's tensors (from the start of the same
+      // memory), and only the final LayerNorm's outputs, which that pass writes while it reads the
+      // block's mid, follow the block's. At small, context 1024: 103 MB where both took 200.
+      Carver block_count{nullptr}, early_count{nullptr}, late_count{nullptr};
+      static_cast<void>(Block(c, block_count));
+      static_cast<void>(HeadSaved<Op, Logit>(c, early_count, late_count));
+      spill = Buffer(std::max(block_count.used + early_count.used, late_count.used));
+      Carver m{spill.data()}, late{spill.data()};
       blocks.emplace_back(c, m);
-      head = HeadSaved<Op, Logit>(c, m);
+      head = HeadSaved<Op, Logit>(c, m, late);
       return;
     }
     std::vector<std::size_t> floats(c.layers + 1, Block::floats(c));
