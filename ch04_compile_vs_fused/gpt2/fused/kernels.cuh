@@ -500,10 +500,12 @@ __global__ void bias_gelu_kernel(const float* y, const float* __restrict__ bias,
 
 // act = gelu(h) again, for the backward: the same values the forward's pass wrote. Q quads a
 // thread (Q = 2: n4 even, h and act aligned to 8 values; in bf16 one 16-byte access each way).
+// gelu_quads is one thread's share, i its index: each element read before the same thread writes
+// it, so the forward alone runs it over h in place (gelu_in_place_kernel).
 template <int Q, class T>
-__global__ void gelu_kernel(const T* __restrict__ h, T* __restrict__ act, std::size_t n4) {
+__device__ __forceinline__ void gelu_quads(const T* h, T* act, std::size_t i) {
   auto g4 = [](float4 t) { return make_float4(gelu(t.x), gelu(t.y), gelu(t.z), gelu(t.w)); };
-  for (std::size_t i : lab::grid_stride(n4 / Q)) {
+  {
     if constexpr (Q == 1) {
       store4(act + 4 * i, g4(load4(h + 4 * i)));
     } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
@@ -522,6 +524,14 @@ __global__ void gelu_kernel(const T* __restrict__ h, T* __restrict__ act, std::s
       store4(act + 8 * i + 4, g4(load4(h + 8 * i + 4)));
     }
   }
+}
+template <int Q, class T>
+__global__ void gelu_kernel(const T* __restrict__ h, T* __restrict__ act, std::size_t n4) {
+  for (std::size_t i : lab::grid_stride(n4 / Q)) gelu_quads<Q>(h, act, i);
+}
+template <int Q, class T>
+__global__ void gelu_in_place_kernel(T* h, std::size_t n4) {
+  for (std::size_t i : lab::grid_stride(n4 / Q)) gelu_quads<Q>(h, h, i);
 }
 
 __device__ __forceinline__ float dgelu_of(float x, float erf) {  // as the vanilla step's (gpt2_eager.cu)

@@ -80,6 +80,7 @@ struct FusedStep {
   Buffer losses, coef;
   Buffer qkv, o, tmp;           // forward scratch (o: by head, not with kRows); the backward's dQKV lies in qkv
   lab::DeviceBuffer<Op> ln, act;  // a LayerNorm's output and GELU's: made by the forward, and by the backward again
+                                  // (act: none in the forward alone with kBias, GELU in place: act_size)
   Buffer dx, dln, delta, wide;  // backward scratch; wide: dact (dh in place), later dq, dk, dv; in
                                 // the forward, the MLP's first product when h is kept in bf16
   lab::DeviceBuffer<HeadOp> dout;
@@ -124,7 +125,8 @@ struct FusedStep {
   FusedStep(Gpt2Step::Problem& p, cudaStream_t stream)
       : c(p.cfg), phase(p.phase), off(gpt2::offsets(c)), rows(int(c.tokens())), d(c.d), hd(c.head_dim()),
         dp(flash_width(hd)), blas_workspace(std::size_t(32) << 20), losses(rows), coef(2), qkv(qkv_floats(c, phase)),
-        o(kRows ? 0 : heads_size(c)), tmp(c.tokens() * d), ln(c.tokens() * d), act(4 * c.tokens() * d), products(c, phase), attention(c, phase) {
+        o(kRows ? 0 : heads_size(c)), tmp(c.tokens() * d), ln(c.tokens() * d), act(act_size(c, phase)),
+        products(c, phase), attention(c, phase) {
     place_saved(p);
     const std::size_t n = c.tokens() * d, nh = heads_size(c);
     if (phase != gpt2::Phase::forward) {
@@ -293,15 +295,26 @@ struct FusedStep {
     LAB_CHECK(cudaGetLastError());
   }
 
-  // act = gelu(h) over the MLP's B T x 4d pre-activation.
-  void gelu(const Op* h, cudaStream_t stream) {
+  // act = gelu(h) over the MLP's B T x 4d pre-activation; in place over h where act has no memory:
+  // the forward alone with kBias keeps nothing for a backward, so GELU's output may replace its
+  // input (4 d values a token less: 25 MB at small, context 1024).
+  static std::size_t act_size(const gpt2::Config& c, gpt2::Phase phase) {
+    return phase == gpt2::Phase::forward && kBias ? 0 : 4 * c.tokens() * c.d;
+  }
+  void gelu(Op* h, cudaStream_t stream) {
     const std::size_t n = c.tokens() * d;  // quads
-    if (n % 2 == 0)  // two quads a thread: see gelu_kernel
-      gelu_kernel<2><<<blocks_for(n / 2), kThreads, 0, stream>>>(h, act.data(), n);
-    else
-      gelu_kernel<1><<<blocks_for(n), kThreads, 0, stream>>>(h, act.data(), n);
+    const bool in_place = act.size() == 0;
+    if (n % 2 == 0) {  // two quads a thread: see gelu_kernel
+      if (in_place) gelu_in_place_kernel<2><<<blocks_for(n / 2), kThreads, 0, stream>>>(h, n);
+      else gelu_kernel<2><<<blocks_for(n / 2), kThreads, 0, stream>>>(h, act.data(), n);
+    } else {
+      if (in_place) gelu_in_place_kernel<1><<<blocks_for(n), kThreads, 0, stream>>>(h, n);
+      else gelu_kernel<1><<<blocks_for(n), kThreads, 0, stream>>>(h, act.data(), n);
+    }
     LAB_CHECK(cudaGetLastError());
   }
+  // Where gelu() put GELU's output of the block's h.
+  const Op* gelu_out(const Block& s) const { return act.size() ? act.data() : s.h; }
 
   // The optimizer overlaps the backward: the backward finishes the gradients a stage at a time (the
   // head's with the final LayerNorm's, then block L-1's down to block 0's, the embeddings' last), and
@@ -392,7 +405,7 @@ struct FusedStep {
                                                                  d);  // 4n values: n quads, d a row
         LAB_CHECK(cudaGetLastError());
       }
-      products.linear(blas, act.data(), W(ob.fc2_w), tmp.data(), rows, d, 4 * d, stream);
+      products.linear(blas, gelu_out(s), W(ob.fc2_w), tmp.data(), rows, d, 4 * d, stream);
       if (l + 1 < c.layers) {
         Block& next = saved(l + 1);
         const gpt2::BlockOffsets& on = off.blocks[l + 1];

@@ -629,6 +629,12 @@ TEST(RowKernels, BiasGeluAndGeluAgainBf16) {
     EXPECT_PASSES(judge(act, r_act, rounded_slack(e_act), kUb, "act (bf16)"));
     EXPECT_PASSES(lab::compare(to_float(again_d.download()), std::vector<double>(act.begin(), act.end()),
                                lab::Tolerance::exact(), "act again against the forward's act"));
+    // The forward alone (steps 10 on): GELU over h in place, the same values.
+    if (n4 % 2 == 0) gelu_in_place_kernel<2><<<blocks_for(n4 / 2), kThreads>>>(h_d.data(), n4);
+    else gelu_in_place_kernel<1><<<blocks_for(n4), kThreads>>>(h_d.data(), n4);
+    LAB_CHECK(cudaGetLastError());
+    EXPECT_PASSES(lab::compare(to_float(h_d.download()), std::vector<double>(act.begin(), act.end()),
+                               lab::Tolerance::exact(), "act in place over h against the forward's act"));
   }
 }
 
