@@ -31,10 +31,11 @@ double t_two_sided_tail(double k, int nu) {
 
 template <class F>
 void for_outputs(F&& f) {
-  f("grads", &Outputs<double>::grads, &Expected::grads_l2, &Expected::stand_in_grads_l2);
-  f("params", &Outputs<double>::params, &Expected::params_l2, &Expected::stand_in_params_l2);
-  f("m", &Outputs<double>::m, &Expected::m_l2, &Expected::stand_in_m_l2);
-  f("v", &Outputs<double>::v, &Expected::v_l2, &Expected::stand_in_v_l2);
+  f("grads", &Outputs<double>::grads, &Expected::grads_l2, &Expected::stand_in_grads_l2, &Expected::freedom_grads_l2);
+  f("params", &Outputs<double>::params, &Expected::params_l2, &Expected::stand_in_params_l2,
+    &Expected::freedom_params_l2);
+  f("m", &Outputs<double>::m, &Expected::m_l2, &Expected::stand_in_m_l2, &Expected::freedom_m_l2);
+  f("v", &Outputs<double>::v, &Expected::v_l2, &Expected::stand_in_v_l2, &Expected::freedom_v_l2);
 }
 
 }  // namespace
@@ -72,10 +73,11 @@ lab::Verdict judge(const Expected& e, const Config& c, float loss, std::span<con
   // One tensor: every element within k sigma (and the optimizer's outputs within their
   // curvature beyond it), and where the tensor's error has kL2MinDof degrees of freedom, its L2
   // error within kL2Factor times the largest of the runs'.
-  // stand_in_l2: the same-precision stand-in's L2 distance (negative where there is none).
+  // stand_in_l2: the same-precision stand-in's L2 distance (negative where there is none);
+  // freedom_l2: fp32's freedom around it (Expected::freedom_*).
   auto one = [&](std::string what, std::span<const float> got, std::span<const double> ref,
                  std::span<const double> sigma, std::span<const double> curvature, double l2_allowed,
-                 double stand_in_l2 = -1) {
+                 double stand_in_l2 = -1, double freedom_l2 = 0) {
     std::vector<double> slack(sigma.size());
     for (std::size_t i = 0; i < sigma.size(); ++i) slack[i] = k * sigma[i] + (curvature.empty() ? 0 : curvature[i]);
     lab::Verdict verdict = lab::compare(got, ref, per_element, what, {}, slack);
@@ -92,14 +94,15 @@ lab::Verdict judge(const Expected& e, const Config& c, float loss, std::span<con
       verdict.reason = why.str();
     }
     if (stand_in_l2 >= 0 && steady) {
-      const double bound = kSamePrecisionFactor * stand_in_l2 + kSamePrecisionFloor * std::sqrt(ref_sq);
+      const double bound = kSamePrecisionFactor * (stand_in_l2 + freedom_l2) + kSamePrecisionFloor * std::sqrt(ref_sq);
       const double ratio = bound > 0 ? std::sqrt(sq) / bound : (sq > 0 ? INFINITY : 0);
       if (ratio > worst_ratio) worst_ratio = ratio, worst_tensor = what;
       if (enforce && verdict.pass && !(ratio <= 1)) {
         verdict.pass = false;
         std::ostringstream why;
-        why << what << ": L2 error " << std::sqrt(sq) << " above " << kSamePrecisionFactor << " x " << stand_in_l2
-            << " (the same-precision stand-in's) + " << kSamePrecisionFloor << " x the reference's norm";
+        why << what << ": L2 error " << std::sqrt(sq) << " above " << kSamePrecisionFactor << " x (" << stand_in_l2
+            << " (the same-precision stand-in's) + " << freedom_l2 << " (fp32's freedom around it)) + "
+            << kSamePrecisionFloor << " x the reference's norm";
         verdict.reason = why.str();
       }
     }
@@ -120,7 +123,7 @@ lab::Verdict judge(const Expected& e, const Config& c, float loss, std::span<con
   std::vector<std::string> kinds;
   int which = 0;
   for_outputs([&](const char* name, std::vector<double> Outputs<double>::*out, std::vector<double> Expected::*l2,
-                  std::vector<double> Expected::*stand_in) {
+                  std::vector<double> Expected::*stand_in, std::vector<double> Expected::*freedom) {
     const std::span<const float> g = got[which++];
     const std::vector<double>& ref = e.ref.*out;
     if (ref.empty()) return;
@@ -135,7 +138,8 @@ lab::Verdict judge(const Expected& e, const Config& c, float loss, std::span<con
               std::span<const double>(ref).subspan(x.offset, x.size),
               std::span<const double>((e.sigma.*out)).subspan(x.offset, x.size),
               bend.empty() ? std::span<const double>() : std::span<const double>(bend).subspan(x.offset, x.size),
-              (e.*l2)[t], e.same_precision && !(e.*stand_in).empty() ? (e.*stand_in)[t] : -1));
+              (e.*l2)[t], e.same_precision && !(e.*stand_in).empty() ? (e.*stand_in)[t] : -1,
+              (e.*freedom).size() == tensors.size() ? (e.*freedom)[t] : 0));
     }
   });
   if (failing.empty()) {
@@ -156,7 +160,7 @@ lab::Verdict judge(const Expected& e, const Config& c, float loss, std::span<con
   if (worst_ratio >= 0) {  // printed with the verdict, pass or fail
     std::ostringstream note;
     note << "same precision " << (enforce ? "(enforced)" : "(reported)") << ": L2 error at most " << worst_ratio
-         << " of " << kSamePrecisionFactor << " x the stand-in's + floor (" << worst_tensor << ")";
+         << " of " << kSamePrecisionFactor << " x (the stand-in's + fp32's freedom) + floor (" << worst_tensor << ")";
     all.note = all.note.empty() ? note.str() : all.note + "; " + note.str();
   }
   return all;

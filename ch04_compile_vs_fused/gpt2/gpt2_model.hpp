@@ -165,6 +165,11 @@ struct ModelOptions {
   // The fp32 stand-in's bf16 product sums (products = bf16, attention_in_bf16) taken last term to
   // first: another order of addition than the stand-in's own, as a GPU kernel's is, for the tests.
   bool sums_reversed = false;
+  // The fp32 stand-in's LayerNorm backward taking g - mean(g), g = dy w, as one fused multiply-add,
+  // fma(dy, w, -mean(g)), where it rounds g first: as nvcc contracts the GPU kernels' `dy * w -
+  // mean_g` (its default, --fmad=true), for the tests. Another fp32 implementation of the same
+  // formula: at d_model 1, where g - mean(g) is exactly zero as written, it is g's rounding error.
+  bool contracted = false;
   // A same-precision implementation of these options: the fp32 stand-in rounding where a bf16
   // variant rounds (the products' operands, the attention's where they are bf16, and every value
   // kept in bf16), summing in fp32. Sets out to these options with products = bf16 (and
@@ -255,7 +260,20 @@ struct Expected {
   // these inputs.
   bool same_precision = false;
   std::vector<double> stand_in_grads_l2, stand_in_params_l2, stand_in_m_l2, stand_in_v_l2;
+  // fp32's own freedom around the stand-in, each tensor's: the largest L2 distance from the
+  // stand-in of kFreedomRuns Monte Carlo runs of the stand-in's arithmetic (its roundings to bf16
+  // made to nearest, as the stand-in makes them; every fp32 operation perturbed by its rounding, as
+  // in the other runs). The stand-in is one fp32 implementation; a GPU kernel is another (another
+  // order of addition, a contracted multiply-add, another exp), and may differ from it by this much.
+  // Where the stand-in's error is exactly zero (a LayerNorm over one feature passes no gradient:
+  // g - mean(g) is zero as the stand-in computes it, and g's rounding error in a kernel that
+  // contracts it), this is all a kernel's error can be measured against.
+  std::vector<double> freedom_grads_l2, freedom_params_l2, freedom_m_l2, freedom_v_l2;
 };
+// The runs that measure Expected::freedom_*: the distance's L2 over a tensor of kL2MinDof or more
+// degrees of freedom varies by a few tens of percent from run to run, and the largest of 4 is a
+// steady yardstick (the check's time grows by 4 runs over kMonteCarloRuns' 16).
+inline constexpr int kFreedomRuns = 4;
 Expected expected(const Config& c, Phase phase, std::span<const float> params, std::span<const std::int32_t> tokens,
                   std::span<const std::int32_t> targets, const OptimizerState& opt = {}, const AdamW& hp = {},
                   const ModelOptions& options = {}, int runs = kMonteCarloRuns, std::uint64_t seed = 1);
@@ -284,9 +302,14 @@ inline constexpr double kL2Factor = 4;
 inline constexpr double kL2MinDof = 32;
 double l2_dof(std::span<const double> sigma);
 // The same-precision test (Expected::same_precision): each tensor with kL2MinDof degrees of freedom
-// passes when its L2 error is at most kSamePrecisionFactor times the stand-in's, plus
-// kSamePrecisionFloor times the reference's L2 norm (fp32's own rounding, where the declared
-// rounding moved a tensor by almost nothing). The verdict's note names the tensor nearest its
+// passes when its L2 error is at most kSamePrecisionFactor times the stand-in's plus fp32's freedom
+// around it (Expected::freedom_*: a same-precision kernel's error is at most the stand-in's plus its
+// distance from the stand-in), plus kSamePrecisionFloor times the reference's L2 norm (fp32's own
+// rounding, where the declared rounding moved a tensor by almost nothing). Until 2026-11-27 the
+// bound had no freedom term, and the fuzz found it rejecting a correct kernel: vanilla_bf16 at
+// d_model 1 (2x1x1x67x2x93x2, seed 109173136164868), whose wte and wpe gradients are exactly zero
+// in the reference and the stand-in and g's rounding error (1e-6) on the GPU (Contracted, in
+// gpt2_reference_test.cpp). The verdict's note names the tensor nearest its
 // bound and the ratio. On the H100 (2026-11-27) every bf16 step passed it at every check shape
 // under three seeds, at most 0.80 of the bound, and a product 1% off failed it at 10 of 11 shapes,
 // so it is enforced; SamePrecision::report (a test's) leaves the verdict to the Monte Carlo test

@@ -66,7 +66,8 @@ void layernorm_backward(const T* dy, const T* w, const LnCache<T>& cache, std::s
     for (int j = 0; j < d; ++j) g[j] = dy[r * d + j] * w[j];
     const T mean_g = sum_(g.data(), 1, d) * cst<T>(1.0 / d);
     const T mean_gx = dot_(g.data(), 1, xh, 1, d) * cst<T>(1.0 / d);
-    for (int j = 0; j < d; ++j) dx[r * d + j] = cache.rstd[r] * (g[j] - mean_g - xh[j] * mean_gx);
+    for (int j = 0; j < d; ++j)
+      dx[r * d + j] = cache.rstd[r] * (centred_product(dy[r * d + j], w[j], g[j], mean_g) - xh[j] * mean_gx);
   }
   for (int j = 0; j < d; ++j) {
     dw[j] = dot_(dy + j, d, cache.xhat.data() + j, d, rows);
@@ -387,6 +388,7 @@ Outputs<T> reference(const Config& c, Phase phase, std::span<const float> params
   float_products = options.products;
   float_attention_bf16 = options.attention_in_bf16;
   float_sums_reversed = options.sums_reversed;
+  float_contracted = options.contracted;
   Model<T> model(c, params, options);
   out.loss = model.forward(tokens, targets);
   if (phase == Phase::forward) return out;
@@ -472,6 +474,33 @@ Expected expected(const Config& c, Phase phase, std::span<const float> params, s
     distance(e.ref.params, o.params, e.stand_in_params_l2);
     distance(e.ref.m, o.m, e.stand_in_m_l2);
     distance(e.ref.v, o.v, e.stand_in_v_l2);
+    // fp32's freedom around the stand-in (Expected::freedom_*): runs of the stand-in's arithmetic,
+    // its bf16 roundings made to nearest, every fp32 operation perturbed; their own streams (runs
+    // `runs` onward, so that they draw none of the other runs' noise).
+    auto apart = [&](const std::vector<float>& stand, const std::vector<Perturbed>& run, std::vector<double>& l2) {
+      if (stand.empty()) return;
+      l2.resize(tensors.size());
+      for (std::size_t t = 0; t < tensors.size(); ++t) {
+        double sq = 0;
+        for (std::size_t i = tensors[t].offset; i < tensors[t].offset + tensors[t].size; ++i)
+          sq += (run[i].v - double(stand[i])) * (run[i].v - double(stand[i]));
+        l2[t] = std::max(l2[t], std::sqrt(sq));
+      }
+    };
+    struct ToNearest {  // the flag set for these runs only, whatever they throw
+      ToNearest() { mc_roundings_to_nearest = true; }
+      ~ToNearest() { mc_roundings_to_nearest = false; }
+    } to_nearest;
+    for (int r = 0; r < kFreedomRuns; ++r) {
+      mc_state = mc_stream_start(seed, runs + r);
+      mc_run_key = mc_stream_start(~seed, runs + r);
+      mc_odd_run = r % 2 == 1;
+      const Outputs<Perturbed> f = reference<Perturbed>(c, phase, params, tokens, targets, opt, hp, stand_in);
+      apart(o.grads, f.grads, e.freedom_grads_l2);
+      apart(o.params, f.params, e.freedom_params_l2);
+      apart(o.m, f.m, e.freedom_m_l2);
+      apart(o.v, f.v, e.freedom_v_l2);
+    }
   }
   e.sigma.loss = std::sqrt(loss_sq);
   for (auto* v : {&e.sigma.grads, &e.sigma.params, &e.sigma.m, &e.sigma.v})

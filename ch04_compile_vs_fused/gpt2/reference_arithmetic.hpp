@@ -140,7 +140,18 @@ inline double value_noise(double x, double k) {
 }
 inline void round_operand(double&, double) {}
 inline void round_operand(float&, double) {}
-inline void round_operand(Perturbed& x, double k) { x.v *= value_noise(x.v, k); }
+// In the fp32-freedom runs (Expected::freedom_*, mc_roundings_to_nearest), a rounding to `bits`
+// significant bits (k = 2^(24 - bits): bf16's 2^16) is made as the fp32 stand-in makes it, to
+// nearest, even; any other k is perturbed as in the other runs.
+inline thread_local bool mc_roundings_to_nearest = false;
+inline void round_operand(Perturbed& x, double k) {
+  int e = 0;
+  if (mc_roundings_to_nearest && std::frexp(k, &e) == 0.5 && e - 1 >= 1 && e - 1 <= 23) {
+    x.v = round_significand(float(x.v), 24 - (e - 1));
+    return;
+  }
+  x.v *= value_noise(x.v, k);
+}
 
 // dot_ with each operand rounded operand_error units (a function of its value), each product and
 // each addition rounded a further product_error and sum_error units (Monte Carlo runs only: widen
@@ -186,6 +197,17 @@ inline float tf32(float x) {
 inline void keep_in_bf16(double&) {}
 inline void keep_in_bf16(float& x) { x = round_significand(x, 8); }
 inline void keep_in_bf16(Perturbed& x) { round_operand(x, 0x1p16); }
+
+// g - mean_g where g = dy w (the LayerNorm backward's): as written, or in the fp32 stand-in with
+// ModelOptions::contracted, as one fused multiply-add (dy w unrounded), as nvcc contracts it.
+inline thread_local bool float_contracted = false;
+template <class T>
+T centred_product(T, T, T g, T mean_g) {
+  return g - mean_g;
+}
+inline float centred_product(float dy, float w, float g, float mean_g) {
+  return float_contracted ? std::fma(dy, w, -mean_g) : g - mean_g;
+}
 
 // sum_i round(a_i) round(b_i), each operand rounded to `bits` significant bits, summed in fp32 first
 // to last, or last to first (ModelOptions::sums_reversed: a second order of addition, for the tests).
