@@ -308,10 +308,11 @@ double l2_dof(std::span<const double> sigma);
 // rounding, where the declared rounding moved a tensor by almost nothing). Until 2026-11-27 the
 // bound had no freedom term, and the fuzz found it rejecting a correct kernel: vanilla_bf16 at
 // d_model 1 (2x1x1x67x2x93x2, seed 109173136164868), whose wte and wpe gradients are exactly zero
-// in the reference and the stand-in and g's rounding error (1e-6) on the GPU (Contracted, in
-// gpt2_reference_test.cpp). The verdict's note names the tensor nearest its
-// bound and the ratio. On the H100 (2026-11-27) every bf16 step passed it at every check shape
-// under three seeds, at most 0.80 of the bound, and a product 1% off failed it at 10 of 11 shapes,
+// in the reference and the stand-in and g's rounding error (1e-6) on the GPU
+// (Gpt2Reference.SamePrecisionAllowsFp32sFreedomWhereTheStandInIsExact). The verdict's note names
+// the tensor nearest its bound and the ratio. On the H100 (2026-11-27, before the freedom term,
+// which only widens the bound) every bf16 step passed it at every check shape under three seeds,
+// at most 0.80 of the bound, and a product 1% off failed it at 10 of 11 shapes,
 // so it is enforced; SamePrecision::report (a test's) leaves the verdict to the Monte Carlo test
 // alone, to show what that test sees by itself.
 inline constexpr double kSamePrecisionFactor = 2;
