@@ -16,6 +16,7 @@
 #include <limits>
 #include <sstream>
 #include <stdexcept>
+#include <type_traits>
 
 #include "gpt2/gpt2_model.hpp"
 #include "gpt2/reference_arithmetic.hpp"
@@ -460,33 +461,30 @@ Expected expected(const Config& c, Phase phase, std::span<const float> params, s
   if (options.same_precision_stand_in(stand_in)) {
     e.same_precision = true;
     const Outputs<float> o = reference<float>(c, phase, params, tokens, targets, opt, hp, stand_in);
-    auto distance = [&](const std::vector<double>& ref, const std::vector<float>& got, std::vector<double>& l2) {
-      if (ref.empty()) return;
-      l2.assign(tensors.size(), 0);
-      for (std::size_t t = 0; t < tensors.size(); ++t) {
-        double sq = 0;
-        for (std::size_t i = tensors[t].offset; i < tensors[t].offset + tensors[t].size; ++i)
-          sq += (double(got[i]) - ref[i]) * (double(got[i]) - ref[i]);
-        l2[t] = std::sqrt(sq);
-      }
-    };
-    distance(e.ref.grads, o.grads, e.stand_in_grads_l2);
-    distance(e.ref.params, o.params, e.stand_in_params_l2);
-    distance(e.ref.m, o.m, e.stand_in_m_l2);
-    distance(e.ref.v, o.v, e.stand_in_v_l2);
-    // fp32's freedom around the stand-in (Expected::freedom_*): runs of the stand-in's arithmetic,
-    // its bf16 roundings made to nearest, every fp32 operation perturbed; their own streams (runs
-    // `runs` onward, so that they draw none of the other runs' noise).
-    auto apart = [&](const std::vector<float>& stand, const std::vector<Perturbed>& run, std::vector<double>& l2) {
-      if (stand.empty()) return;
+    // Each tensor's L2 distance between a and b (double, float or Perturbed values), kept in l2 where
+    // it is the largest yet (l2 starts at zero): the stand-in's from the reference, and below the
+    // farthest of the freedom runs from the stand-in.
+    auto farthest = [&](const auto& a, const auto& b, std::vector<double>& l2) {
+      auto value = [](auto x) {
+        if constexpr (std::is_same_v<decltype(x), Perturbed>) return x.v;
+        else return double(x);
+      };
+      if (a.empty()) return;
       l2.resize(tensors.size());
       for (std::size_t t = 0; t < tensors.size(); ++t) {
         double sq = 0;
         for (std::size_t i = tensors[t].offset; i < tensors[t].offset + tensors[t].size; ++i)
-          sq += (run[i].v - double(stand[i])) * (run[i].v - double(stand[i]));
+          sq += (value(a[i]) - value(b[i])) * (value(a[i]) - value(b[i]));
         l2[t] = std::max(l2[t], std::sqrt(sq));
       }
     };
+    farthest(e.ref.grads, o.grads, e.stand_in_grads_l2);
+    farthest(e.ref.params, o.params, e.stand_in_params_l2);
+    farthest(e.ref.m, o.m, e.stand_in_m_l2);
+    farthest(e.ref.v, o.v, e.stand_in_v_l2);
+    // fp32's freedom around the stand-in (Expected::freedom_*): runs of the stand-in's arithmetic,
+    // its bf16 roundings made to nearest, every fp32 operation perturbed; their own streams (runs
+    // `runs` onward, so that they draw none of the other runs' noise).
     struct ToNearest {  // the flag set for these runs only, whatever they throw
       ToNearest() { mc_roundings_to_nearest = true; }
       ~ToNearest() { mc_roundings_to_nearest = false; }
@@ -496,10 +494,10 @@ Expected expected(const Config& c, Phase phase, std::span<const float> params, s
       mc_run_key = mc_stream_start(~seed, runs + r);
       mc_odd_run = r % 2 == 1;
       const Outputs<Perturbed> f = reference<Perturbed>(c, phase, params, tokens, targets, opt, hp, stand_in);
-      apart(o.grads, f.grads, e.freedom_grads_l2);
-      apart(o.params, f.params, e.freedom_params_l2);
-      apart(o.m, f.m, e.freedom_m_l2);
-      apart(o.v, f.v, e.freedom_v_l2);
+      farthest(o.grads, f.grads, e.freedom_grads_l2);
+      farthest(o.params, f.params, e.freedom_params_l2);
+      farthest(o.m, f.m, e.freedom_m_l2);
+      farthest(o.v, f.v, e.freedom_v_l2);
     }
   }
   e.sigma.loss = std::sqrt(loss_sq);
