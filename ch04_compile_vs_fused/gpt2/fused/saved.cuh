@@ -61,14 +61,15 @@ struct HeadSaved {
   L* logits = nullptr;
   P* w = nullptr;
   HeadSaved() = default;
-  HeadSaved(const gpt2::Config& c, Carver& m) : HeadSaved(c, m, m) {}
+  HeadSaved(const gpt2::Config& c, Carver& m) : HeadSaved(c, m, m, c.tokens()) {}
   // The final LayerNorm's outputs (out, meanf, rstdf: written by the last block's last pass) from
   // `early`, the weights' copy and the logits (made after it) from `late`: the forward alone
-  // carves `late` over the block's tensors, which are dead by then (FusedStep::place_saved).
-  HeadSaved(const gpt2::Config& c, Carver& early, Carver& late) {
+  // carves `late` over the block's tensors, which are dead by then, and makes the logits a slice
+  // of `logit_rows` rows at a time (FusedStep::place_saved, head_slice_rows).
+  HeadSaved(const gpt2::Config& c, Carver& early, Carver& late, std::size_t logit_rows) {
     const std::size_t n = c.tokens() * c.d, t = c.tokens();
     if (!std::is_same_v<P, float>) w = late.take<P>(gpt2::param_count(c) - gpt2::stage_begin(c, c.layers));
-    out = early.take(n), meanf = early.take(t), rstdf = early.take(t), logits = late.take<L>(t * c.vocab);
+    out = early.take(n), meanf = early.take(t), rstdf = early.take(t), logits = late.take<L>(logit_rows * c.vocab);
   }
   static std::size_t floats(const gpt2::Config& c) {
     Carver m{nullptr};

@@ -191,14 +191,16 @@ struct FusedStep {
       // Nothing is kept for a backward: the head's weights' copy and its logits are made after the
       // last block's last pass, so they lie over the block's tensors (from the start of the same
       // memory), and only the final LayerNorm's outputs, which that pass writes while it reads the
-      // block's mid, follow the block's. At small, context 1024: 103 MB where both took 200.
+      // block's mid, follow the block's. At small, context 1024: 103 MB where both took 200. The
+      // logits are made a slice of rows at a time (head_slice_rows): a quarter of them.
+      const std::size_t slice = std::size_t(head_slice_rows(c, phase));
       Carver block_count{nullptr}, early_count{nullptr}, late_count{nullptr};
       static_cast<void>(Block(c, block_count));
-      static_cast<void>(HeadSaved<Op, Logit>(c, early_count, late_count));
+      static_cast<void>(HeadSaved<Op, Logit>(c, early_count, late_count, slice));
       spill = Buffer(std::max(block_count.used + early_count.used, late_count.used));
       Carver m{spill.data()}, late{spill.data()};
       blocks.emplace_back(c, m);
-      head = HeadSaved<Op, Logit>(c, m, late);
+      head = HeadSaved<Op, Logit>(c, m, late, slice);
       return;
     }
     std::vector<std::size_t> floats(c.layers + 1, Block::floats(c));
@@ -219,6 +221,18 @@ struct FusedStep {
   }
 
   Block& saved(int l) { return blocks[l % blocks.size()]; }
+
+  // The rows of logits the head makes at a time. A backward reads every row's logits (their
+  // gradient takes their place), so with one they are made at once. The forward alone reads a
+  // row's logits once, for its loss, so it makes them kHeadSlices slices of rows, each slice's
+  // product followed by its loss before the next slice's product writes over it: its peak holds a
+  // quarter of them (at small, context 1024, vocabulary 50304: 98 MiB of bf16 logits where all
+  // took 393), for three more launches of each kernel, each of a quarter of the rows.
+  static constexpr int kHeadSlices = 4;
+  static int head_slice_rows(const gpt2::Config& c, gpt2::Phase phase) {
+    const int rows = int(c.tokens());
+    return phase == gpt2::Phase::forward ? (rows + kHeadSlices - 1) / kHeadSlices : rows;
+  }
 
   // A stage's weights as the products read them: the parameters themselves (fp32), or their copy
   // in Op that the forward made at the start of the stage (`copy`, the stage's parameters from
@@ -241,13 +255,13 @@ struct FusedStep {
 
   // The head's products: the Products class's own head() (head_bf16() for bf16 logits), or its
   // linear().
-  void head_forward(const Op* X, const Op* W, Logit* Y, cudaStream_t stream) {
+  void head_forward(const Op* X, const Op* W, Logit* Y, int m, cudaStream_t stream) {  // m rows
     if constexpr (kLogitsBf16)
-      products.head_bf16(blas, X, W, Y, rows, c.vocab, d, stream);
+      products.head_bf16(blas, X, W, Y, m, c.vocab, d, stream);
     else if constexpr (policy::NamesHead<Products>)
-      products.head(blas, X, W, Y, rows, c.vocab, d, stream);
+      products.head(blas, X, W, Y, m, c.vocab, d, stream);
     else
-      products.linear(blas, X, W, Y, rows, c.vocab, d, stream);
+      products.linear(blas, X, W, Y, m, c.vocab, d, stream);
   }
   void head_backward(const Grad* dY, const Op* X, const Op* W, float* dX, float* dW, cudaStream_t stream) {
     if constexpr (policy::NamesHeadBackward<Products>)
@@ -418,34 +432,47 @@ struct FusedStep {
     }
     // The head, and the loss (with its gradient when there is a backward) in one pass a row (the
     // row held in registers where the vocabulary allows: cross_entropy_rows_kernel, and
-    // cross_entropy_pairs_kernel for longer rows of bf16 logits).
+    // cross_entropy_pairs_kernel for longer rows of bf16 logits); a slice of rows at a time in the
+    // forward alone (head_slice_rows).
     const std::size_t head_at = gpt2::stage_begin(c, c.layers);
     round_weights(P, head_at, p.params.size(), head.w, stream);
-    head_forward(ln.data(), weight(P, off.head, head.w, head_at), head.logits, stream);
+    const Op* const head_w = weight(P, off.head, head.w, head_at);
     const float inv_rows = 1.f / float(rows);
     // The logits' gradient in Grad: in place (fp32 logits and dY, or both bf16), else into gy for the
     // head's backward.
     Grad* const dz = phase == gpt2::Phase::forward ? nullptr : logits_grad();
-    auto loss = [&](auto backward) {
+    // The loss of rows r0 to r0 + m - 1, whose logits lie at head.logits.
+    auto loss = [&](auto backward, int r0, int m) {
       constexpr bool kBackward = decltype(backward)::value;
       const int v = c.vocab;
+      const std::int32_t* targets = p.targets.data() + r0;
+      float* row_losses = losses.data() + r0;
       auto rows_kernel = [&](auto items) {  // the row in registers: see cross_entropy_rows_kernel
         cross_entropy_rows_kernel<decltype(items)::value, kBackward, Grad, Logit>
-            <<<rows, kRowThreads, 0, stream>>>(head.logits, p.targets.data(), losses.data(), v, inv_rows, dz);
+            <<<m, kRowThreads, 0, stream>>>(head.logits, targets, row_losses, v, inv_rows, dz);
       };
       // Past that, bf16 logits still fit two a register (cross_entropy_pairs_kernel, to 57344).
       auto pairs_kernel = [&](auto pairs) {
         if constexpr (kLogitsBf16)
           cross_entropy_pairs_kernel<decltype(pairs)::value, kBackward>
-              <<<rows, kRowThreads, 0, stream>>>(head.logits, p.targets.data(), losses.data(), v, inv_rows, dz);
+              <<<m, kRowThreads, 0, stream>>>(head.logits, targets, row_losses, v, inv_rows, dz);
       };
       if (!with_row_items(v, rows_kernel) && !(kLogitsBf16 && with_row_pairs(v, pairs_kernel)))
         cross_entropy_kernel<kBackward, Grad, Logit>
-            <<<rows, kThreads, 0, stream>>>(head.logits, p.targets.data(), losses.data(), v, inv_rows, dz);
+            <<<m, kThreads, 0, stream>>>(head.logits, targets, row_losses, v, inv_rows, dz);
+      LAB_CHECK(cudaGetLastError());
     };
-    if (phase == gpt2::Phase::forward) loss(std::false_type{});
-    else loss(std::true_type{});
-    LAB_CHECK(cudaGetLastError());
+    if (phase == gpt2::Phase::forward) {
+      const int slice = head_slice_rows(c, phase);
+      for (int r0 = 0; r0 < rows; r0 += slice) {
+        const int m = std::min(slice, rows - r0);
+        head_forward(ln.data() + std::size_t(r0) * d, head_w, head.logits, m, stream);
+        loss(std::false_type{}, r0, m);
+      }
+    } else {
+      head_forward(ln.data(), head_w, head.logits, rows, stream);
+      loss(std::true_type{}, 0, rows);
+    }
     mean_kernel<<<1, kThreads, 0, stream>>>(losses.data(), p.loss.data(), rows);
     LAB_CHECK(cudaGetLastError());
   }
