@@ -312,8 +312,9 @@ double l2_dof(std::span<const double> sigma);
 // (Gpt2Reference.SamePrecisionAllowsFp32sFreedomWhereTheStandInIsExact). The verdict's note names
 // the tensor nearest its bound and the ratio. On the H100 (2026-11-27, before the freedom term,
 // which only widens the bound) every bf16 step passed it at every check shape under three seeds,
-// at most 0.80 of the bound, and a product 1% off failed it at 10 of 11 shapes,
-// so it is enforced; SamePrecision::report (a test's) leaves the verdict to the Monte Carlo test
+// at most 0.80 of the bound, and a product 1% off failed it at 10 of 11 shapes; with the term
+// (2026-11-28) every bf16 step passed at most at 0.70 of it, the d_model 1 shape included, and the
+// 1% failed at 7 of 11. So it is enforced; SamePrecision::report (a test's) leaves the verdict to the Monte Carlo test
 // alone, to show what that test sees by itself.
 inline constexpr double kSamePrecisionFactor = 2;
 inline constexpr double kSamePrecisionFloor = 0x1p-20;
