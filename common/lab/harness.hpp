@@ -23,6 +23,7 @@ struct Options {
   bool help = false;
   bool describe = false;
   bool check_only = false;
+  bool skip_check_set = false;  // --skip-check-set: verify the --shape shapes alone (with --check-only)
   bool no_check = false;
   bool remeasure_peaks = false;
   bool profile = false;     // --profile: the per-kernel table, from a pass of its own after the timing
@@ -47,8 +48,9 @@ std::string seed_problem(std::string_view text);
 // compare reads it; it needs no GPU.
 std::string describe_json(const Variant& v);
 
-// Timed shapes within kVerifyBytesLimit and kVerifyFlopsLimit (contract.hpp) are verified too.
-std::vector<Shape> shapes_to_verify(const TopicInfo& t, const std::vector<Shape>& timed);
+// The topic's check shapes (unless with_check_set is false: --skip-check-set), and the timed shapes
+// within kVerifyBytesLimit and kVerifyFlopsLimit (contract.hpp) that the topic can verify.
+std::vector<Shape> shapes_to_verify(const TopicInfo& t, const std::vector<Shape>& timed, bool with_check_set = true);
 
 // The problem for a shape, its inputs made from the seed, and the variant's state for it (its
 // prepare step, run and synchronized here: nothing of it is timed).

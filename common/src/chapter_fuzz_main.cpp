@@ -54,7 +54,7 @@ class VariantFuzz : public ::testing::Test {
       if (!error.empty()) {
         ++failed;
         ADD_FAILURE() << v_->program << " at " << s.str() << " (seed " << seed << "): " << error
-                      << "\n  reproduce: ./" << v_->topic->folder() << "/" << v_->program << " --check-only --shape "
+                      << "\n  reproduce: ./" << v_->topic->folder() << "/" << v_->program << " --check-only --skip-check-set --shape "
                       << s.str() << " --seed " << seed;
       }
     }

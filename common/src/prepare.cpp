@@ -12,8 +12,8 @@
 
 namespace lab {
 
-std::vector<Shape> shapes_to_verify(const TopicInfo& t, const std::vector<Shape>& timed) {
-  std::vector<Shape> out = t.checks;
+std::vector<Shape> shapes_to_verify(const TopicInfo& t, const std::vector<Shape>& timed, bool with_check_set) {
+  std::vector<Shape> out = with_check_set ? t.checks : std::vector<Shape>{};
   for (const auto& s : timed)
     if (t.work(s).bytes <= kVerifyBytesLimit && t.work(s).flops <= kVerifyFlopsLimit && t.verifiable(s) &&
         std::find(out.begin(), out.end(), s) == out.end())

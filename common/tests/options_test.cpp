@@ -83,7 +83,7 @@ TEST(Options, TopicLimitsAreNamed) {
 
 TEST(Options, HelpListsFlagsShapesAndExitStatuses) {
   const std::string h = lab::help_text(fake_variant());
-  for (const char* s : {"--shape", "--cache", "--check-only", "--no-check", "--seed", "--describe",
+  for (const char* s : {"--shape", "--cache", "--check-only", "--skip-check-set", "--no-check", "--seed", "--describe",
                         "--benchmark_repetitions", "64x64 128x256", "Exit status"})
     EXPECT_NE(h.find(s), std::string::npos) << s;
 }
@@ -104,6 +104,34 @@ TEST(Options, VerifiedShapesIncludeSmallTimedOnes) {
   const auto s = lab::shapes_to_verify(t, {{64, 64}, {3, 5}, {20000, 20000}, {7, 9}});
   // 20000^2 * 8 B is over the cost limit; the topic says 7x9 cannot be verified.
   EXPECT_EQ(s, (std::vector<lab::Shape>{{1, 1}, {3, 5}, {64, 64}}));
+}
+
+// --skip-check-set: the --shape shapes alone, so that the fuzz's reproduce line checks one shape
+// instead of the check set as well (a GPT-2 step's 11 shapes take about 100 s on the H100).
+TEST(Options, SkipCheckSetVerifiesTheGivenShapesAlone) {
+  const auto& t = *fake_variant().topic;
+  EXPECT_EQ(lab::shapes_to_verify(t, {{64, 64}, {20000, 20000}, {7, 9}, {1, 1}}, false),
+            (std::vector<lab::Shape>{{64, 64}, {1, 1}}));
+  const auto o = parse({"--check-only", "--skip-check-set", "--shape", "64x64"});
+  EXPECT_TRUE(o.skip_check_set);
+  EXPECT_FALSE(parse({"--check-only", "--shape", "64x64"}).skip_check_set);
+}
+
+TEST(Options, SkipCheckSetNeedsCheckOnlyAndAShapeItCanVerify) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--skip-check-set", "--shape", "64x64"}, "--check-only"},  // a timed run verifies the check set first
+      {{"--check-only", "--skip-check-set"}, "--shape"},
+      {{"--check-only", "--skip-check-set", "--shape", "7x9"}, "none of the --shape shapes can be verified"},
+      {{"--check-only", "--skip-check-set", "--shape", "2000000x1000"}, "none of the --shape shapes can be verified"}};
+  for (const auto& [args, says] : cases) {
+    try {
+      parse(args);
+      ADD_FAILURE() << "accepted: " << args.back();
+    } catch (const lab::UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(run(args), lab::kExitUsage) << args.back();
+  }
 }
 
 TEST(ExitStatus, UsageHelpAndDescribe) {

@@ -505,24 +505,22 @@ __global__ void bias_gelu_kernel(const float* y, const float* __restrict__ bias,
 template <int Q, class T>
 __device__ __forceinline__ void gelu_quads(const T* h, T* act, std::size_t i) {
   auto g4 = [](float4 t) { return make_float4(gelu(t.x), gelu(t.y), gelu(t.z), gelu(t.w)); };
-  {
-    if constexpr (Q == 1) {
-      store4(act + 4 * i, g4(load4(h + 4 * i)));
-    } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-      const uint4 u = reinterpret_cast<const uint4*>(h)[i];
-      const unsigned in[4] = {u.x, u.y, u.z, u.w};
-      unsigned out[4];
+  if constexpr (Q == 1) {
+    store4(act + 4 * i, g4(load4(h + 4 * i)));
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    const uint4 u = reinterpret_cast<const uint4*>(h)[i];
+    const unsigned in[4] = {u.x, u.y, u.z, u.w};
+    unsigned out[4];
 #pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const float2 t = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&in[k]));
-        const __nv_bfloat162 y = __floats2bfloat162_rn(gelu(t.x), gelu(t.y));
-        out[k] = *reinterpret_cast<const unsigned*>(&y);
-      }
-      reinterpret_cast<uint4*>(act)[i] = make_uint4(out[0], out[1], out[2], out[3]);
-    } else {
-      store4(act + 8 * i, g4(load4(h + 8 * i)));
-      store4(act + 8 * i + 4, g4(load4(h + 8 * i + 4)));
+    for (int k = 0; k < 4; ++k) {
+      const float2 t = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&in[k]));
+      const __nv_bfloat162 y = __floats2bfloat162_rn(gelu(t.x), gelu(t.y));
+      out[k] = *reinterpret_cast<const unsigned*>(&y);
     }
+    reinterpret_cast<uint4*>(act)[i] = make_uint4(out[0], out[1], out[2], out[3]);
+  } else {
+    store4(act + 8 * i, g4(load4(h + 8 * i)));
+    store4(act + 8 * i + 4, g4(load4(h + 8 * i + 4)));
   }
 }
 template <int Q, class T>
