@@ -237,7 +237,8 @@ int run(const Variant& v, const Options& opt, const std::string& argv0) {
   std::string verification = "skipped (--no-check)";
   if (!opt.no_check) {
     const auto shapes = shapes_to_verify(t, timed, !opt.skip_check_set);
-    out << "verification (" << shapes.size() << " shapes against a double-precision CPU reference):\n";
+    out << "verification (" << shapes.size() << (shapes.size() == 1 ? " shape" : " shapes")
+        << " against a double-precision CPU reference):\n";
     int failed = 0;
     for (const auto& s : shapes) {
       if (const std::string why = unsupported(v, s); !why.empty()) {
