@@ -70,7 +70,7 @@ struct Gpt2Step {
   // logits' rounding alone rejected its own fp32 stand-in at a few head-weight gradients (16 to 28
   // sigma on half the seeds tried, where k is 19.9; 4 to 7 at 16 tokens; with its noise then shared
   // to 8 bits, now 16: reference_arithmetic.hpp, kShareBits), and this shape's check
-  // costs a bf16 step about 40 s on the GPU machine (the Monte Carlo runs of the head's products).
+  // cost a bf16 step about 40 s on the GPU machine with the Monte Carlo runs one at a time (the head's products).
   static std::vector<lab::Shape> checks() {
     return {{2, 64, 4, 16, 2, 97, 1},  {2, 64, 4, 16, 2, 97, 2},   {2, 64, 4, 16, 2, 97, 3},
             {1, 128, 1, 13, 1, 50, 3}, {2, 32, 2, 77, 1, 31, 3},   {1, 64, 4, 33, 1, 97, 3},

@@ -274,9 +274,13 @@ struct Expected {
 // degrees of freedom varies by a few tens of percent from run to run, and the largest of 4 is a
 // steady yardstick (the check's time grows by 4 runs over kMonteCarloRuns' 16).
 inline constexpr int kFreedomRuns = 4;
+// The runs go side by side on `threads` threads (0: the machine's cores, or LAB_REFERENCE_THREADS;
+// fewer where a shape's runs would hold more than 4 GiB at once); the result is the same, bit for
+// bit, whatever the count.
 Expected expected(const Config& c, Phase phase, std::span<const float> params, std::span<const std::int32_t> tokens,
                   std::span<const std::int32_t> targets, const OptimizerState& opt = {}, const AdamW& hp = {},
-                  const ModelOptions& options = {}, int runs = kMonteCarloRuns, std::uint64_t seed = 1);
+                  const ModelOptions& options = {}, int runs = kMonteCarloRuns, std::uint64_t seed = 1,
+                  int threads = 0);
 
 // The check of a variant's outputs (grads, params, m, v empty where the phase has none). Each
 // tensor, and the loss, passes when

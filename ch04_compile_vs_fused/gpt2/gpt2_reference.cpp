@@ -11,11 +11,15 @@
 // sums, taken as rowsum(dP o P) in even runs and rowsum(dO o O) (the fused backward's) in odd ones.
 // expected() makes those runs; how a kernel's outputs are judged against them is gpt2_judge.cpp.
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
+#include <cstdlib>
+#include <exception>
 #include <limits>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 #include <type_traits>
 
 #include "gpt2/gpt2_model.hpp"
@@ -419,14 +423,111 @@ std::uint64_t mc_stream_start(std::uint64_t seed, int run) {
   return lab::rng_detail::bits(seed, std::uint64_t(run));
 }
 
+namespace {
+
+// The threads expected()'s runs share: the machine's (LAB_REFERENCE_THREADS, a positive integer,
+// overrides), at most one a run, and no more runs at once than kConcurrentBytes of their memory
+// (run_bytes) allows, so that a large verifiable shape runs its runs one at a time as before.
+constexpr double kConcurrentBytes = 4.0 * (1u << 30);
+// A run's memory, roughly: its outputs and the model's parameters and gradients (8 copies of the
+// parameters), each block's kept activations (about 20 values a token and feature, and the
+// attention's probabilities), the logits with their probabilities and gradient.
+double run_bytes(const Config& c) {
+  const double tokens = double(c.tokens()), d = c.d, T = c.context;
+  const double values = 8.0 * double(param_count(c)) +
+                        c.layers * (20 * tokens * d + 2.0 * c.batch * c.heads * T * T) + 4 * tokens * c.vocab;
+  return sizeof(double) * values;
+}
+
+int reference_threads(const Config& c, int tasks, int asked) {
+  int threads = asked;
+  if (threads <= 0) {
+    threads = int(std::max(1u, std::thread::hardware_concurrency()));
+    if (const char* s = std::getenv("LAB_REFERENCE_THREADS"); s && *s) {
+      char* end = nullptr;
+      const long n = std::strtol(s, &end, 10);
+      if (*end != '\0' || n < 1 || n > 4096)
+        throw std::invalid_argument(std::string("LAB_REFERENCE_THREADS: '") + s +
+                                    "' is not a thread count (a whole number from 1 to 4096)");
+      threads = int(n);
+    }
+  }
+  const int by_memory = int(std::max(1.0, std::floor(kConcurrentBytes / run_bytes(c))));
+  return std::max(1, std::min({threads, tasks, by_memory}));
+}
+
+// Runs task(i) for every i in [first, last) on `threads` threads, the caller's among them; each
+// thread takes the next index until none is left. A task's exception is rethrown, the first
+// index's, once every thread is done.
+template <class Task>
+void run_tasks(int first, int last, int threads, const Task& task) {
+  std::vector<std::exception_ptr> failed(std::size_t(last - first));
+  std::atomic<int> next{first};
+  auto work = [&] {
+    for (int i; (i = next.fetch_add(1)) < last;) {
+      try {
+        task(i);
+      } catch (...) {
+        failed[std::size_t(i - first)] = std::current_exception();
+      }
+    }
+  };
+  {
+    std::vector<std::jthread> helpers;
+    for (int t = 1; t < std::min(threads, last - first); ++t) helpers.emplace_back(work);
+    work();
+  }
+  for (const std::exception_ptr& e : failed)
+    if (e) std::rethrow_exception(e);
+}
+
+}  // namespace
+
 Expected expected(const Config& c, Phase phase, std::span<const float> params, std::span<const std::int32_t> tokens,
                   std::span<const std::int32_t> targets, const OptimizerState& opt, const AdamW& hp,
-                  const ModelOptions& options, int runs, std::uint64_t seed) {
+                  const ModelOptions& options, int runs, std::uint64_t seed, int threads) {
   if (runs < 2) throw std::invalid_argument("gpt2::expected: at least two Monte Carlo runs");
   Expected e;
   e.runs = runs;
-  e.ref = reference<double>(c, phase, params, tokens, targets, opt, hp, options);
   const auto tensors = layout(c);
+  // The same-precision stand-in, where the options have one (the bf16 variants').
+  ModelOptions stand_in;
+  e.same_precision = options.same_precision_stand_in(stand_in);
+  // The runs, in this order: the reference (double), the stand-in (float), the `runs` Monte Carlo
+  // runs, then kFreedomRuns runs of the stand-in's arithmetic. Each is independent of the others
+  // (its perturbations come from its own stream, in its own thread's state: reference_arithmetic.hpp
+  // keeps that state thread_local), so they run side by side, a wave of `threads` at a time, and
+  // each wave's outputs are folded in below in this order: the sums are the same, bit for bit,
+  // whatever the number of threads.
+  const int mc_first = 2, freedom_first = mc_first + runs;
+  const int tasks = freedom_first + (e.same_precision ? kFreedomRuns : 0);
+  const int wave = reference_threads(c, tasks, threads);
+  Outputs<float> o;  // the stand-in's
+  std::vector<Outputs<Perturbed>> perturbed(static_cast<std::size_t>(wave));
+  auto run = [&](int i, int first) {
+    if (i == 0) {
+      e.ref = reference<double>(c, phase, params, tokens, targets, opt, hp, options);
+      return;
+    }
+    if (i == 1) {
+      if (e.same_precision) o = reference<float>(c, phase, params, tokens, targets, opt, hp, stand_in);
+      return;
+    }
+    // A Monte Carlo run r, or fp32's freedom around the stand-in (Expected::freedom_*): runs of the
+    // stand-in's arithmetic, its bf16 roundings made to nearest, every fp32 operation perturbed;
+    // their own streams (runs `runs` onward, so that they draw none of the other runs' noise).
+    const bool freedom = i >= freedom_first;
+    const int r = i - mc_first, parity = freedom ? i - freedom_first : r;
+    mc_state = mc_stream_start(seed, r);
+    mc_run_key = mc_stream_start(~seed, r);  // the operands' roundings: another stream's start
+    mc_odd_run = parity % 2 == 1;
+    struct Nearest {  // the flag set for the freedom runs only, whatever they throw
+      explicit Nearest(bool on) { mc_roundings_to_nearest = on; }
+      ~Nearest() { mc_roundings_to_nearest = false; }
+    } nearest(freedom);
+    perturbed[std::size_t(i - first)] =
+        reference<Perturbed>(c, phase, params, tokens, targets, opt, hp, freedom ? stand_in : options);
+  };
   auto spread = [&](const std::vector<double>& ref, const std::vector<Perturbed>& run, std::vector<double>& sigma,
                     std::vector<double>& l2) {
     if (ref.empty()) return;
@@ -442,62 +543,50 @@ Expected expected(const Config& c, Phase phase, std::span<const float> params, s
       l2[t] = std::max(l2[t], std::sqrt(sq));
     }
   };
-  double loss_sq = 0;
-  for (int r = 0; r < runs; ++r) {
-    mc_state = mc_stream_start(seed, r);
-    mc_run_key = mc_stream_start(~seed, r);  // the operands' roundings: another stream's start
-    mc_odd_run = r % 2 == 1;
-    const Outputs<Perturbed> o = reference<Perturbed>(c, phase, params, tokens, targets, opt, hp, options);
-    const double dl = o.loss.v - e.ref.loss;
-    loss_sq += dl * dl / runs;
-    e.loss_l2 = std::max(e.loss_l2, std::fabs(dl));
-    spread(e.ref.grads, o.grads, e.sigma.grads, e.grads_l2);
-    spread(e.ref.params, o.params, e.sigma.params, e.params_l2);
-    spread(e.ref.m, o.m, e.sigma.m, e.m_l2);
-    spread(e.ref.v, o.v, e.sigma.v, e.v_l2);
-  }
-  // The same-precision stand-in's distance from the reference, tensor by tensor.
-  ModelOptions stand_in;
-  if (options.same_precision_stand_in(stand_in)) {
-    e.same_precision = true;
-    const Outputs<float> o = reference<float>(c, phase, params, tokens, targets, opt, hp, stand_in);
-    // Each tensor's L2 distance between a and b (double, float or Perturbed values), kept in l2 where
-    // it is the largest yet (l2 starts at zero): the stand-in's from the reference, and below the
-    // farthest of the freedom runs from the stand-in.
-    auto farthest = [&](const auto& a, const auto& b, std::vector<double>& l2) {
-      auto value = [](auto x) {
-        if constexpr (std::is_same_v<decltype(x), Perturbed>) return x.v;
-        else return double(x);
-      };
-      if (a.empty()) return;
-      l2.resize(tensors.size());
-      for (std::size_t t = 0; t < tensors.size(); ++t) {
-        double sq = 0;
-        for (std::size_t i = tensors[t].offset; i < tensors[t].offset + tensors[t].size; ++i)
-          sq += (value(a[i]) - value(b[i])) * (value(a[i]) - value(b[i]));
-        l2[t] = std::max(l2[t], std::sqrt(sq));
-      }
+  // Each tensor's L2 distance between a and b (double, float or Perturbed values), kept in l2 where
+  // it is the largest yet (l2 starts at zero): the stand-in's from the reference, and the farthest
+  // of the freedom runs from the stand-in.
+  auto farthest = [&](const auto& a, const auto& b, std::vector<double>& l2) {
+    auto value = [](auto x) {
+      if constexpr (std::is_same_v<decltype(x), Perturbed>) return x.v;
+      else return double(x);
     };
-    farthest(e.ref.grads, o.grads, e.stand_in_grads_l2);
-    farthest(e.ref.params, o.params, e.stand_in_params_l2);
-    farthest(e.ref.m, o.m, e.stand_in_m_l2);
-    farthest(e.ref.v, o.v, e.stand_in_v_l2);
-    // fp32's freedom around the stand-in (Expected::freedom_*): runs of the stand-in's arithmetic,
-    // its bf16 roundings made to nearest, every fp32 operation perturbed; their own streams (runs
-    // `runs` onward, so that they draw none of the other runs' noise).
-    struct ToNearest {  // the flag set for these runs only, whatever they throw
-      ToNearest() { mc_roundings_to_nearest = true; }
-      ~ToNearest() { mc_roundings_to_nearest = false; }
-    } to_nearest;
-    for (int r = 0; r < kFreedomRuns; ++r) {
-      mc_state = mc_stream_start(seed, runs + r);
-      mc_run_key = mc_stream_start(~seed, runs + r);
-      mc_odd_run = r % 2 == 1;
-      const Outputs<Perturbed> f = reference<Perturbed>(c, phase, params, tokens, targets, opt, hp, stand_in);
-      farthest(o.grads, f.grads, e.freedom_grads_l2);
-      farthest(o.params, f.params, e.freedom_params_l2);
-      farthest(o.m, f.m, e.freedom_m_l2);
-      farthest(o.v, f.v, e.freedom_v_l2);
+    if (a.empty()) return;
+    l2.resize(tensors.size());
+    for (std::size_t t = 0; t < tensors.size(); ++t) {
+      double sq = 0;
+      for (std::size_t i = tensors[t].offset; i < tensors[t].offset + tensors[t].size; ++i)
+        sq += (value(a[i]) - value(b[i])) * (value(a[i]) - value(b[i]));
+      l2[t] = std::max(l2[t], std::sqrt(sq));
+    }
+  };
+  double loss_sq = 0;
+  for (int first = 0; first < tasks; first += wave) {
+    const int last = std::min(tasks, first + wave);
+    run_tasks(first, last, wave, [&](int i) { run(i, first); });
+    for (int i = first; i < last; ++i) {
+      if (i == 1 && e.same_precision) {  // the stand-in's distance from the reference, tensor by tensor
+        farthest(e.ref.grads, o.grads, e.stand_in_grads_l2);
+        farthest(e.ref.params, o.params, e.stand_in_params_l2);
+        farthest(e.ref.m, o.m, e.stand_in_m_l2);
+        farthest(e.ref.v, o.v, e.stand_in_v_l2);
+      }
+      if (i < mc_first) continue;
+      Outputs<Perturbed> p = std::move(perturbed[std::size_t(i - first)]);
+      if (i < freedom_first) {
+        const double dl = p.loss.v - e.ref.loss;
+        loss_sq += dl * dl / runs;
+        e.loss_l2 = std::max(e.loss_l2, std::fabs(dl));
+        spread(e.ref.grads, p.grads, e.sigma.grads, e.grads_l2);
+        spread(e.ref.params, p.params, e.sigma.params, e.params_l2);
+        spread(e.ref.m, p.m, e.sigma.m, e.m_l2);
+        spread(e.ref.v, p.v, e.sigma.v, e.v_l2);
+      } else {
+        farthest(o.grads, p.grads, e.freedom_grads_l2);
+        farthest(o.params, p.params, e.freedom_params_l2);
+        farthest(o.m, p.m, e.freedom_m_l2);
+        farthest(o.v, p.v, e.freedom_v_l2);
+      }
     }
   }
   e.sigma.loss = std::sqrt(loss_sq);

@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <numeric>
 #include <sstream>
 #include <string>
@@ -811,6 +813,78 @@ TEST(Gpt2Reference, SamePrecisionAllowsFp32sFreedomWhereTheStandInIsExact) {
     EXPECT_TRUE(v.pass) << "seed " << seed << ": " << v.details();
     EXPECT_NE(v.note.find("same precision (enforced)"), std::string::npos) << v.note;
   }
+}
+
+// expected()'s runs side by side on several threads give what one thread gives, bit for bit: every
+// Monte Carlo run draws from its own stream in its own thread's state, and the runs are folded in
+// the same order whatever the count (a check that moved with the machine's cores would pass on one
+// machine and fail on another). Every field of Expected, at the full step with the bf16 rounding
+// (the stand-in and its freedom runs too), on 1, 2, 3 and 7 threads (waves that split the 22 runs
+// unevenly) and the machine's own count. A run's failure reaches the caller, and a bad
+// LAB_REFERENCE_THREADS is named.
+TEST(Gpt2Reference, ExpectedIsTheSameOnAnyNumberOfThreads) {
+  const auto rounding = gpt2::ModelOptions::for_precision("bf16+bf16-attention");
+  const Config c{1, 32, 2, 12, 2, 41};
+  Case k(c, lab::testing::run_seed());
+  auto run = [&](int threads) {
+    return gpt2::expected(k.c, Phase::step, k.params, k.tokens, k.targets, k.opt(3), {}, rounding,
+                          gpt2::kMonteCarloRuns, 7, threads);
+  };
+  const gpt2::Expected one = run(1);
+  ASSERT_TRUE(one.same_precision);
+  ASSERT_EQ(one.freedom_grads_l2.size(), gpt2::layout(c).size());
+  auto same = [](const std::vector<double>& a, const std::vector<double>& b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](double x, double y) {
+             return std::bit_cast<std::uint64_t>(x) == std::bit_cast<std::uint64_t>(y);
+           });
+  };
+  auto outputs = [&](const gpt2::Outputs<double>& a, const gpt2::Outputs<double>& b) {
+    return std::bit_cast<std::uint64_t>(a.loss) == std::bit_cast<std::uint64_t>(b.loss) && same(a.grads, b.grads) &&
+           same(a.params, b.params) && same(a.m, b.m) && same(a.v, b.v);
+  };
+  for (const int threads : {2, 3, 7, 0}) {
+    const gpt2::Expected e = run(threads);
+    const std::string at = "on " + std::to_string(threads) + " threads";
+    EXPECT_TRUE(outputs(e.ref, one.ref)) << at;
+    EXPECT_TRUE(outputs(e.sigma, one.sigma)) << at;
+    EXPECT_TRUE(outputs(e.curvature, one.curvature)) << at;
+    EXPECT_EQ(e.loss_l2, one.loss_l2) << at;
+    for (auto f : {&gpt2::Expected::grads_l2, &gpt2::Expected::params_l2, &gpt2::Expected::m_l2,
+                   &gpt2::Expected::v_l2, &gpt2::Expected::stand_in_grads_l2, &gpt2::Expected::stand_in_params_l2,
+                   &gpt2::Expected::stand_in_m_l2, &gpt2::Expected::stand_in_v_l2,
+                   &gpt2::Expected::freedom_grads_l2, &gpt2::Expected::freedom_params_l2,
+                   &gpt2::Expected::freedom_m_l2, &gpt2::Expected::freedom_v_l2})
+      EXPECT_TRUE(same(e.*f, one.*f)) << at;
+  }
+  // A different seed moves the runs (the comparison above can fail).
+  const gpt2::Expected other = gpt2::expected(k.c, Phase::step, k.params, k.tokens, k.targets, k.opt(3), {},
+                                              rounding, gpt2::kMonteCarloRuns, 8, 3);
+  EXPECT_FALSE(same(other.sigma.grads, one.sigma.grads));
+  EXPECT_FALSE(same(other.freedom_grads_l2, one.freedom_grads_l2));
+
+  auto bad = k;
+  bad.tokens[0] = c.vocab;  // every run refuses it
+  EXPECT_THROW(gpt2::expected(bad.c, Phase::step, bad.params, bad.tokens, bad.targets, bad.opt(3), {}, rounding,
+                              gpt2::kMonteCarloRuns, 7, 4),
+               std::invalid_argument);
+  const char* saved = std::getenv("LAB_REFERENCE_THREADS");
+  const std::string keep = saved ? saved : "";
+  for (const char* value : {"0", "-2", "four", "3x"}) {
+    ::setenv("LAB_REFERENCE_THREADS", value, 1);
+    try {
+      (void)gpt2::expected(k.c, Phase::forward, k.params, k.tokens, k.targets);
+      ADD_FAILURE() << "LAB_REFERENCE_THREADS=" << value << " was accepted";
+    } catch (const std::invalid_argument& x) {
+      EXPECT_NE(std::string(x.what()).find("LAB_REFERENCE_THREADS"), std::string::npos) << x.what();
+    }
+  }
+  ::setenv("LAB_REFERENCE_THREADS", "2", 1);
+  EXPECT_TRUE(outputs(gpt2::expected(k.c, Phase::step, k.params, k.tokens, k.targets, k.opt(3), {}, rounding,
+                                     gpt2::kMonteCarloRuns, 7)
+                          .sigma,
+                      one.sigma));
+  if (saved) ::setenv("LAB_REFERENCE_THREADS", keep.c_str(), 1);
+  else ::unsetenv("LAB_REFERENCE_THREADS");
 }
 
 // A check enforces the same-precision test unless asked to report (as every program's --check-only,

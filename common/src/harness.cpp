@@ -239,7 +239,7 @@ int run(const Variant& v, const Options& opt, const std::string& argv0) {
     const auto shapes = shapes_to_verify(t, timed, !opt.skip_check_set);
     out << "verification (" << shapes.size() << (shapes.size() == 1 ? " shape" : " shapes")
         << " against a double-precision CPU reference):\n";
-    int failed = 0;
+    int failed = 0, checked = 0;
     for (const auto& s : shapes) {
       if (const std::string why = unsupported(v, s); !why.empty()) {
         out << "  " << s.str() << ": N/A (" << why << ")\n";
@@ -248,6 +248,7 @@ int run(const Variant& v, const Options& opt, const std::string& argv0) {
       const Verdict r = check_variant(v, s, seed, stream);
       out << "  " << s.str() << ": " << (r.pass ? r.summary() : r.details()) << "\n";
       out.flush();
+      ++checked;
       if (!r.pass) ++failed;
     }
     for (const auto& s : timed)
@@ -261,8 +262,19 @@ int run(const Variant& v, const Options& opt, const std::string& argv0) {
                 << "); not timing a wrong result\n";
       return kExitWrongResult;
     }
-    verification = "PASS (" + std::to_string(shapes.size()) + " shapes)";
-    out << "verification PASS\n";
+    if (checked == 0) {
+      // Every shape N/A for this variant here: no PASS, since nothing was checked.
+      out << "verification: nothing checked (every shape N/A above)\n";
+      if (opt.skip_check_set) {
+        std::cerr << "error: --skip-check-set: " << v.program
+                  << " does not run any of the --shape shapes (N/A above), so nothing was verified\n";
+        return kExitUsage;
+      }
+      verification = "none (every shape N/A)";
+    } else {
+      verification = "PASS (" + std::to_string(checked) + (checked == 1 ? " shape)" : " shapes)");
+      out << "verification PASS\n";
+    }
   }
   if (opt.check_only) return kExitOk;
 
