@@ -119,10 +119,13 @@ struct CrossEntropyShapes {
   // A language model's vocabularies: 32768 and GPT-2's 50304.
   static std::vector<lab::Shape> sweep() { return {{8192, 32768}, {4096, 50304}}; }
   // A single class too: the loss and its gradient are then identically zero, checked element by
-  // element (the NaN poison catches an unwritten one).
+  // element (the NaN poison catches an unwritten one). Short rows in float4s too (4, 8, 64 and 512
+  // classes: 2 to 32 lanes a row, several rows a warp below 32), at row counts that end mid-block;
+  // until 2026-11-28 no check shape had them (the sweep verified them at its own shapes).
   static std::vector<lab::Shape> checks() {
-    return {{1, 1},   {2, 1},   {13, 1},   {1, 2},    {3, 5},    {7, 33},     {1000, 10},
-            {64, 768}, {5, 2048}, {5, 2049}, {3, 4096}, {2, 50304}, {2, 50257}};
+    return {{1, 1},    {2, 1},    {13, 1},   {1, 2},    {3, 5},    {7, 33},   {1000, 10}, {2, 4},
+            {4099, 8}, {1000, 64}, {37, 512}, {64, 768}, {5, 2048}, {5, 2049}, {3, 4096}, {2, 50304},
+            {2, 50257}};
   }
   static std::string validate(const lab::Shape& s) {
     if (s[1] > std::numeric_limits<std::int32_t>::max()) return "classes below 2^31 (labels are int32)";
