@@ -15,11 +15,12 @@
 # the part go to the report (for example --variants vanilla,compiled, or --reps 10). Each part writes
 # the users' file names into --out: compiled_attention_benchmark.csv and .md (a),
 # compiled_transformer_benchmark.csv and .md (b). The reports print their progress as they go; part
-# (b)'s full grid takes hours on an H100 (its largest models' vanilla steps are the long ones).
+# (b)'s full grid is long (its largest models' fp32 steps are the long ones): the report rewrites its CSV
+# after every configuration, and `tools/run_seed002.sh b --resume` goes on from the rows it holds.
 # Exit status: the first failing report's (1: a wrong result; 2: bad usage), or 2 here for bad
 # usage of this script.
 set -u
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }  # the comment above
 die() { echo "run_seed002: $1" >&2; exit 2; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$root/build

@@ -17,6 +17,8 @@
 //                 precision runs, measured at the start (8192^3 cuBLAS): SGEMM (fp32 on the CUDA
 //                 cores, no TF32) for fp32 and 3xTF32, bf16 operands with fp32 accumulation on the
 //                 tensor cores for a precision starting "bf16" (the bf16 rows)
+//   P_X_status    ok, OOM (the configuration did not fit), N/A (the implementation does not run
+//                 it) or empty (not run): the timing columns are empty for the last three
 // Times are medians of --reps runs (CUDA events, the L2 flushed before each). A configuration
 // that does not fit is OOM in its cells, never a crash, and the grid goes on; one an
 // implementation does not run (a head size it does not take) is N/A. Before timing, every
@@ -36,6 +38,14 @@
 // --dump DIR runs one configuration's full step once with each implementation and writes the
 // inputs and every implementation's loss, gradients and updated parameters and moments, for
 // tools/torch_gpt2.py --check DIR (the same weights and data in PyTorch).
+//
+// --csv FILE is written again after every configuration, so a run cut short keeps the rows it
+// finished; --resume then keeps FILE's rows (their configurations are not measured again) and adds
+// the rest, so the grid can be run in pieces (a device call of ten minutes, a session). The file
+// names its implementations (its header, checked against this run's) and each row's parameter
+// count (checked against this run's --batch and --vocab), not the run's other settings: resume
+// with those of the run that wrote it. Where FILE holds every configuration asked for, nothing is
+// measured and no GPU is needed: the tables are printed (and --markdown written) from FILE.
 // Run: make ch04 && ./ch04_compile_vs_fused/demo_gpt2_report --csv gpt2.csv --markdown gpt2.md
 // ctest-args: --sizes tiny --contexts 16,77 --reps 2
 // ctest-timeout: 600
@@ -43,6 +53,7 @@
 // reference on the CPU; more beside the other tests of ctest -j.)
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -91,7 +102,7 @@ struct Settings {
   std::vector<std::string> configs;   // "size:context" pairs instead of sizes x contexts
   std::vector<std::string> variants;  // empty: all
   int batch = gpt2::kBatch, vocab = gpt2::kVocab, reps = 5, warmup = 3;
-  bool no_check = false, profile = false;
+  bool no_check = false, profile = false, resume = false;
   std::uint64_t seed = 1;
   std::string csv, markdown, dump;
 };
@@ -158,6 +169,9 @@ struct Row {
   std::size_t params = 0;
   std::map<std::pair<Phase, std::string>, Cell> cells;  // (phase, implementation)
   std::map<std::string, Breakdown> profile;             // implementation -> its full step's (--profile)
+  // --resume: a row kept from the CSV, its line as that run wrote it and the MFU it printed
+  std::string kept_line;
+  std::map<std::pair<Phase, std::string>, double> kept_mfu;
   const Cell* at(Phase p, const std::string& impl) const {
     const auto it = cells.find({p, impl});
     return it == cells.end() ? nullptr : &it->second;
@@ -181,6 +195,7 @@ std::optional<double> ratio(const std::optional<double>& a, const std::optional<
 
 std::optional<double> mfu_pct(const Row& r, Phase p, const Implementation& impl, const Settings& cfg,
                               const Rates& rates) {
+  if (const auto kept = r.kept_mfu.find({p, impl.name}); kept != r.kept_mfu.end()) return kept->second;
   const auto ms = r.ms(p, impl.name);
   const double rate = rates.of(*impl.variant);
   if (!ms || rate <= 0) return std::nullopt;
@@ -204,6 +219,8 @@ std::string csv_header(const std::vector<std::string>& names) {
       const std::string col = std::string(gpt2::phase_name(p)) + "_" + x;
       h << "," << col << "_peak_mib," << col << "_mfu_pct";
     }
+  for (Phase p : kPhases)
+    for (const auto& x : names) h << "," << gpt2::phase_name(p) << "_" << x << "_status";
   return h.str();
 }
 
@@ -213,7 +230,14 @@ std::vector<std::string> names_of(const std::vector<Implementation>& impls) {
   return names;
 }
 
+std::string status(const Cell* c) {
+  if (!c) return "";
+  if (!c->m.not_applicable.empty()) return "N/A";
+  return c->m.oom ? "OOM" : c->m.ms ? "ok" : "";
+}
+
 std::string csv_line(const Row& r, const std::vector<Implementation>& impls, const Settings& cfg, const Rates& rates) {
+  if (!r.kept_line.empty()) return r.kept_line;
   const std::vector<std::string> names = names_of(impls);
   std::ostringstream o;
   o << r.size.name << "," << r.context << "," << r.params << "," << fixed(double(r.params) / 1e6, 2);
@@ -230,6 +254,8 @@ std::string csv_line(const Row& r, const std::vector<Implementation>& impls, con
       const Cell* c = r.at(p, x.name);
       o << "," << (c ? opt(c->m.peak_mib, 1) : "") << "," << opt(mfu_pct(r, p, x, cfg, rates), 2);
     }
+  for (Phase p : kPhases)
+    for (const auto& x : impls) o << "," << status(r.at(p, x.name));
   return o.str();
 }
 
@@ -403,11 +429,152 @@ std::vector<std::pair<Size, int>> configurations(const Settings& cfg) {
   return out;
 }
 
+// The fields of a CSV line (the report quotes nothing: no field it writes holds a comma).
+std::vector<std::string> csv_fields(const std::string& line) {
+  std::vector<std::string> out;
+  for (std::size_t start = 0;;) {
+    const auto comma = line.find(',', start);
+    out.push_back(line.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
+  }
+}
+
+double csv_number(const std::string& field, const std::string& where) {
+  try {
+    std::size_t used = 0;
+    const double x = std::stod(field, &used);
+    if (used == field.size() && std::isfinite(x)) return x;
+  } catch (const std::exception&) {
+  }
+  throw lab::UsageError(where + ": '" + field + "' is not a number");
+}
+
+// --resume: the rows of the CSV an earlier run wrote, checked before anything runs: this run's
+// columns (the same implementations in the same order), known sizes, contexts 1 to 1024, each
+// configuration once, the parameter count this run's --vocab gives, a status of ok, OOM, N/A or
+// empty, and a time for every ok. No file, or an empty one: nothing kept.
+std::vector<Row> kept_rows(const Settings& cfg, const std::vector<Implementation>& impls) {
+  std::ifstream in(cfg.csv);
+  std::string line;
+  if (!in || !std::getline(in, line)) return {};
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  const std::vector<std::string> names = names_of(impls);
+  const std::string header = csv_header(names);
+  const std::string where = "--resume: " + cfg.csv;
+  if (line != header)
+    throw lab::UsageError(where + ": its columns are another run's (" + std::to_string(csv_fields(line).size()) +
+                          " columns; this run writes " + std::to_string(csv_fields(header).size()) + ", for " +
+                          join(names) + "): resume with the --variants of the run that wrote it");
+  const std::vector<std::string> columns = csv_fields(header);
+  std::map<std::string, std::size_t> column;
+  for (std::size_t i = 0; i < columns.size(); ++i) column[columns[i]] = i;
+  std::vector<Row> rows;
+  for (int number = 2; std::getline(in, line); ++number) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) continue;
+    const std::string at = where + ", line " + std::to_string(number);
+    const std::vector<std::string> f = csv_fields(line);
+    if (f.size() != columns.size())
+      throw lab::UsageError(at + ": " + std::to_string(f.size()) + " fields, where the header has " +
+                            std::to_string(columns.size()));
+    Row r;
+    r.size = size_named(f[0], (at + ": model_size").c_str());
+    const double context = csv_number(f[1], at + ": context_length");
+    if (context != std::floor(context) || context < 1 || context > 1024)
+      throw lab::UsageError(at + ": context_length " + f[1] + " is not a whole number from 1 to 1024");
+    r.context = static_cast<int>(context);
+    for (const Row& k : rows)
+      if (k.size.name == r.size.name && k.context == r.context)
+        throw lab::UsageError(at + ": " + r.size.name + " at context " + f[1] + " again");
+    r.params = gpt2::param_count(config_of(r, cfg));
+    if (f[2] != std::to_string(r.params))
+      throw lab::UsageError(at + ": " + f[2] + " parameters, where --vocab " + std::to_string(cfg.vocab) + " gives " +
+                            std::to_string(r.params) + ": resume with the --vocab of the run that wrote it");
+    for (Phase p : kPhases)
+      for (const auto& x : names) {
+        const std::string col = std::string(gpt2::phase_name(p)) + "_" + x;
+        const std::string& state = f[column.at(col + "_status")];
+        Cell c;
+        if (state == "ok") {
+          c.m.ms = csv_number(f[column.at(col + "_ms")], at + ": " + col + "_ms");
+          if (const std::string& mib = f[column.at(col + "_peak_mib")]; !mib.empty())
+            c.m.peak_mib = csv_number(mib, at + ": " + col + "_peak_mib");
+        } else if (state == "OOM") {
+          c.m.oom = true;
+        } else if (state == "N/A") {
+          c.m.not_applicable = "N/A in " + cfg.csv;
+        } else if (state.empty()) {
+          continue;  // not run
+        } else {
+          throw lab::UsageError(at + ": " + col + "_status '" + state + "' is none of ok, OOM, N/A");
+        }
+        if (const std::string& mfu = f[column.at(col + "_mfu_pct")]; !mfu.empty())
+          r.kept_mfu[{p, x}] = csv_number(mfu, at + ": " + col + "_mfu_pct");
+        r.cells[{p, x}] = std::move(c);
+      }
+    r.kept_line = line;
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+void write_csv(const std::vector<Row>& rows, const std::vector<Implementation>& impls, const Settings& cfg,
+               const Rates& rates) {
+  std::string text = csv_header(names_of(impls)) + "\n";
+  for (const auto& r : rows) text += csv_line(r, impls, cfg, rates) + "\n";
+  lab::write_output(cfg.csv, text, std::to_string(rows.size()) + (rows.size() == 1 ? " row" : " rows"));
+}
+
+// The Markdown file: its first line says where the rows come from, then the tables.
+void write_markdown(const std::vector<Row>& rows, std::size_t kept, const std::vector<Implementation>& impls,
+                    const Settings& cfg, const Rates& rates, const std::string& device) {
+  const std::string runs = "median of " + std::to_string(cfg.reps) + " runs after " + std::to_string(cfg.warmup) +
+                           " untimed, L2 flushed before each";
+  const std::string kept_note =
+      kept == 0 ? ""
+                : " " + std::to_string(kept) + (kept == 1 ? " row" : " rows") + " kept from " + cfg.csv +
+                      " (--resume) as the run that wrote " + (kept == 1 ? "it" : "them") + " measured " +
+                      (kept == 1 ? "it" : "them") + ", its MFU included.";
+  std::string head;
+  if (device.empty())
+    head = "Kept by `demo_gpt2_report --resume` from " + cfg.csv + ": batch " + std::to_string(cfg.batch) +
+           ", vocabulary " + std::to_string(cfg.vocab) + " (as given: the CSV records the parameter count, not "
+           "the batch, the repetitions or the device); each row as the run that wrote it measured it.\n";
+  else
+    head = "Measured by `demo_gpt2_report` on " + device + ": batch " + std::to_string(cfg.batch) + ", vocabulary " +
+           std::to_string(cfg.vocab) + ", " + runs +
+           "; MFU against the measured rate of cuBLAS's GEMM in the implementation's precision: SGEMM " +
+           fixed(rates.fp32, 1) + " TFLOP/s (fp32, 3xTF32), bf16 " + fixed(rates.bf16, 1) +
+           " TFLOP/s (bf16 operands, fp32 accumulation)." + kept_note + "\n";
+  lab::write_output(cfg.markdown,
+                    head + tables(rows, impls, cfg, rates, true) +
+                        (cfg.profile ? breakdown_table(rows, impls, true) + rest_table(rows, impls, true) : ""),
+                    "the tables");
+}
+
 int run(const Settings& cfg) {
   const std::vector<Implementation> impls = implementations(cfg.variants);
   const std::vector<std::pair<Size, int>> configs = configurations(cfg);
+  if (cfg.resume && cfg.csv.empty()) throw lab::UsageError("--resume needs --csv FILE: the file whose rows it keeps");
+  if (cfg.resume && !cfg.dump.empty()) throw lab::UsageError("--resume with --dump: --dump times nothing to resume");
+  std::vector<Row> rows = cfg.resume ? kept_rows(cfg, impls) : std::vector<Row>{};
+  const std::size_t kept = rows.size();
+  const auto is_kept = [&](const Size& s, int ctx) {
+    return std::any_of(rows.begin(), rows.begin() + kept,
+                       [&](const Row& r) { return r.size.name == s.name && r.context == ctx; });
+  };
+  const std::size_t to_measure =
+      std::count_if(configs.begin(), configs.end(), [&](const auto& c) { return !is_kept(c.first, c.second); });
   for (const std::string& path : {cfg.csv, cfg.markdown})  // before the run, not after it
     if (!path.empty() && !std::ofstream(path, std::ios::app)) throw lab::UsageError(path + ": cannot write");
+  if (cfg.resume && to_measure == 0) {  // every configuration is in the file: its tables, no device
+    std::cerr << "gpt2 report: all " << configs.size() << " configurations are in " << cfg.csv
+              << " (--resume): nothing to measure; the tables of its " << kept << " rows\n";
+    std::cout << tables(rows, impls, cfg, Rates{}, false);
+    if (!cfg.markdown.empty()) write_markdown(rows, kept, impls, cfg, Rates{}, "");
+    return lab::kExitOk;
+  }
 
   if (!cfg.dump.empty() && configs.size() != 1)
     throw lab::UsageError("--dump takes one configuration: one --sizes and one --contexts, or one --configs");
@@ -431,10 +598,17 @@ int run(const Settings& cfg) {
             << join(names) << ") x 3 phases, batch " << cfg.batch
             << ", vocabulary " << cfg.vocab << ", median of " << cfg.reps << " runs after " << cfg.warmup
             << " untimed, L2 flushed before each timed one\n";
-  std::vector<Row> rows;
+  if (kept)
+    std::cerr << "--resume: " << kept << (kept == 1 ? " row" : " rows") << " kept from " << cfg.csv << ", "
+              << to_measure << " of " << configs.size() << " configurations to measure\n";
   std::size_t done = 0;
   for (const auto& [s, ctx] : configs) {
-    Row r{s, ctx, gpt2::param_count({s.layers, s.d, s.heads, ctx, cfg.batch, cfg.vocab}), {}, {}};
+    if (is_kept(s, ctx)) {
+      done += impls.size() * 3;
+      std::fprintf(stderr, "[%zu/%zu] %s ctx %d: kept from %s\n", done, total, s.name.c_str(), ctx, cfg.csv.c_str());
+      continue;
+    }
+    Row r{s, ctx, gpt2::param_count({s.layers, s.d, s.heads, ctx, cfg.batch, cfg.vocab}), {}, {}, {}, {}};
     for (Phase p : kPhases)
       for (const auto& impl : impls) {
         Cell c{lab::measure_variant(*impl.variant, shape_of(s, ctx, cfg, p), cfg.seed, cfg.reps, flusher, false,
@@ -455,26 +629,12 @@ int run(const Settings& cfg) {
                      b.not_run.empty() ? (fixed(b.step_ms, 3) + " ms a step").c_str() : b.not_run.c_str());
       }
     rows.push_back(std::move(r));
+    if (!cfg.csv.empty()) write_csv(rows, impls, cfg, rates);  // after every configuration: a cut run keeps them
   }
 
   std::cout << tables(rows, impls, cfg, rates, false);
   if (cfg.profile) std::cout << breakdown_table(rows, impls, false) << rest_table(rows, impls, false);
-  if (!cfg.csv.empty()) {
-    std::string text = csv_header(names) + "\n";
-    for (const auto& r : rows) text += csv_line(r, impls, cfg, rates) + "\n";
-    lab::write_output(cfg.csv, text, std::to_string(rows.size()) + " rows");
-  }
-  if (!cfg.markdown.empty())
-    lab::write_output(cfg.markdown,
-                      "Measured by `demo_gpt2_report` on " + dev.name + ": batch " + std::to_string(cfg.batch) +
-                          ", vocabulary " + std::to_string(cfg.vocab) + ", median of " + std::to_string(cfg.reps) +
-                          " runs after " + std::to_string(cfg.warmup) +
-                          " untimed, L2 flushed before each; MFU against the measured rate of cuBLAS's GEMM in the "
-                          "implementation's precision: SGEMM " + fixed(rates.fp32, 1) + " TFLOP/s (fp32, 3xTF32), "
-                          "bf16 " + fixed(rates.bf16, 1) + " TFLOP/s (bf16 operands, fp32 accumulation).\n" +
-                          tables(rows, impls, cfg, rates, true) +
-                          (cfg.profile ? breakdown_table(rows, impls, true) + rest_table(rows, impls, true) : ""),
-                      "the tables");
+  if (!cfg.markdown.empty()) write_markdown(rows, kept, impls, cfg, rates, dev.name);
   return lab::kExitOk;
 }
 
@@ -509,8 +669,14 @@ int main(int argc, char** argv) {
                      "after the timing, where one full step's GPU time goes (CUPTI): matrix products, attention, "
                      "AdamW, the rest, for each configuration and implementation");
         app.add_option("--seed", cfg.seed, "seed of the weights and data (default 1)")->check(lab::cli::seed());
-        app.add_option("--csv", cfg.csv, "write the rows to this CSV file (the benchmark's columns first)")
+        app.add_option("--csv", cfg.csv,
+                       "write the rows to this CSV file (the benchmark's columns first), again after every "
+                       "configuration")
             ->check(lab::cli::output_file());
+        app.add_flag("--resume", cfg.resume,
+                     "keep the rows of the --csv file (an earlier run's, maybe cut short) and measure only the "
+                     "configurations it lacks; give the --variants, --vocab, --batch and --reps of the run that "
+                     "wrote it. With every configuration in the file: its tables, no GPU");
         app.add_option("--markdown", cfg.markdown, "write the tables to this Markdown file")
             ->check(lab::cli::output_file());
         app.add_option("--dump", cfg.dump,

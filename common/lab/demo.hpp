@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -30,11 +31,25 @@ inline std::string join(const std::vector<std::string>& v, const std::string& se
 }
 
 // Writes a demo's output file (CSV, Markdown, JSON) whole and says so on stderr ("wrote <what>
-// to <path>"); a file that cannot be written is lab::Error naming it.
+// to <path>"); a file that cannot be written is lab::Error naming it. A regular file (or a new one)
+// is written beside it first and renamed over it, so a run stopped while writing leaves the old
+// file whole, never half of the new one (a report rewrites its CSV after every configuration);
+// anything else (/dev/stdout) is written in place.
 inline void write_output(const std::string& path, const std::string& text, const std::string& what) {
-  std::ofstream f(path);
-  f << text;
-  if (!f) throw Error(path + ": write failed");
+  std::error_code ec;
+  const auto kind = std::filesystem::status(path, ec).type();
+  const bool replace = kind == std::filesystem::file_type::not_found || kind == std::filesystem::file_type::regular;
+  const std::string target = replace ? path + ".partial" : path;
+  {
+    std::ofstream f(target);
+    f << text;
+    f.flush();
+    if (!f) throw Error(path + ": write failed");
+  }
+  if (replace) {
+    std::filesystem::rename(target, path, ec);
+    if (ec) throw Error(path + ": write failed (" + ec.message() + ")");
+  }
   std::cerr << "wrote " << what << " to " << path << "\n";
 }
 

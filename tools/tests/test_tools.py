@@ -297,6 +297,14 @@ class RunSeed002(unittest.TestCase):
                       lines[1])
         self.assertTrue(all(line.endswith("--variants vanilla,compiled") for line in lines))
 
+    def test_help_is_the_comment_and_no_code(self):
+        r = self.run_tool("--help")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(r.stdout.startswith("The users' torch.compile benchmark"), r.stdout[:80])
+        self.assertIn("--resume", r.stdout)
+        self.assertTrue(r.stdout.rstrip().endswith("usage of this script."), r.stdout[-80:])
+        self.assertNotIn("set -u", r.stdout)
+
     def test_bad_usage_is_exit_2_with_one_line(self):
         for args in (["c"], [], ["--out"], ["--fast", "a"]):
             r = self.run_tool(*args)
