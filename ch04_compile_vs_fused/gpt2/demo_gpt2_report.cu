@@ -43,7 +43,7 @@
 // finished; --resume then keeps FILE's rows (their configurations are not measured again) and adds
 // the rest, so the grid can be run in pieces (a device call of ten minutes, a session). The file
 // names its implementations (its header, checked against this run's) and each row's parameter
-// count (checked against this run's --batch and --vocab), not the run's other settings: resume
+// count (checked against this run's --vocab), not the run's other settings (--batch, --reps): resume
 // with those of the run that wrote it. Where FILE holds every configuration asked for, nothing is
 // measured and no GPU is needed: the tables are printed (and --markdown written) from FILE.
 // Run: make ch04 && ./ch04_compile_vs_fused/demo_gpt2_report --csv gpt2.csv --markdown gpt2.md

@@ -1,0 +1,33 @@
+# Runs PROG with ARGS ('|'-separated), expects exit status EXPECT, then expects each of ROWS
+# (regular expressions separated by '@@') to match a whole line of the file FILE, which the run
+# writes (it is removed first). Without a GPU the program says so (exit 3) and the test is skipped
+# (SKIP_REGULAR_EXPRESSION on the caller's side).
+file(REMOVE "${FILE}")
+string(REPLACE "|" ";" args "${ARGS}")
+execute_process(COMMAND "${PROG}" ${args} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 600)
+if(rc EQUAL 3)
+  message("${err}")  # "no usable CUDA device": the caller skips
+  return()
+endif()
+if(NOT rc STREQUAL "${EXPECT}")
+  message(FATAL_ERROR "${PROG} ${ARGS}: exit status ${rc}, expected ${EXPECT}\nstdout:\n${out}\nstderr:\n${err}")
+endif()
+if(NOT EXISTS "${FILE}")
+  message(FATAL_ERROR "${PROG} ${ARGS}: wrote no ${FILE}\nstderr:\n${err}")
+endif()
+file(STRINGS "${FILE}" lines)
+string(REPLACE "@@" ";" patterns "${ROWS}")
+foreach(pattern IN LISTS patterns)
+  set(found OFF)
+  foreach(line IN LISTS lines)
+    if(line MATCHES "^${pattern}$")
+      set(found ON)
+      break()
+    endif()
+  endforeach()
+  if(NOT found)
+    string(REPLACE ";" "\n" text "${lines}")
+    message(FATAL_ERROR "${FILE}: no line matches '${pattern}'\n${text}")
+  endif()
+endforeach()
+message(STATUS "${PROG} ${ARGS}: exit ${rc}, ${FILE} holds the rows")
