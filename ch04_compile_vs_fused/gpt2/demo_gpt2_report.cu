@@ -462,6 +462,9 @@ std::vector<Row> kept_rows(const Settings& cfg, const std::vector<Implementation
   const std::vector<std::string> names = names_of(impls);
   const std::string header = csv_header(names);
   const std::string where = "--resume: " + cfg.csv;
+  if (header.starts_with(line + ","))  // the columns before the status ones: a file of an older report
+    throw lab::UsageError(where + ": it has no status columns (P_X_status), which this report has written since "
+                          "2026-11-28: it cannot tell an OOM cell from one not run; measure its configurations again");
   if (line != header)
     throw lab::UsageError(where + ": its columns are another run's (" + std::to_string(csv_fields(line).size()) +
                           " columns; this run writes " + std::to_string(csv_fields(header).size()) + ", for " +
