@@ -305,8 +305,64 @@ class RunSeed002(unittest.TestCase):
         self.assertTrue(r.stdout.rstrip().endswith("usage of this script."), r.stdout[-80:])
         self.assertNotIn("set -u", r.stdout)
 
+    # A stand-in for demo_gpt2_report: a share (--configs) writes a CSV row a configuration, naming
+    # the GPU it was given (or fails with FAIL_ON's exit status when that GPU is the one); the
+    # final call (--resume, no --configs) prints its arguments and the merged file.
+    FAKE_REPORT = """#!/bin/bash
+args="$*"; csv=""; configs=""
+while [ $# -gt 0 ]; do case $1 in --csv) csv=$2; shift;; --configs) configs=$2; shift;; esac; shift; done
+if [ -n "$configs" ]; then
+  [ "${FAIL_ON:-}" = "$CUDA_VISIBLE_DEVICES" ] && exit 1
+  echo model_size,context_length,gpu > "$csv"
+  IFS=, read -ra cs <<< "$configs"
+  for c in "${cs[@]}"; do echo "${c%%:*},${c#*:},$CUDA_VISIBLE_DEVICES" >> "$csv"; done
+else
+  echo "final: $args"; cat "$csv"
+fi
+"""
+
+    def with_fake_report(self, env_extra, *args):
+        import subprocess
+
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "b", "ch04_compile_vs_fused"))
+            fake = os.path.join(d, "b", "ch04_compile_vs_fused", "demo_gpt2_report")
+            with open(fake, "w") as f:
+                f.write(self.FAKE_REPORT)
+            os.chmod(fake, 0o755)
+            tool = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "run_seed002.sh")
+            env = dict(os.environ, **env_extra)
+            return subprocess.run(["bash", tool, "--build", os.path.join(d, "b"), "--out", os.path.join(d, "o"),
+                                   *args], capture_output=True, text=True, env=env)
+
+    def test_gpus_share_part_b_and_merge_it_in_grid_order(self):
+        r = self.with_fake_report({}, "--gpus", "3", "b", "--variants", "vanilla,fused", "--resume")
+        self.assertEqual(r.returncode, 0, r.stderr + r.stdout)
+        shares = [line for line in r.stdout.splitlines() if line.startswith("== part b, GPU ")]
+        self.assertEqual(len(shares), 3)
+        seen = []
+        for i, line in enumerate(shares):
+            self.assertIn("CUDA_VISIBLE_DEVICES=%d " % i, line)
+            self.assertIn("--resume", line)  # each share resumes its own file
+            seen += line.split("--configs ")[1].split(" ")[0].split(",")
+        grid = ["%s:%d" % (s, c) for s in ("small", "medium", "large", "xl", "2.7B") for c in (128, 256, 512, 1024)]
+        self.assertEqual(sorted(seen), sorted(grid))  # every configuration once
+        final = r.stdout.split("final: ")[1].splitlines()
+        self.assertEqual(final[0].split().count("--resume"), 1)
+        self.assertIn("--variants vanilla,fused", final[0])
+        rows = final[2:22]
+        self.assertEqual(final[1], "model_size,context_length,gpu")
+        self.assertEqual([",".join(row.split(",")[:2]) for row in rows], [g.replace(":", ",") for g in grid])
+        self.assertEqual(len({row.split(",")[2] for row in rows}), 3)  # all three GPUs measured some
+
+    def test_a_failing_share_stops_before_the_merge(self):
+        r = self.with_fake_report({"FAIL_ON": "1"}, "--gpus", "2", "b")
+        self.assertEqual(r.returncode, 1)
+        self.assertNotIn("final:", r.stdout)
+        self.assertIn("a share of part b failed (exit 1)", r.stderr)
+
     def test_bad_usage_is_exit_2_with_one_line(self):
-        for args in (["c"], [], ["--out"], ["--fast", "a"]):
+        for args in (["c"], [], ["--out"], ["--fast", "a"], ["--gpus", "0", "b"], ["--gpus", "x", "b"], ["--gpus"]):
             r = self.run_tool(*args)
             self.assertEqual(r.returncode, 2, args)
             self.assertEqual(len(r.stderr.strip().splitlines()), 1, args)
