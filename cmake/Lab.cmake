@@ -241,6 +241,31 @@ function(lab_expect_usage name program args match)
   set_tests_properties(${name} PROPERTIES LABELS "cpu;${chapter_label}")
 endfunction()
 
+# A run of a demo that must exit 0: its output matches MATCH (cmake/expect_exit.cmake), or, with
+# ROWS, each of ROWS ('@@'-separated regular expressions) matches a whole line of FILE, which the run
+# writes (cmake/expect_rows.cmake). ARGS are '|'-separated. Labelled cpu, or gpu: then skipped where
+# the demo finds no GPU, with the time limit the GPU runs need.
+#
+#   lab_expect_run(name program args LABEL cpu|gpu MATCH regex)
+#   lab_expect_run(name program args LABEL cpu|gpu FILE path ROWS regex@@regex...)
+function(lab_expect_run name program args)
+  cmake_parse_arguments(PARSE_ARGV 3 run "" "LABEL;MATCH;FILE;ROWS" "")
+  if(DEFINED run_ROWS)
+    add_test(NAME ${name}
+             COMMAND ${CMAKE_COMMAND} -DPROG=$<TARGET_FILE:${program}> "-DARGS=${args}" -DEXPECT=0
+                     -DFILE=${run_FILE} "-DROWS=${run_ROWS}" -P ${PROJECT_SOURCE_DIR}/cmake/expect_rows.cmake)
+  else()
+    add_test(NAME ${name}
+             COMMAND ${CMAKE_COMMAND} -DPROG=$<TARGET_FILE:${program}> "-DARGS=${args}" -DEXPECT=0
+                     "-DMATCH=${run_MATCH}" -P ${PROJECT_SOURCE_DIR}/cmake/expect_exit.cmake)
+  endif()
+  string(REGEX MATCH "^ch[0-9]+" chapter_label "${name}")
+  set_tests_properties(${name} PROPERTIES LABELS "${run_LABEL};${chapter_label}")
+  if(run_LABEL STREQUAL "gpu")
+    set_tests_properties(${name} PROPERTIES TIMEOUT 300 SKIP_REGULAR_EXPRESSION "no usable CUDA device")
+  endif()
+endfunction()
+
 # CPU tests of the program contract on the real binary (flags, exit statuses), and one GPU test
 # that runs the program's verification (reported as skipped, exit 3, where there is no GPU).
 function(lab_program_contract_tests program short)
