@@ -648,7 +648,8 @@ class TorchSweepMeasured(unittest.TestCase):
 class ResultTablesInReadmes(unittest.TestCase):
     """A README's measured table that a tool wrote as a file is that file, as committed (never
     typed): planted_bugs.sh --scales's sensitivity.md in the top README, torch_ops_bench.py's and
-    torch_gpt2_lab.py's --markdown in python/README.md."""
+    torch_gpt2_lab.py's --markdown in python/README.md, demo_gpt2_report's tables of the users' grid
+    in the GPT-2 README."""
 
     TABLES = [  # README, section, the results file (paths from the repository's root)
         ("README.md", "sensitivity", "ch04_compile_vs_fused/results/planted_sensitivity_h200.md"),
@@ -656,6 +657,11 @@ class ResultTablesInReadmes(unittest.TestCase):
         ("python/README.md", "ops", "python/results/ops_h100.md"),
         ("python/README.md", "ops-strided", "python/results/ops_strided_h100.md"),
         ("python/README.md", "dropin", "python/results/gpt2_dropin_h100.md"),
+        ("ch04_compile_vs_fused/gpt2/README.md", "seed002-h200",
+         "ch04_compile_vs_fused/results/seed002_h200/compiled_transformer_benchmark.md"),
+        ("ch04_compile_vs_fused/attention/README.md", "seed002-a-h200",
+         "ch04_compile_vs_fused/results/seed002_h200/compiled_attention_benchmark.md"),
+        ("README.md", "sensitivity-bf16-steps", "ch04_compile_vs_fused/results/planted_sensitivity_bf16_steps_h200.md"),
     ]
 
     def test_each_section_is_its_results_file(self):
@@ -663,7 +669,7 @@ class ResultTablesInReadmes(unittest.TestCase):
             with open(os.path.join(REPO, name)) as f:
                 table = f.read()
             self.assertEqual(readme_section(os.path.join(REPO, readme), section), table.strip(), name)
-            self.assertTrue(table.startswith("Measured by `tools/"), name)
+            self.assertTrue(table.startswith(("Measured by `tools/", "Measured by `demo_")), name)
 
     def test_sensitivity_rows_are_the_tools(self):
         """Each row: a bug, its program, a cell a scale, the smallest scale caught."""
