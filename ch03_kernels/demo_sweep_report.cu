@@ -275,11 +275,9 @@ void profile_pass(const std::vector<Record>& records, const std::vector<std::vec
                 << lab::prof::format_table(lab::prof::key_averages(in));
     }
   if (!cfg.trace.empty()) {
-    std::ofstream f(cfg.trace);
-    f << lab::prof::chrome_trace(all, "demo_sweep_report");
-    if (!f) throw lab::Error("--trace " + cfg.trace + ": write failed");
-    std::cerr << "trace: " << cfg.trace << " (" << all.size()
-              << " events; open it in https://ui.perfetto.dev or chrome://tracing)\n";
+    lab::write_output(cfg.trace, lab::prof::chrome_trace(all, "demo_sweep_report"),
+                      "the trace (" + std::to_string(all.size()) + " events)");
+    std::cerr << "open it in https://ui.perfetto.dev or chrome://tracing\n";
   }
 }
 
@@ -351,11 +349,7 @@ int run(const Settings& in) {
   if (!cfg.json.empty()) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& r : records) out.push_back(to_json(r, peak_gbps));
-    std::ofstream f(cfg.json);
-    if (!f) throw lab::UsageError("--json " + cfg.json + ": cannot write");
-    f << out.dump(2) << "\n";
-    if (!f) throw lab::Error("--json " + cfg.json + ": write failed");
-    std::cerr << "wrote " << records.size() << " records to " << cfg.json << "\n";
+    lab::write_output(cfg.json, out.dump(2) + "\n", std::to_string(records.size()) + " records");
   }
   // After the records are written: a profiler that cannot start (CUPTI held by another) loses nothing.
   if (cfg.profile || !cfg.trace.empty()) profile_pass(records, variants, cfg);

@@ -34,21 +34,28 @@ inline std::string join(const std::vector<std::string>& v, const std::string& se
 // to <path>"); a file that cannot be written is lab::Error naming it. A regular file (or a new one)
 // is written beside it first and renamed over it, so a run stopped while writing leaves the old
 // file whole, never half of the new one (a report rewrites its CSV after every configuration);
-// anything else (/dev/stdout) is written in place.
+// anything else (/dev/stdout) is written in place. A write that fails (a full disk) removes the file
+// beside it: the old file stays as it was, and nothing else is left behind.
 inline void write_output(const std::string& path, const std::string& text, const std::string& what) {
   std::error_code ec;
   const auto kind = std::filesystem::status(path, ec).type();
   const bool replace = kind == std::filesystem::file_type::not_found || kind == std::filesystem::file_type::regular;
   const std::string target = replace ? path + ".partial" : path;
+  const auto fail = [&](const std::string& why, bool written) {
+    if (replace && written) std::filesystem::remove(target, ec);  // only the file this call made
+    throw Error(path + ": write failed" + why);
+  };
   {
     std::ofstream f(target);
+    if (!f.is_open()) fail("", false);
     f << text;
     f.flush();
-    if (!f) throw Error(path + ": write failed");
+    f.close();
+    if (!f) fail("", true);
   }
   if (replace) {
     std::filesystem::rename(target, path, ec);
-    if (ec) throw Error(path + ": write failed (" + ec.message() + ")");
+    if (ec) fail(" (" + ec.message() + ")", true);
   }
   std::cerr << "wrote " << what << " to " << path << "\n";
 }

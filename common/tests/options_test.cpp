@@ -1,7 +1,10 @@
 // The shared main's flags and exit statuses, without a GPU.
 #include "lab/harness.hpp"
 
+#include <sys/resource.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <filesystem>
 #include <fstream>
@@ -12,6 +15,7 @@
 
 #include "fake_topic.hpp"
 #include "lab/check.hpp"
+#include "lab/demo.hpp"
 #include "lab/testing.hpp"
 
 namespace {
@@ -243,3 +247,48 @@ TEST(Options, SeedProblemsNameTheValue) {
 }
 
 }  // namespace
+
+// A demo's output file (lab::write_output) is written beside its path and renamed over it. A write
+// that fails partway (here: the process's file-size limit, as a full disk would) leaves the old
+// file as it was and nothing beside it; a path beside it that is not the call's (a folder) stays.
+TEST(DemoOutput, AFailedWriteLeavesTheOldFileAndNothingBeside) {
+  const auto dir = std::filesystem::temp_directory_path() / ("lab_write_output_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "rows.csv").string(), partial = path + ".partial";
+  auto read = [](const std::string& p) {
+    std::ifstream f(p);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  lab::write_output(path, "old\n", "rows");
+  EXPECT_EQ(read(path), "old\n");
+  EXPECT_FALSE(std::filesystem::exists(partial));
+
+  rlimit was{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &was), 0);
+  const auto handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit small = was;
+  small.rlim_cur = 64;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  bool threw = false;
+  try {
+    lab::write_output(path, std::string(1 << 16, 'x'), "rows");
+  } catch (const lab::Error&) {
+    threw = true;
+  }
+  ::setrlimit(RLIMIT_FSIZE, &was);
+  std::signal(SIGXFSZ, handler);
+  EXPECT_TRUE(threw);
+  EXPECT_EQ(read(path), "old\n");
+  EXPECT_FALSE(std::filesystem::exists(partial));
+
+  std::filesystem::create_directory(partial);  // not the call's file: an error, and left alone
+  EXPECT_THROW(lab::write_output(path, "new\n", "rows"), lab::Error);
+  EXPECT_TRUE(std::filesystem::is_directory(partial));
+  EXPECT_EQ(read(path), "old\n");
+  std::filesystem::remove(partial);
+
+  lab::write_output(path, "new\n", "rows");
+  EXPECT_EQ(read(path), "new\n");
+  EXPECT_FALSE(std::filesystem::exists(partial));
+  std::filesystem::remove_all(dir);
+}
