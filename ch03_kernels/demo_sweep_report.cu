@@ -302,8 +302,8 @@ int run(const Settings& in) {
     variants.push_back(std::move(vs));
   }
 
-  if (!cfg.json.empty() && !std::ofstream(cfg.json, std::ios::app))  // before the sweep, not after it
-    throw lab::UsageError("--json " + cfg.json + ": cannot write");
+  lab::check_writable(cfg.json, "--json");  // before the sweep, not after it
+  lab::check_writable(cfg.trace, "--trace");
   const lab::DeviceFacts dev = lab::init_device();
   const lab::Peaks peaks = lab::measured_peaks(dev);
   const double peak_gbps = peaks.copy_gbs;

@@ -225,7 +225,7 @@ int run(const Settings& cfg) {
             shapes.push_back(shape);
           }
   for (const std::string& path : {cfg.csv, cfg.markdown})  // before the run, not after it
-    if (!path.empty() && !std::ofstream(path, std::ios::app)) throw lab::UsageError(path + ": cannot write");
+    lab::check_writable(path);
 
   const lab::DeviceFacts dev = lab::init_device();
   lab::L2Flusher flusher(dev.l2_bytes, dev.sms);

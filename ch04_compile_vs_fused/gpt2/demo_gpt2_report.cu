@@ -571,7 +571,7 @@ int run(const Settings& cfg) {
   const std::size_t to_measure =
       std::count_if(configs.begin(), configs.end(), [&](const auto& c) { return !is_kept(c.first, c.second); });
   for (const std::string& path : {cfg.csv, cfg.markdown})  // before the run, not after it
-    if (!path.empty() && !std::ofstream(path, std::ios::app)) throw lab::UsageError(path + ": cannot write");
+    lab::check_writable(path);
   if (cfg.resume && to_measure == 0) {  // every configuration is in the file: its tables, no device
     std::cerr << "gpt2 report: all " << configs.size() << " configurations are in " << cfg.csv
               << " (--resume): nothing to measure; the tables of its " << kept << " rows\n";

@@ -60,6 +60,19 @@ inline void write_output(const std::string& path, const std::string& text, const
   std::cerr << "wrote " << what << " to " << path << "\n";
 }
 
+// Before any work: an output file that could not be written later is a usage error now ("NAME
+// PATH: cannot write"), so a long run's results are never lost to a typo. An existing file is opened
+// to append (its contents untouched); a new one is made and removed again, so a run that stops
+// early leaves no empty file behind. An empty path is no file: nothing to check.
+inline void check_writable(const std::string& path, const std::string& name = "") {
+  if (path.empty()) return;
+  std::error_code ec;
+  const bool existed = std::filesystem::exists(path, ec);
+  if (!std::ofstream(path, std::ios::app))
+    throw UsageError((name.empty() ? "" : name + " ") + path + ": cannot write");
+  if (!existed) std::filesystem::remove(path, ec);
+}
+
 struct DemoInfo {
   std::string program, topic, description;
   int chapter = 0;

@@ -292,3 +292,27 @@ TEST(DemoOutput, AFailedWriteLeavesTheOldFileAndNothingBeside) {
   EXPECT_FALSE(std::filesystem::exists(partial));
   std::filesystem::remove_all(dir);
 }
+
+// The demos' output files are checked before any work (lab::check_writable): a new file is not left
+// behind (a run that stops early leaves no empty file), an existing one keeps its contents, and a
+// path that cannot be written is a usage error naming the flag.
+TEST(DemoOutput, CheckWritableLeavesNoNewFileAndKeepsAnOldOne) {
+  const auto dir = std::filesystem::temp_directory_path() / ("lab_check_writable_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string fresh = (dir / "new.json").string(), old = (dir / "old.csv").string();
+  EXPECT_NO_THROW(lab::check_writable(fresh, "--json"));
+  EXPECT_FALSE(std::filesystem::exists(fresh));
+  { std::ofstream(old) << "kept\n"; }
+  EXPECT_NO_THROW(lab::check_writable(old));
+  std::ifstream in(old);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "kept\n");
+  EXPECT_NO_THROW(lab::check_writable(""));
+  try {
+    lab::check_writable((dir / "no_such_folder" / "x.json").string(), "--json");
+    ADD_FAILURE() << "a path in a missing folder was taken";
+  } catch (const lab::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--json "), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cannot write"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
+}
