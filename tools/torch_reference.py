@@ -25,18 +25,26 @@ compile), and a line per shape names the fastest, the one a speedup is to be mea
   python3 tools/torch_reference.py build/ch04_compile_vs_fused/optimized_gpt2_step_fused_bf16_grads --bf16 \\
       --modes eager,reduce-overhead,max-autotune --reps 10 --shape 12x768x12x1024x4x10000x3
 
-Set against the lab (no GPU needed): --from a saved --json run and --lab a compare --json run of
-the same session give, for every lab variant at a shape PyTorch was timed at, its time and
+Set against the lab (no GPU needed): --from a saved --json run (repeatable: runs of one session
+split over its GPUs) and --lab a compare --json run of the same session give, for every lab variant at a shape PyTorch was timed at, its time and
 PyTorch's time over it for each PyTorch implementation (above 1: the lab is faster), as text, and
 as a Markdown table with --markdown FILE (for tools/update_readme_results.py --section):
 
   python3 tools/torch_reference.py --from torch.json --lab compare.json --markdown vs_torch.md
+
+For the GPT-2 step, --lab also takes the CSV of demo_gpt2_report (--csv) of the same session: each of
+its implementations at each phase of a configuration PyTorch timed (the report's model size and
+context; its parameter count must be the PyTorch shape's, which holds it to the same vocabulary;
+the CSV does not record its batch, so run the report with the batch of the PyTorch shapes):
+
+  python3 tools/torch_reference.py --from torch_gpt2.json --lab report.csv --markdown vs_torch.md
 
 Exit status 0; 2 with one line for a bad argument, a topic it has no PyTorch equivalent for, no
 torch/GPU, or a file it cannot read.
 """
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -161,6 +169,9 @@ def builders(torch, compiled=False):
         forms = [("torch eager", naive, torch.float32), ("SDPA fp32", sdpa, torch.float32),
                  ("SDPA bf16", sdpa, torch.bfloat16)]
         if compiled:  # the forward traced and compiled with its backward (AOTAutograd): the grad runs that
+            # Each timed call takes the grad of the same graph again (retain_graph), which a compiled
+            # backward that donates its saved buffers to its outputs (PyTorch's default) refuses.
+            torch._functorch.config.donated_buffer = False
             forms.append(("torch.compile", torch.compile(naive), torch.float32))
         for name, fn, dtype in forms:
             q, k, v = attention_inputs(s, dtype, True)
@@ -312,6 +323,78 @@ def lab_medians(run):
 OLD_SPIN_US = 400_000 / 1980  # the fixed spin of the runs before spin_us was recorded
 
 
+# demo_gpt2_report's model sizes (gpt2_model.hpp's kSizes, and the report's "tiny"): layers, d, heads.
+GPT2_SIZES = {"small": (12, 768, 12), "medium": (24, 1024, 16), "large": (36, 1280, 20), "xl": (48, 1600, 25),
+              "2.7B": (32, 2560, 32), "tiny": (2, 64, 4)}
+GPT2_POSITIONS = 1024  # rows of the position embedding (gpt2_model.hpp's kPositions)
+GPT2_PHASES = {1: "forward", 2: "fwd_bwd", 3: "full_step"}  # the report's column prefixes by phase
+
+
+def gpt2_params(layers, d, vocab):
+    """The parameter count as the report writes it (gpt2_model.cpp's param_count: PyTorch's)."""
+    return 2 * vocab * d + GPT2_POSITIONS * d + layers * (12 * d * d + 13 * d) + 2 * d
+
+
+def report_as_lab_run(path, torch_run):
+    """demo_gpt2_report's --csv as compare --json's run: a row for each implementation and phase of a
+    configuration, at each gpt2_step shape of the PyTorch run with that configuration's layers, width,
+    heads, context and parameter count (the vocabulary); OOM and N/A cells are left out."""
+    import csv
+
+    with open(path, newline="") as f:
+        table = list(csv.DictReader(f))
+    if not table or "model_size" not in table[0] or "context_length" not in table[0]:
+        raise ValueError("%s was not written by demo_gpt2_report --csv (no model_size, context_length)" % path)
+    names = [k[len("full_step_"):-len("_status")] for k in table[0]
+             if k.startswith("full_step_") and k.endswith("_status")]
+    rows = []
+    shapes = sorted({r["shape"] for r in torch_run["results"] if r.get("topic") == "gpt2_step"})
+    for shape in shapes:
+        layers, d, heads, context, _, vocab, phase = (int(x) for x in shape.split("x"))
+        for line, r in enumerate(table, 2):
+            if GPT2_SIZES.get(r["model_size"]) != (layers, d, heads) or int(r["context_length"]) != context:
+                continue
+            if int(r["num_params"]) != gpt2_params(layers, d, vocab):
+                raise ValueError("%s line %d: %s parameters, where the PyTorch shape %s has %d (another vocabulary)"
+                                 % (path, line, r["num_params"], shape, gpt2_params(layers, d, vocab)))
+            for n in names:
+                col = "%s_%s" % (GPT2_PHASES[phase], n)
+                if r.get(col + "_status") == "ok" and r.get(col + "_ms"):
+                    rows.append({"topic": "gpt2_step", "shape": shape, "variant": "gpt2_step_" + n,
+                                 "variant_median_s": float(r[col + "_ms"]) * 1e-3, "status": "OK"})
+    return {"tool": "demo_gpt2_report", "file": os.path.basename(path), "rows": rows}
+
+
+def read_torch_runs(paths):
+    """--from's files as one run: their results in order, where each was written by torch_reference
+    --json with the same PyTorch on the same kind of GPU (runs split over the GPUs of one machine)."""
+    run = None
+    for path in paths:
+        with open(path) as f:
+            r = json.load(f)
+        if not isinstance(r, dict) or "results" not in r:
+            raise ValueError("%s was not written by torch_reference --json" % path)
+        if run is None:
+            run = dict(r, results=list(r["results"]))
+        elif (r.get("device"), r.get("torch")) != (run.get("device"), run.get("torch")):
+            raise ValueError("%s: PyTorch %s on %s, where %s has PyTorch %s on %s" % (
+                path, r.get("torch"), r.get("device"), paths[0], run.get("torch"), run.get("device")))
+        else:
+            run["results"] += r["results"]
+    return run
+
+
+def read_lab_run(path, torch_run):
+    """--lab's file: a compare --json run, or a demo_gpt2_report --csv (report_as_lab_run)."""
+    if path.endswith(".csv"):
+        return report_as_lab_run(path, torch_run)
+    with open(path) as f:
+        lab_run = json.load(f)
+    if not isinstance(lab_run, dict) or "rows" not in lab_run:
+        raise ValueError("%s was not written by compare --json" % path)
+    return lab_run
+
+
 def against_lab(torch_run, lab_run):
     """Rows (topic, shape, program, lab ms, [(implementation, torch ms, torch ms / lab ms, torch host
     us a call or None, whether that host time outran the spin before the call)])."""
@@ -367,10 +450,14 @@ def render_against(torch_run, lab_run, markdown):
         widths = [max(len(c) for c in col) for col in zip(head, *lines)]
         return "".join("  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip() + "\n"
                        for cells in [head] + lines)
-    out = ["Measured by `torch_reference` (PyTorch %s on %s) and `compare` (%s, %s), set side by side; "
+    if lab_run.get("tool") == "demo_gpt2_report":
+        lab = "`demo_gpt2_report` (`%s`)" % lab_run["file"]
+    else:
+        lab = "`compare` (%s, %s)" % (lab_run.get("date", "?"),
+                                      "commit " + lab_run["git_commit"] if lab_run.get("git_commit") else "no commit")
+    out = ["Measured by `torch_reference` (PyTorch %s on %s) and %s, set side by side; "
            "ratio = PyTorch's time / the lab's (above 1: the lab is faster)."
-           % (torch_run.get("torch", "?"), torch_run.get("device", "?"), lab_run.get("date", "?"),
-              "commit " + lab_run["git_commit"] if lab_run.get("git_commit") else "no commit"), ""]
+           % (torch_run.get("torch", "?"), torch_run.get("device", "?"), lab), ""]
     out.append("| " + " | ".join(head) + " |")
     out.append("| " + " | ".join(["---"] * 3 + ["---:"] * (len(head) - 3)) + " |")
     out += ["| " + " | ".join(cells) + " |" for cells in lines]
@@ -398,8 +485,11 @@ def main():
     ap.add_argument("--bf16", action="store_true",
                     help="gpt2_step: mixed precision (autocast bf16, SDPA attention, fused AdamW), as issue #16 measures")
     ap.add_argument("--json", help="write the results here")
-    ap.add_argument("--from", dest="saved", metavar="TORCH.json", help="a saved --json run instead of timing (no GPU)")
-    ap.add_argument("--lab", metavar="COMPARE.json", help="a compare --json run to set against PyTorch's times")
+    ap.add_argument("--from", dest="saved", metavar="TORCH.json", action="append",
+                    help="a saved --json run instead of timing (no GPU); repeatable: runs of one session on "
+                         "one kind of GPU, side by side (one GPU each), as one")
+    ap.add_argument("--lab", metavar="COMPARE.json", help="a compare --json run to set against PyTorch's times "
+                    "(for gpt2_step, or a demo_gpt2_report --csv of the same session)")
     ap.add_argument("--markdown", metavar="FILE", help="with --from and --lab: also write the table as Markdown")
     a = ap.parse_args()
     if a.saved or a.lab or a.markdown:
@@ -408,14 +498,8 @@ def main():
                   " (--markdown needs both)", file=sys.stderr)
             return 2
         try:
-            with open(a.saved) as f:
-                torch_run = json.load(f)
-            with open(a.lab) as f:
-                lab_run = json.load(f)
-            if not isinstance(torch_run, dict) or "results" not in torch_run:
-                raise ValueError("%s was not written by torch_reference --json" % a.saved)
-            if not isinstance(lab_run, dict) or "rows" not in lab_run:
-                raise ValueError("%s was not written by compare --json" % a.lab)
+            torch_run = read_torch_runs(a.saved)
+            lab_run = read_lab_run(a.lab, torch_run)
             text = render_against(torch_run, lab_run, False)
             if a.markdown:
                 with open(a.markdown, "w") as f:

@@ -906,11 +906,62 @@ class TorchAgainstLab(unittest.TestCase):
         self.assertEqual(names, ["torch eager", "SDPA"])
 
 
+class TorchAgainstGpt2Report(unittest.TestCase):
+    """--lab with demo_gpt2_report's CSV: each implementation's ms at each phase PyTorch timed, OOM and
+    N/A cells left out, and a file of another vocabulary refused (its parameter count)."""
+
+    CSV = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                       "ch04_compile_vs_fused", "tests", "data", "gpt2_report_resume.csv")
+
+    def torch_run(self, vocab=10000):
+        return {"tool": "cuda-perf-lab torch_reference", "device": "Some GPU", "torch": "2.x", "results": [
+            {"topic": "gpt2_step", "shape": "2x64x4x16x4x%dx%d" % (vocab, p), "implementation": "torch eager",
+             "ms": 2.0 * p} for p in (1, 2, 3)] + [
+            {"topic": "gpt2_step", "shape": "2x64x4x64x4x%dx1" % vocab, "implementation": "torch eager", "ms": 9.0}]}
+
+    def test_each_ok_cell_is_paired_with_pytorch_at_its_phase(self):
+        import torch_reference
+
+        t = self.torch_run()
+        lab = torch_reference.read_lab_run(self.CSV, t)
+        got = [(r[1], r[2], round(r[3], 6), round(r[4][0][2], 6)) for r in torch_reference.against_lab(t, lab)]
+        # tiny:16 in the file: forward vanilla 1.25 and fused 0.5 ms; fwd_bwd vanilla 3.0 (fused OOM);
+        # full step fused 4.0 (vanilla N/A). tiny:32 is not in the PyTorch run, context 64 not in the file.
+        self.assertEqual(got, [("2x64x4x16x4x10000x1", "gpt2_step_fused", 0.5, 4.0),
+                               ("2x64x4x16x4x10000x1", "gpt2_step_vanilla", 1.25, 1.6),
+                               ("2x64x4x16x4x10000x2", "gpt2_step_vanilla", 3.0, round(4.0 / 3.0, 6)),
+                               ("2x64x4x16x4x10000x3", "gpt2_step_fused", 4.0, 1.5)])
+        md = torch_reference.render_against(t, lab, True)
+        self.assertIn("and `demo_gpt2_report` (`gpt2_report_resume.csv`)", md)
+        self.assertIn("| gpt2_step | 2x64x4x16x4x10000x3 | `gpt2_step_fused` | 4 | 6 (1.50x) |", md)
+
+    def test_a_report_of_another_vocabulary_is_refused(self):
+        import torch_reference
+
+        with self.assertRaisesRegex(ValueError, "line 2: 1445632 parameters, where the PyTorch shape "
+                                                "2x64x4x16x4x5000x1 has 805632"):
+            torch_reference.read_lab_run(self.CSV, self.torch_run(vocab=5000))
+
+    def test_a_csv_of_something_else_is_refused(self):
+        import torch_reference
+
+        with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as f:
+            f.write("a,b\n1,2\n")
+        try:
+            with self.assertRaisesRegex(ValueError, "not written by demo_gpt2_report"):
+                torch_reference.read_lab_run(f.name, self.torch_run())
+        finally:
+            os.unlink(f.name)
+
+
+H200 = "ch04_compile_vs_fused/results/pytorch_compile_h200"
+
+
 class TorchAgainstLabReadmes(unittest.TestCase):
     """The READMEs' PyTorch tables made by torch_reference --from --lab are what the tool writes from
     the committed runs (no number typed by hand)."""
 
-    TABLES = [  # README, section, PyTorch's run, compare's run (paths from the repository's root)
+    TABLES = [  # README, section, PyTorch's run(s), the lab's run (paths from the repository's root)
         ("ch02_profiling/README.md", "pytorch", "ch02_profiling/results/torch_h100.json",
          "ch02_profiling/results/compare_h100.json"),
         ("ch03_kernels/README.md", "weighted-sum-pytorch", "ch03_kernels/results/torch_weighted_sum_h100.json",
@@ -918,17 +969,27 @@ class TorchAgainstLabReadmes(unittest.TestCase):
         ("ch03_kernels/README.md", "weighted-sum-backward-pytorch",
          "ch03_kernels/results/torch_weighted_sum_backward_h100.json",
          "ch03_kernels/results/weighted_sum_backward_compare_h100.json"),
-    ]
+    ] + [(readme, section, ["%s/%s" % (H200, t) for t in torch_runs], "%s/%s" % (H200, lab))
+         for readme, section, torch_runs, lab in [
+        ("ch04_compile_vs_fused/attention/README.md", "pytorch-compile-h200", ["torch_attention_forward.json"],
+         "compare_attention.json"),
+        ("ch04_compile_vs_fused/attention/README.md", "pytorch-compile-backward-h200",
+         ["torch_attention_backward.json"], "compare_attention_backward.json"),
+        ("ch04_compile_vs_fused/gpt2/README.md", "pytorch-compile-h200-a",
+         ["torch_gpt2_fp32_small.json", "torch_gpt2_fp32_medium.json"], "report_fp32_small_medium.csv"),
+        ("ch04_compile_vs_fused/gpt2/README.md", "pytorch-compile-h200-b",
+         ["torch_gpt2_fp32_xl.json", "torch_gpt2_fp32_2.7B.json"], "report_fp32_xl_2.7B.csv"),
+    ]]
 
     def test_each_table_is_the_tools_output(self):
         import torch_reference
 
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        for readme, section, torch_run, lab_run in self.TABLES:
-            with open(os.path.join(root, torch_run)) as f:
-                t = json.load(f)
-            with open(os.path.join(root, lab_run)) as f:
-                lab = json.load(f)
+        for readme, section, torch_runs, lab_run in self.TABLES:
+            if isinstance(torch_runs, str):
+                torch_runs = [torch_runs]
+            t = torch_reference.read_torch_runs([os.path.join(root, r) for r in torch_runs])
+            lab = torch_reference.read_lab_run(os.path.join(root, lab_run), t)
             got = readme_section(os.path.join(root, readme), section)
             self.assertEqual(got, torch_reference.render_against(t, lab, True).strip(), (readme, section))
 
