@@ -174,15 +174,22 @@ class Registry {
   static Registry& global();  // what LAB_VARIANT registers into
   // Adds a topic once; later calls with the same name return the first.
   const TopicInfo& add_topic(TopicInfo t);
-  // Adds a variant; throws Error when the program name is taken.
+  // Adds a variant. Registration runs before main (LAB_VARIANT's static initializer), where a
+  // throw would abort the program with no exit status of its own, so a variant refused (its
+  // program name taken, its role and step another variant's, no prepare step) is set aside with
+  // the reason, and the lookups below throw Error (exit status 2) with every reason, from main.
   const Variant& add(Variant v);
   std::vector<const Variant*> variants() const;  // in topic, role, step order
   const Variant* find(std::string_view program) const;
   std::vector<const Variant*> of_topic(std::string_view topic) const;
 
  private:
+  void throw_if_refused() const;
+  const Variant* registered(std::string_view program) const;
   std::vector<std::unique_ptr<TopicInfo>> topics_;
   std::vector<std::unique_ptr<Variant>> variants_;
+  std::vector<std::unique_ptr<Variant>> refused_;  // kept so that their registrations point somewhere
+  std::vector<std::string> problems_;
 };
 
 // "path/to/optimized_coalescing.cu" -> "optimized_coalescing".

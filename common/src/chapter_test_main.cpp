@@ -56,14 +56,20 @@ class WorkModel : public ::testing::Test {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
+  std::vector<const lab::Variant*> all;
+  if (const int refused = lab::run_reporting_errors([&] {
+        all = lab::Registry::global().variants();  // throws what registration refused
+        return int{lab::kExitOk};
+      }))
+    return refused;
   std::vector<const lab::TopicInfo*> topics;
-  for (const lab::Variant* v : lab::Registry::global().variants())
+  for (const lab::Variant* v : all)
     if (std::find(topics.begin(), topics.end(), v->topic) == topics.end()) {
       topics.push_back(v->topic);
       ::testing::RegisterTest(v->topic->name.c_str(), "work_model", nullptr, nullptr, __FILE__, __LINE__,
                               [t = v->topic]() -> ::testing::Test* { return new WorkModel(t); });
     }
-  for (const lab::Variant* v : lab::Registry::global().variants()) {
+  for (const lab::Variant* v : all) {
     for (const lab::Shape& s : v->topic->checks) {
       ::testing::RegisterTest(v->topic->name.c_str(), (v->program + "/" + s.str()).c_str(), nullptr,
                               nullptr, __FILE__, __LINE__,

@@ -348,7 +348,12 @@ int run_main(const Variant& v, int argc, char** argv) {
 }
 
 int run_main(int argc, char** argv) {
-  const auto all = Registry::global().variants();
+  std::vector<const Variant*> all;
+  if (const int refused = run_reporting_errors([&] {
+        all = Registry::global().variants();  // throws what registration refused
+        return int{kExitOk};
+      }))
+    return refused;
   if (all.size() != 1) {
     std::cerr << "error: a lab program holds exactly one variant; this one has " << all.size() << "\n";
     return kExitUsage;

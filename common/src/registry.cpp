@@ -119,8 +119,8 @@ const TopicInfo& Registry::add_topic(TopicInfo t) {
   for (const auto& have : topics_)
     if (have->name == t.name) {
       if (have->chapter != t.chapter)
-        throw Error("topic '" + t.name + "' registered in chapters " + std::to_string(have->chapter) + " and " +
-                    std::to_string(t.chapter));
+        problems_.push_back("topic '" + t.name + "' registered in chapters " + std::to_string(have->chapter) +
+                            " and " + std::to_string(t.chapter));
       return *have;
     }
   topics_.push_back(std::make_unique<TopicInfo>(std::move(t)));
@@ -128,24 +128,47 @@ const TopicInfo& Registry::add_topic(TopicInfo t) {
 }
 
 const Variant& Registry::add(Variant v) {
-  if (v.program.empty()) throw Error("variant with an empty program name");
-  if (!v.topic) throw Error("variant '" + v.program + "' has no topic");
-  if (find(v.program)) throw Error("variant '" + v.program + "' registered twice");
+  std::string problem;
+  if (v.program.empty()) problem = "variant with an empty program name";
+  else if (!v.topic) problem = "variant '" + v.program + "' has no topic";
+  else if (registered(v.program)) problem = "variant '" + v.program + "' registered twice";
+  else if (!v.prepare) problem = "variant '" + v.program + "' has no prepare step";
   // One baseline, one library and one final optimized variant a topic, and each step number once:
   // the order compare runs and the README lists them is the step order, so a tie is a mistake.
-  for (const auto& have : variants_)
-    if (have->topic->name == v.topic->name && have->role == v.role && have->step == v.step)
-      throw Error("variants '" + have->program + "' and '" + v.program + "' of topic '" + v.topic->name +
+  if (problem.empty())
+    for (const auto& have : variants_)
+      if (have->topic->name == v.topic->name && have->role == v.role && have->step == v.step) {
+        problem = "variants '" + have->program + "' and '" + v.program + "' of topic '" + v.topic->name +
                   "' are both the " + role_name(v.role) +
                   (v.role == Role::optimized && v.step != kFinalStep ? " step " + std::to_string(v.step) : " variant") +
-                  ": give each its own step (LAB_VARIANT_STEP)");
-  if (!v.prepare) throw Error("variant '" + v.program + "' has no prepare step");
+                  ": give each its own step (LAB_VARIANT_STEP)";
+        break;
+      }
+  if (!problem.empty()) {
+    problems_.push_back(std::move(problem));
+    refused_.push_back(std::make_unique<Variant>(std::move(v)));
+    return *refused_.back();
+  }
   if (!v.supports) v.supports = [](const Shape&, const DeviceFacts&) { return std::string(); };
   variants_.push_back(std::make_unique<Variant>(std::move(v)));
   return *variants_.back();
 }
 
+void Registry::throw_if_refused() const {
+  if (problems_.empty()) return;
+  std::string all = "this program's variants do not register: ";
+  for (std::size_t i = 0; i < problems_.size(); ++i) all += (i ? "; " : "") + problems_[i];
+  throw Error(all, kExitUsage);
+}
+
+const Variant* Registry::registered(std::string_view program) const {
+  for (const auto& v : variants_)
+    if (v->program == program) return v.get();
+  return nullptr;
+}
+
 std::vector<const Variant*> Registry::variants() const {
+  throw_if_refused();
   std::vector<const Variant*> out;
   for (const auto& v : variants_) out.push_back(v.get());
   std::stable_sort(out.begin(), out.end(), [](const Variant* a, const Variant* b) {
@@ -159,9 +182,8 @@ std::vector<const Variant*> Registry::variants() const {
 }
 
 const Variant* Registry::find(std::string_view program) const {
-  for (const auto& v : variants_)
-    if (v->program == program) return v.get();
-  return nullptr;
+  throw_if_refused();
+  return registered(program);
 }
 
 std::vector<const Variant*> Registry::of_topic(std::string_view topic) const {
