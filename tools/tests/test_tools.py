@@ -955,6 +955,7 @@ class TorchAgainstGpt2Report(unittest.TestCase):
 
 
 H200 = "ch04_compile_vs_fused/results/pytorch_compile_h200"
+BF16_H200 = "ch04_compile_vs_fused/results/gpt2_bf16_h200"
 
 
 class TorchAgainstLabReadmes(unittest.TestCase):
@@ -979,6 +980,12 @@ class TorchAgainstLabReadmes(unittest.TestCase):
          ["torch_gpt2_fp32_small.json", "torch_gpt2_fp32_medium.json"], "report_fp32_small_medium.csv"),
         ("ch04_compile_vs_fused/gpt2/README.md", "pytorch-compile-h200-b",
          ["torch_gpt2_fp32_xl.json", "torch_gpt2_fp32_2.7B.json"], "report_fp32_xl_2.7B.csv"),
+    ]] + [("ch04_compile_vs_fused/gpt2/README.md", section, ["%s/%s" % (BF16_H200, t) for t in torch_runs],
+           "%s/%s" % (BF16_H200, lab))
+          for section, torch_runs, lab in [
+        ("gpt2-bf16-h200", ["torch_bf16_small.json", "torch_bf16_medium.json", "torch_bf16_xl.json"],
+         "report_bf16.csv"),
+        ("gpt2-bf16-v50304-h200", ["torch_bf16_small_v50304.json"], "report_bf16_v50304.csv"),
     ]]
 
     def test_each_table_is_the_tools_output(self):
