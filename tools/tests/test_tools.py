@@ -942,6 +942,23 @@ class TorchAgainstGpt2Report(unittest.TestCase):
                                                 "2x64x4x16x4x5000x1 has 805632"):
             torch_reference.read_lab_run(self.CSV, self.torch_run(vocab=5000))
 
+    def test_runs_side_by_side_are_one_run_of_one_kind_of_gpu(self):
+        import torch_reference
+
+        with tempfile.TemporaryDirectory() as d:
+            paths = []
+            for i, device in enumerate(["Some GPU", "Some GPU", "Other GPU"]):
+                run = dict(self.torch_run(), device=device)
+                run["results"] = run["results"][i:i + 1]
+                paths.append(os.path.join(d, "t%d.json" % i))
+                with open(paths[-1], "w") as f:
+                    json.dump(run, f)
+            both = torch_reference.read_torch_runs(paths[:2])
+            self.assertEqual([r["shape"] for r in both["results"]], ["2x64x4x16x4x10000x1", "2x64x4x16x4x10000x2"])
+            with self.assertRaisesRegex(ValueError, "t2.json: PyTorch 2.x on Other GPU, where .*t0.json has "
+                                                    "PyTorch 2.x on Some GPU"):
+                torch_reference.read_torch_runs(paths)
+
     def test_a_csv_of_something_else_is_refused(self):
         import torch_reference
 
