@@ -103,6 +103,11 @@ struct Measurement {
 Measurement measure_variant(const Variant& v, const Shape& s, std::uint64_t seed, int reps, L2Flusher& flusher,
                             bool verify, int warmup = 3);
 
+// The registry's variants for a main: Registry::global().variants(), or, where registration
+// refused some (Registry::add), nothing, with the reasons reported on stderr; the caller then
+// returns kExitUsage.
+std::optional<std::vector<const Variant*>> registered_variants();
+
 // The whole contract for the program's single registered variant; returns the exit status.
 int run_main(int argc, char** argv);
 int run_main(const Variant& v, int argc, char** argv);

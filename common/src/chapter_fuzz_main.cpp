@@ -71,12 +71,9 @@ class VariantFuzz : public ::testing::Test {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  std::vector<const lab::Variant*> all;
-  if (const int refused = lab::run_reporting_errors([&] {
-        all = lab::Registry::global().variants();  // throws what registration refused
-        return int{lab::kExitOk};
-      }))
-    return refused;
+  const auto registered = lab::registered_variants();
+  if (!registered) return lab::kExitUsage;
+  const std::vector<const lab::Variant*>& all = *registered;
   for (const lab::Variant* v : all)
     ::testing::RegisterTest("Fuzz", v->program.c_str(), nullptr, nullptr, __FILE__, __LINE__,
                             [v]() -> ::testing::Test* { return new VariantFuzz(v); });

@@ -56,12 +56,9 @@ class WorkModel : public ::testing::Test {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  std::vector<const lab::Variant*> all;
-  if (const int refused = lab::run_reporting_errors([&] {
-        all = lab::Registry::global().variants();  // throws what registration refused
-        return int{lab::kExitOk};
-      }))
-    return refused;
+  const auto registered = lab::registered_variants();
+  if (!registered) return lab::kExitUsage;
+  const std::vector<const lab::Variant*>& all = *registered;
   std::vector<const lab::TopicInfo*> topics;
   for (const lab::Variant* v : all)
     if (std::find(topics.begin(), topics.end(), v->topic) == topics.end()) {

@@ -347,18 +347,23 @@ int run_main(const Variant& v, int argc, char** argv) {
   });
 }
 
+std::optional<std::vector<const Variant*>> registered_variants() {
+  std::optional<std::vector<const Variant*>> all;
+  run_reporting_errors([&] {
+    all = Registry::global().variants();  // throws what registration refused
+    return int{kExitOk};
+  });
+  return all;
+}
+
 int run_main(int argc, char** argv) {
-  std::vector<const Variant*> all;
-  if (const int refused = run_reporting_errors([&] {
-        all = Registry::global().variants();  // throws what registration refused
-        return int{kExitOk};
-      }))
-    return refused;
-  if (all.size() != 1) {
-    std::cerr << "error: a lab program holds exactly one variant; this one has " << all.size() << "\n";
+  const auto all = registered_variants();
+  if (!all) return kExitUsage;
+  if (all->size() != 1) {
+    std::cerr << "error: a lab program holds exactly one variant; this one has " << all->size() << "\n";
     return kExitUsage;
   }
-  return run_main(*all.front(), argc, argv);
+  return run_main(*all->front(), argc, argv);
 }
 
 }  // namespace lab
