@@ -49,12 +49,13 @@
 # against the products' own test; and the LayerNorm backward's row ahead carried over without its
 # mean, rstd and residual gradient, and the LayerNorm made again with its shift 1% high, against the
 # kernels' own tests; and GELU's output, made by GELU's backward in step 13, 1% high in every fourth
+# column, and the gradient that step 14's GELU backward in flight writes 1% high in every second
 # column, against the kernels' own tests.
 # Exit status 0 when every bug was caught (with --scales: at the first scale listed; with
 # --check-patterns: when every text was found once); 2 for a bad argument.
 set -u
 if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
-  sed -n '2,54p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,55p' "$0" | sed 's/^# \{0,1\}//'
   [ $# -ge 1 ] && exit 0 || exit 2
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -331,6 +332,11 @@ plant kernels_ln_again_shift ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_k
 # high: the dW of the MLP's second product reads it. Against the kernels' own test.
 plant kernels_gelu_act ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_kernels \
   'gelu_of(t.w, e.w)));' '1.01f * gelu_of(t.w, e.w)));'
+# GELU's backward in flight (gelu_backward_act_in_flight_kernel, step 14), dh 1% high in every
+# second column (and so the bias gradient's sums). Against the kernels' own test, which holds it bit
+# for bit to step 13's kernel.
+plant kernels_gelu_in_flight ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_kernels \
+  'v.y *= dgelu_of(t.y, e1);' 'v.y *= 1.01f * dgelu_of(t.y, e1);'
 
 if [ $planted -eq 0 ]; then
   echo "planted_bugs: no bug is named ${only[*]}" >&2

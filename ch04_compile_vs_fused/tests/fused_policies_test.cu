@@ -58,6 +58,16 @@ struct SplitBackwardWithoutDw : Bf16Grads {
   void linear_dx_bf16(cublasHandle_t, const __nv_bfloat16*, const __nv_bfloat16*, __nv_bfloat16*, int, int, int,
                       cudaStream_t) {}
 };
+// A policy that runs GELU's backward in flight says so with kGeluInFlight true (step 14's), over a
+// split backward; false, or absent, names nothing.
+struct GeluInFlight : SplitBackward {
+  using SplitBackward::SplitBackward;
+  static constexpr bool kGeluInFlight = true;
+};
+struct GeluInFlightOff : SplitBackward {
+  using SplitBackward::SplitBackward;
+  static constexpr bool kGeluInFlight = false;
+};
 struct AttentionWithoutBackward {
   static constexpr const char* kPrecision = "fp32";
   AttentionWithoutBackward(const gpt2::Config&, gpt2::Phase) {}
@@ -77,5 +87,7 @@ static_assert(policy::NamesSplitBackward<SplitBackward> && policy::SplitBackward
 static_assert(policy::NamesSplitBackward<SplitBackwardWithoutDw> &&
               !policy::SplitBackwardProducts<SplitBackwardWithoutDw>);
 static_assert(!policy::NamesSplitBackward<Bf16Grads>);
+static_assert(policy::NamesGeluInFlight<GeluInFlight> && policy::NamesSplitBackward<GeluInFlight>);
+static_assert(!policy::NamesGeluInFlight<GeluInFlightOff> && !policy::NamesGeluInFlight<SplitBackward>);
 
 }  // namespace

@@ -973,6 +973,7 @@ class TorchAgainstGpt2Report(unittest.TestCase):
 
 H200 = "ch04_compile_vs_fused/results/pytorch_compile_h200"
 BF16_H200 = "ch04_compile_vs_fused/results/gpt2_bf16_h200"
+IN_FLIGHT_H200 = "ch04_compile_vs_fused/results/gpt2_bf16_h200_in_flight"
 
 
 class TorchAgainstLabReadmes(unittest.TestCase):
@@ -1003,6 +1004,11 @@ class TorchAgainstLabReadmes(unittest.TestCase):
         ("gpt2-bf16-h200", ["torch_bf16_small.json", "torch_bf16_medium.json", "torch_bf16_xl.json"],
          "report_bf16.csv"),
         ("gpt2-bf16-v50304-h200", ["torch_bf16_small_v50304.json"], "report_bf16_v50304.csv"),
+    ]] + [("ch04_compile_vs_fused/gpt2/README.md", section, ["%s/%s" % (IN_FLIGHT_H200, t) for t in torch_runs],
+           "%s/%s" % (IN_FLIGHT_H200, lab))
+          for section, torch_runs, lab in [
+        ("gpt2-bf16-in-flight-h200", ["torch_bf16.json"], "report_bf16.csv"),
+        ("gpt2-bf16-in-flight-v50304-h200", ["torch_bf16_v50304.json"], "report_bf16_v50304.csv"),
     ]]
 
     def test_each_table_is_the_tools_output(self):

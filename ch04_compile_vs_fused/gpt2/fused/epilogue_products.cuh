@@ -2,8 +2,9 @@
 // steps build on (Bf16BiasEpilogue): the previous steps' products (Bf16GradGemm, policies.cuh) with
 // linear_bias, the QKV product and the MLP's first run through cuBLASLt with its BIAS epilogue and
 // writing bf16 (LtBias). That step's file tells the lesson; optimized_gpt2_step_fused_bf16_dact.cu's
-// adds linear_backward_bf16 (Bf16Dact), and optimized_gpt2_step_fused_bf16_logits.cu's head_bf16
-// (Bf16Logits), which the steps after them build on.
+// adds linear_backward_bf16 (Bf16Dact), optimized_gpt2_step_fused_bf16_logits.cu's head_bf16
+// (Bf16Logits), and optimized_gpt2_step_fused_bf16_gelu_once.cu's linear_dx_bf16 and linear_dw
+// (Bf16GeluOnce), which the steps after them build on.
 #pragma once
 
 #include <cublasLt.h>
@@ -184,5 +185,22 @@ struct Bf16Logits : Bf16Dact {
 };
 
 static_assert(policy::Products<Bf16Logits> && policy::HeadBf16Products<Bf16Logits>);
+
+// optimized_gpt2_step_fused_bf16_gelu_once.cu's products: Bf16Logits with the MLP's second product's
+// backward one product at a time (policy::SplitBackwardProducts), the same two cuBLAS calls that
+// linear_backward_bf16 makes together.
+struct Bf16GeluOnce : Bf16Logits {
+  Bf16GeluOnce(const gpt2::Config& c, gpt2::Phase phase) : Bf16Logits(c, phase) {}
+  void linear_dx_bf16(cublasHandle_t blas, const __nv_bfloat16* dY, const __nv_bfloat16* W, __nv_bfloat16* dX, int M,
+                      int N, int K, cudaStream_t) {
+    ::linear_dx_bf16(blas, dY, W, dX, M, N, K);
+  }
+  void linear_dw(cublasHandle_t blas, const __nv_bfloat16* dY, const __nv_bfloat16* X, float* dW, int M, int N, int K,
+                 cudaStream_t) {
+    linear_dw_bf16(blas, dY, X, dW, M, N, K);
+  }
+};
+
+static_assert(policy::Products<Bf16GeluOnce> && policy::SplitBackwardProducts<Bf16GeluOnce>);
 
 }  // namespace

@@ -48,7 +48,11 @@
 //        int N, int K, cudaStream_t): the head's product Y = X W^T written in bf16 (Operand and Grad
 //        bf16). The step then keeps the logits in bf16, and the loss writes their gradient over them,
 //        where it keeps fp32 logits and writes their gradient beside them
-//        (optimized_gpt2_step_fused_bf16_logits.cu; its precision says the rounding).
+//        (optimized_gpt2_step_fused_bf16_logits.cu; its precision says the rounding);
+//   optionally static constexpr bool kGeluInFlight = true, with linear_dx_bf16() and linear_dw():
+//        GELU's backward between those two products runs gelu_backward_act_in_flight (kernels.cuh:
+//        eight columns a thread, four rows' loads in flight) where it ran gelu_backward_act_kernel
+//        (optimized_gpt2_step_fused_bf16_gelu_in_flight.cu; no rounding changes).
 // Everything it launches goes on the stream it is given (cuBLAS: the handle's stream), so that the
 // step is captured as one CUDA graph.
 //
@@ -158,6 +162,9 @@ concept SplitBackwardProducts = std::is_same_v<G, __nv_bfloat16> &&
                                   p.linear_dx_bf16(h, dy, x, dx, m, m, m, s);
                                   p.linear_dw(h, dy, x, w, m, m, m, s);
                                 };
+// A Products class that names kGeluInFlight (true) splits the MLP's second product's backward too.
+template <class P>
+concept NamesGeluInFlight = requires { requires P::kGeluInFlight; };
 template <class P>
 concept NamesHeadBackward = requires { &P::head_backward; };
 // A Products class with a library that needs a workspace of its own (cuBLASLt) names use_workspace(),

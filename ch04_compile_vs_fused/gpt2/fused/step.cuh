@@ -37,6 +37,8 @@ struct FusedStep {
   static_assert(!policy::NamesSplitBackward<Products> || policy::SplitBackwardProducts<Products>,
                 "a Products policy's linear_dx_bf16() and linear_dw() come together, with bf16 dY and dX "
                 "(policies.cuh)");
+  static_assert(!policy::NamesGeluInFlight<Products> || policy::NamesSplitBackward<Products>,
+                "a Products policy's kGeluInFlight comes with linear_dx_bf16() and linear_dw() (policies.cuh)");
   static_assert(!policy::NamesHeadBf16<Products> || policy::HeadBf16Products<Products>,
                 "a Products policy's head_bf16() reads bf16 and writes bf16 logits, its dY in bf16 (policies.cuh)");
   static_assert(policy::Attention<Attention>, "an Attention policy: kPrecision, a constructor from "
@@ -67,6 +69,9 @@ struct FusedStep {
   // SplitBackwardProducts), and GELU's backward between them makes GELU's output, which the second
   // (dW) reads, where a pass of its own made it before both; dh is then in place of dact.
   static constexpr bool kGeluOnce = policy::NamesSplitBackward<Products>;
+  // kGeluInFlight: that GELU backward with eight columns a thread and four rows' loads in flight
+  // (gelu_backward_act_in_flight: kernels.cuh).
+  static constexpr bool kGeluInFlight = policy::NamesGeluInFlight<Products>;
   // kLogitsBf16: the head's product writes the logits in bf16 (policy::HeadBf16Products), which the
   // loss reads, and over which it writes their gradient (Logit: the logits' type).
   static constexpr bool kLogitsBf16 = policy::NamesHeadBf16<Products>;
@@ -534,9 +539,13 @@ struct FusedStep {
       if constexpr (kGeluOnce) {
         Grad* const dact_bf = reinterpret_cast<Grad*>(dact);
         products.linear_dx_bf16(blas, dy_of(dx.data()), W(ob.fc2_w), dact_bf, rows, d, 4 * d, stream);
-        gelu_backward_act_kernel<Op, Grad><<<column_owner_grid(rows, d), kThreads, 0, stream>>>(
-            dact_bf, s.h, act.data(), G + ob.fc_b, rows, d);
-        LAB_CHECK(cudaGetLastError());
+        if constexpr (kGeluInFlight) {
+          gelu_backward_act_in_flight(dact_bf, s.h, act.data(), G + ob.fc_b, rows, 4 * d, stream);
+        } else {
+          gelu_backward_act_kernel<Op, Grad><<<column_owner_grid(rows, d), kThreads, 0, stream>>>(
+              dact_bf, s.h, act.data(), G + ob.fc_b, rows, d);
+          LAB_CHECK(cudaGetLastError());
+        }
         products.linear_dw(blas, dy_of(dx.data()), act.data(), G + ob.fc2_w, rows, d, 4 * d, stream);
         mlp_dy = dact_bf;
       } else if constexpr (kDact) {  // GELU's output gradient in bf16, read so by GELU's backward

@@ -37,22 +37,8 @@
 
 namespace {
 
-// The previous step's products (Bf16Logits: epilogue_products.cuh) with the MLP's second product's
-// backward one product at a time (policy::SplitBackwardProducts), the same two cuBLAS calls that
-// linear_backward_bf16 makes together.
-struct Bf16GeluOnce : Bf16Logits {
-  Bf16GeluOnce(const gpt2::Config& c, gpt2::Phase phase) : Bf16Logits(c, phase) {}
-  void linear_dx_bf16(cublasHandle_t blas, const __nv_bfloat16* dY, const __nv_bfloat16* W, __nv_bfloat16* dX, int M,
-                      int N, int K, cudaStream_t) {
-    ::linear_dx_bf16(blas, dY, W, dX, M, N, K);
-  }
-  void linear_dw(cublasHandle_t blas, const __nv_bfloat16* dY, const __nv_bfloat16* X, float* dW, int M, int N, int K,
-                 cudaStream_t) {
-    linear_dw_bf16(blas, dY, X, dW, M, N, K);
-  }
-};
-
-static_assert(policy::Products<Bf16GeluOnce> && policy::SplitBackwardProducts<Bf16GeluOnce>);
+// Its products: Bf16GeluOnce (epilogue_products.cuh), the previous step's with the MLP's second
+// product's backward one product at a time.
 
 using FusedBf16GeluOnce = FusedStep<Bf16GeluOnce, HopperRows>;  // HopperRows: hopper_attention.cuh
 

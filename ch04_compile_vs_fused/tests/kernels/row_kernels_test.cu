@@ -232,16 +232,38 @@ void run_gelu_backward_sum(std::size_t rows, int cols, std::uint64_t seed, bool 
   EXPECT_PASSES(lab::compare(act, std::vector<double>(again.begin(), again.end()), lab::Tolerance::exact(),
                              "act against gelu_kernel's"));
   EXPECT_PASSES(judge(db_d.download(), r_db, e_db, 0, "db (with act)"));
+  // gelu_backward_act_in_flight (step 14) on the same inputs: dh and act bit for bit the kernel's
+  // above, db within the same bound (the same sums in another order). Where it does not fit (cols
+  // not a multiple of 8, or a tensor not 16-byte aligned) it runs the kernel above: that path too.
+  for (const bool offset : {false, true}) {
+    SCOPED_TRACE(offset ? "in flight, h 8 bytes off 16-byte alignment (the kernel above)" : "in flight");
+    auto g_again = device(to_bf16(g));
+    lab::DeviceBuffer<bf16> h_off(n + 4), act_again(n);
+    lab::poison(act_again);
+    bf16* const h_at = h_off.data() + (offset ? 4 : 0);
+    LAB_CHECK(cudaMemcpy(h_at, h_d.data(), n * sizeof(bf16), cudaMemcpyDeviceToDevice));
+    LAB_CHECK(cudaMemset(db_d.data(), 0, cols * sizeof(float)));
+    EXPECT_EQ(gelu_in_flight_fits(g_again.data(), h_at, act_again.data(), cols), !offset && cols % 8 == 0);
+    gelu_backward_act_in_flight(g_again.data(), h_at, act_again.data(), db_d.data(), rows, cols, nullptr);
+    LAB_CHECK(cudaDeviceSynchronize());
+    EXPECT_PASSES(lab::compare(to_float(g_again.download()), std::vector<double>(dh.begin(), dh.end()),
+                               lab::Tolerance::exact(), "dh (in flight) against gelu_backward_sum_kernel's dh"));
+    EXPECT_PASSES(lab::compare(to_float(act_again.download()), std::vector<double>(act.begin(), act.end()),
+                               lab::Tolerance::exact(), "act (in flight) against gelu_backward_act_kernel's"));
+    EXPECT_PASSES(judge(db_d.download(), r_db, e_db, 0, "db (in flight)"));
+  }
 }
 
 TEST(RowKernels, GeluBackwardSumBf16) {
   LAB_REQUIRE_GPU();
   const std::uint64_t seed = lab::testing::run_seed();
-  // cols = 4 d: GPT-2 small's 3072, and 4 x 67 (a grid's last block partly past the columns).
+  // cols = 4 d: GPT-2 small's 3072, and 4 x 67 (a grid's last block partly past the columns; for
+  // step 14's kernel, not a multiple of 8), 8 x 167 (its last block of 128 threads partly past them)
+  // and 3 rows (fewer than the four it takes at a time; 517 leaves one past a multiple of four).
   const struct {
     std::size_t rows;
     int cols;
-  } cases[] = {{517, 3072}, {2000, 268}};
+  } cases[] = {{517, 3072}, {2000, 268}, {1000, 1336}, {3, 3072}};
   for (const auto& [rows, cols] : cases)
     for (bool positive : {true, false})
       for (bool g_in_bf16 : {false, true}) {
