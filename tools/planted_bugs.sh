@@ -50,12 +50,13 @@
 # mean, rstd and residual gradient, and the LayerNorm made again with its shift 1% high, against the
 # kernels' own tests; and GELU's output, made by GELU's backward in step 13, 1% high in every fourth
 # column, and the gradient that step 14's GELU backward in flight writes 1% high in every second
-# column, against the kernels' own tests.
+# column, against the kernels' own tests; and in step 15, which keeps both LayerNorms' outputs, the
+# MLP's first product's backward given the block's first LayerNorm's output, against its check.
 # Exit status 0 when every bug was caught (with --scales: at the first scale listed; with
 # --check-patterns: when every text was found once); 2 for a bad argument.
 set -u
 if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
-  sed -n '2,55p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,56p' "$0" | sed 's/^# \{0,1\}//'
   [ $# -ge 1 ] && exit 0 || exit 2
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -337,6 +338,10 @@ plant kernels_gelu_act ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_kernels
 # for bit to step 13's kernel.
 plant kernels_gelu_in_flight ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_kernels \
   'v.y *= dgelu_of(t.y, e1);' 'v.y *= 1.01f * dgelu_of(t.y, e1);'
+# The kept LayerNorm outputs (step 15): the MLP's first product's backward (its dW, and dX through
+# its W) reading the block's first LayerNorm's output, ln1, where it reads ln2. Against its check.
+plant gpt2_keep_ln_swapped ch04_compile_vs_fused/gpt2/fused/step.cuh optimized_gpt2_step_fused_bf16_keep_ln \
+  'products.linear_backward(blas, mlp_dy, ln_at(s.ln2),' 'products.linear_backward(blas, mlp_dy, ln_at(s.ln1),'
 
 if [ $planted -eq 0 ]; then
   echo "planted_bugs: no bug is named ${only[*]}" >&2

@@ -68,6 +68,16 @@ struct GeluInFlightOff : SplitBackward {
   using SplitBackward::SplitBackward;
   static constexpr bool kGeluInFlight = false;
 };
+// A policy that keeps the LayerNorms' outputs says so with kKeepLayerNorm true (step 15's); false,
+// or absent, names nothing.
+struct KeepLn : Sgemm {
+  using Sgemm::Sgemm;
+  static constexpr bool kKeepLayerNorm = true;
+};
+struct KeepLnOff : Sgemm {
+  using Sgemm::Sgemm;
+  static constexpr bool kKeepLayerNorm = false;
+};
 struct AttentionWithoutBackward {
   static constexpr const char* kPrecision = "fp32";
   AttentionWithoutBackward(const gpt2::Config&, gpt2::Phase) {}
@@ -89,5 +99,8 @@ static_assert(policy::NamesSplitBackward<SplitBackwardWithoutDw> &&
 static_assert(!policy::NamesSplitBackward<Bf16Grads>);
 static_assert(policy::NamesGeluInFlight<GeluInFlight> && policy::NamesSplitBackward<GeluInFlight>);
 static_assert(!policy::NamesGeluInFlight<GeluInFlightOff> && !policy::NamesGeluInFlight<SplitBackward>);
+static_assert(policy::Products<KeepLn> && policy::NamesKeepLayerNorm<KeepLn>);
+static_assert(!policy::NamesKeepLayerNorm<KeepLnOff> && !policy::NamesKeepLayerNorm<Sgemm> &&
+              !policy::NamesKeepLayerNorm<GeluInFlight>);
 
 }  // namespace

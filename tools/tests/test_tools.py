@@ -974,6 +974,8 @@ class TorchAgainstGpt2Report(unittest.TestCase):
 H200 = "ch04_compile_vs_fused/results/pytorch_compile_h200"
 BF16_H200 = "ch04_compile_vs_fused/results/gpt2_bf16_h200"
 IN_FLIGHT_H200 = "ch04_compile_vs_fused/results/gpt2_bf16_h200_in_flight"
+PHASES_H200 = "ch04_compile_vs_fused/results/gpt2_bf16_h200_phases"
+KEEP_LN_H200 = "ch04_compile_vs_fused/results/gpt2_bf16_h200_keep_ln"
 
 
 class TorchAgainstLabReadmes(unittest.TestCase):
@@ -1009,6 +1011,15 @@ class TorchAgainstLabReadmes(unittest.TestCase):
           for section, torch_runs, lab in [
         ("gpt2-bf16-in-flight-h200", ["torch_bf16.json"], "report_bf16.csv"),
         ("gpt2-bf16-in-flight-v50304-h200", ["torch_bf16_v50304.json"], "report_bf16_v50304.csv"),
+    ]] + [("ch04_compile_vs_fused/gpt2/README.md", "gpt2-bf16-phases-small-h200",
+           ["%s/%s" % (PHASES_H200, t) for t in ["torch_ro_step.json", "torch_ro_forward.json",
+                                                 "torch_ro_fwd_bwd.json", "torch_ma_step.json"]],
+           "%s/report_small.csv" % PHASES_H200)
+    ] + [("ch04_compile_vs_fused/gpt2/README.md", section, ["%s/%s" % (KEEP_LN_H200, t) for t in torch_runs],
+           "%s/%s" % (KEEP_LN_H200, lab))
+          for section, torch_runs, lab in [
+        ("gpt2-bf16-keep-ln-h200", ["torch_bf16.json"], "report_bf16.csv"),
+        ("gpt2-bf16-keep-ln-v50304-h200", ["torch_bf16_v50304.json"], "report_bf16_v50304.csv"),
     ]]
 
     def test_each_table_is_the_tools_output(self):

@@ -3,8 +3,9 @@
 // linear_bias, the QKV product and the MLP's first run through cuBLASLt with its BIAS epilogue and
 // writing bf16 (LtBias). That step's file tells the lesson; optimized_gpt2_step_fused_bf16_dact.cu's
 // adds linear_backward_bf16 (Bf16Dact), optimized_gpt2_step_fused_bf16_logits.cu's head_bf16
-// (Bf16Logits), and optimized_gpt2_step_fused_bf16_gelu_once.cu's linear_dx_bf16 and linear_dw
-// (Bf16GeluOnce), which the steps after them build on.
+// (Bf16Logits), optimized_gpt2_step_fused_bf16_gelu_once.cu's linear_dx_bf16 and linear_dw
+// (Bf16GeluOnce), and optimized_gpt2_step_fused_bf16_gelu_in_flight.cu's kGeluInFlight
+// (Bf16GeluInFlight), which the steps after them build on.
 #pragma once
 
 #include <cublasLt.h>
@@ -202,5 +203,14 @@ struct Bf16GeluOnce : Bf16Logits {
 };
 
 static_assert(policy::Products<Bf16GeluOnce> && policy::SplitBackwardProducts<Bf16GeluOnce>);
+
+// optimized_gpt2_step_fused_bf16_gelu_in_flight.cu's products: Bf16GeluOnce's, with GELU's backward
+// between its two backward products for the MLP's second in flight (policy::NamesGeluInFlight).
+struct Bf16GeluInFlight : Bf16GeluOnce {
+  static constexpr bool kGeluInFlight = true;
+  Bf16GeluInFlight(const gpt2::Config& c, gpt2::Phase phase) : Bf16GeluOnce(c, phase) {}
+};
+
+static_assert(policy::Products<Bf16GeluInFlight> && policy::NamesGeluInFlight<Bf16GeluInFlight>);
 
 }  // namespace

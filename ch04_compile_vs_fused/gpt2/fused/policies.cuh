@@ -52,7 +52,12 @@
 //   optionally static constexpr bool kGeluInFlight = true, with linear_dx_bf16() and linear_dw():
 //        GELU's backward between those two products runs gelu_backward_act_in_flight (kernels.cuh:
 //        eight columns a thread, four rows' loads in flight) where it ran gelu_backward_act_kernel
-//        (optimized_gpt2_step_fused_bf16_gelu_in_flight.cu; no rounding changes).
+//        (optimized_gpt2_step_fused_bf16_gelu_in_flight.cu; no rounding changes);
+//   optionally static constexpr bool kKeepLayerNorm = true: the step keeps every LayerNorm's output
+//        (in Operand) with the block's saved tensors (the final one's with the head's), and the
+//        backward's products read it there, where the backward made it again from the LayerNorm's
+//        saved input, mean and rstd (layer_norm_again: kernels.cuh) into one buffer
+//        (optimized_gpt2_step_fused_bf16_keep_ln.cu; the same values, so no rounding changes).
 // Everything it launches goes on the stream it is given (cuBLAS: the handle's stream), so that the
 // step is captured as one CUDA graph.
 //
@@ -165,6 +170,9 @@ concept SplitBackwardProducts = std::is_same_v<G, __nv_bfloat16> &&
 // A Products class that names kGeluInFlight (true) splits the MLP's second product's backward too.
 template <class P>
 concept NamesGeluInFlight = requires { requires P::kGeluInFlight; };
+// A Products class that names kKeepLayerNorm (true) has the step keep the LayerNorms' outputs.
+template <class P>
+concept NamesKeepLayerNorm = requires { requires P::kKeepLayerNorm; };
 template <class P>
 concept NamesHeadBackward = requires { &P::head_backward; };
 // A Products class with a library that needs a workspace of its own (cuBLASLt) names use_workspace(),

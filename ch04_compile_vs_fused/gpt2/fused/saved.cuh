@@ -29,14 +29,17 @@ struct Carver {
 // Q, K, V by head, heads padded to the flash width, in the attention's type (A); the merged
 // attention output, a product's operand, and the MLP's pre-activation (4 d values a token, the
 // largest tensor kept), in the products' type (P); the residual stream (both LayerNorms' inputs)
-// with their means and rstds in fp32. Not kept: the LayerNorms' outputs and GELU's, which the
-// backward makes again from these (the same values, in one pass each that reads no more than it
-// would read back: cheaper than keeping them, in memory, and no slower). Carved from memory the
-// step places (see FusedStep::place_saved).
-template <class P, class A>
+// with their means and rstds in fp32. Not kept: GELU's output, which the backward makes again from
+// the pre-activation, and (unless KeepLn) the LayerNorms' outputs, which the backward makes again
+// from their inputs, means and rstds (the same values, one pass each: in fp32 it reads what it
+// would read back; in P bf16 it reads twice the bytes it would read back, plus its write, which
+// optimized_gpt2_step_fused_bf16_keep_ln.cu trades for their memory: KeepLn keeps them, ln1 and
+// ln2, in P). Carved from memory the step places (see FusedStep::place_saved).
+template <class P, class A, bool KeepLn = false>
 struct Saved {
   float *x, *mean1, *rstd1, *lse, *mid, *mean2, *rstd2;
   P *att, *h, *w;  // w: the block's parameters in P, when P is not float (null when it is)
+  P *ln1 = nullptr, *ln2 = nullptr;  // the LayerNorms' outputs (KeepLn)
   A *q, *k, *v;
   Saved(const gpt2::Config& c, Carver& m) {
     const std::size_t n = c.tokens() * c.d, t = c.tokens(), nh = heads_size(c);
@@ -44,6 +47,7 @@ struct Saved {
     x = m.take(n), mean1 = m.take(t), rstd1 = m.take(t);
     q = m.take<A>(nh), k = m.take<A>(nh), v = m.take<A>(nh), lse = m.take(t * c.heads), att = m.take<P>(n);
     mid = m.take(n), mean2 = m.take(t), rstd2 = m.take(t), h = m.take<P>(4 * n);
+    if (KeepLn) ln1 = m.take<P>(n), ln2 = m.take<P>(n);
   }
   static std::size_t floats(const gpt2::Config& c) {
     Carver m{nullptr};
@@ -53,11 +57,13 @@ struct Saved {
 };
 
 // What the head keeps: the last block's output (the final LayerNorm's input, its output made again
-// as a block's are), the logits in L, fp32 or bf16 (which the loss kernel overwrites with their
-// gradient where it writes the gradient in L), and its stage's parameters in P when P is not float.
-template <class P, class L = float>
+// as a block's are, or kept in P: KeepLn), the logits in L, fp32 or bf16 (which the loss kernel
+// overwrites with their gradient where it writes the gradient in L), and its stage's parameters in
+// P when P is not float.
+template <class P, class L = float, bool KeepLn = false>
 struct HeadSaved {
   float *out = nullptr, *meanf = nullptr, *rstdf = nullptr;
+  P* ln = nullptr;  // the final LayerNorm's output (KeepLn)
   L* logits = nullptr;
   P* w = nullptr;
   HeadSaved() = default;
@@ -70,6 +76,7 @@ struct HeadSaved {
     const std::size_t n = c.tokens() * c.d, t = c.tokens();
     if (!std::is_same_v<P, float>) w = late.take<P>(gpt2::param_count(c) - gpt2::stage_begin(c, c.layers));
     out = early.take(n), meanf = early.take(t), rstdf = early.take(t), logits = late.take<L>(logit_rows * c.vocab);
+    if (KeepLn) ln = early.take<P>(n);
   }
   static std::size_t floats(const gpt2::Config& c) {
     Carver m{nullptr};

@@ -55,7 +55,10 @@ struct FusedStep {
   using Op = typename operand_of<Products>::type;       // the products' activations: float or bf16
   using Grad = typename grad_of<Products>::type;        // the products' dY: float or bf16
   using HeadOp = typename operand_of<Attention>::type;  // the attention's Q, K, V, dO
-  using Block = Saved<Op, HeadOp>;
+  // kKeepLn: every LayerNorm's output is kept with the saved tensors (Saved's ln1 and ln2, the
+  // head's ln), where the backward made it again into ln (layer_norm_again) before its products.
+  static constexpr bool kKeepLn = policy::NamesKeepLayerNorm<Products>;
+  using Block = Saved<Op, HeadOp, kKeepLn>;
   // kRows: the attention writes O, dK and dV where the products read them (policy::WritesRows).
   static constexpr bool kRows = policy::WritesRows<Attention>;
   // kBias: the products' epilogue adds the QKV product's and the MLP's first biases (their bf16
@@ -79,13 +82,15 @@ struct FusedStep {
   static_assert(!kRows || (std::is_same_v<Op, __nv_bfloat16> && std::is_same_v<Grad, __nv_bfloat16> &&
                            std::is_same_v<HeadOp, __nv_bfloat16>),
                 "an attention that writes the products' rows needs them in bf16, dY too");
+  using Head = HeadSaved<Op, Logit, kKeepLn>;
   std::vector<Block> blocks;  // every block's saved tensors (the forward alone: one block's, reused)
-  HeadSaved<Op, Logit> head;
+  Head head;
   Buffer spill;  // the saved tensors that the gradients' buffer cannot take (see place_saved)
   Buffer losses, coef;
   Buffer qkv, o, tmp;           // forward scratch (o: by head, not with kRows); the backward's dQKV lies in qkv
   lab::DeviceBuffer<Op> ln, act;  // a LayerNorm's output and GELU's: made by the forward, and by the backward again
-                                  // (act: none in the forward alone with kBias, GELU in place: act_size)
+                                  // (act: none in the forward alone with kBias, GELU in place: act_size;
+                                  // ln: none with kKeepLn, the outputs kept: ln_at)
   Buffer dx, dln, delta, wide;  // backward scratch; wide: dact (dh in place), later dq, dk, dv; in
                                 // the forward, the MLP's first product when h is kept in bf16
   lab::DeviceBuffer<HeadOp> dout;
@@ -130,7 +135,7 @@ struct FusedStep {
   FusedStep(Gpt2Step::Problem& p, cudaStream_t stream)
       : c(p.cfg), phase(p.phase), off(gpt2::offsets(c)), rows(int(c.tokens())), d(c.d), hd(c.head_dim()),
         dp(flash_width(hd)), blas_workspace(std::size_t(32) << 20), losses(rows), coef(2), qkv(qkv_floats(c, phase)),
-        o(kRows ? 0 : heads_size(c)), tmp(c.tokens() * d), ln(c.tokens() * d), act(act_size(c, phase)),
+        o(kRows ? 0 : heads_size(c)), tmp(c.tokens() * d), ln(kKeepLn ? 0 : c.tokens() * d), act(act_size(c, phase)),
         products(c, phase), attention(c, phase) {
     place_saved(p);
     const std::size_t n = c.tokens() * d, nh = heads_size(c);
@@ -201,15 +206,15 @@ struct FusedStep {
       const std::size_t slice = std::size_t(head_slice_rows(c, phase));
       Carver block_count{nullptr}, early_count{nullptr}, late_count{nullptr};
       static_cast<void>(Block(c, block_count));
-      static_cast<void>(HeadSaved<Op, Logit>(c, early_count, late_count, slice));
+      static_cast<void>(Head(c, early_count, late_count, slice));
       spill = Buffer(std::max(block_count.used + early_count.used, late_count.used));
       Carver m{spill.data()}, late{spill.data()};
       blocks.emplace_back(c, m);
-      head = HeadSaved<Op, Logit>(c, m, late, slice);
+      head = Head(c, m, late, slice);
       return;
     }
     std::vector<std::size_t> floats(c.layers + 1, Block::floats(c));
-    floats.back() = HeadSaved<Op, Logit>::floats(c);
+    floats.back() = Head::floats(c);
     const gpt2::SavedPlan plan = gpt2::plan_saved(c, floats);
     spill = Buffer(plan.spill);
     auto at = [&](int stage) {
@@ -222,7 +227,7 @@ struct FusedStep {
       blocks.emplace_back(c, m);
     }
     Carver m{at(c.layers)};
-    head = HeadSaved<Op, Logit>(c, m);
+    head = Head(c, m);
   }
 
   Block& saved(int l) { return blocks[l % blocks.size()]; }
@@ -280,6 +285,10 @@ struct FusedStep {
     if constexpr (kLogitsBf16 || !kGradCopies) return head.logits;
     else return gy.data();
   }
+
+  // Where a LayerNorm's output lies: kept with the saved tensors (kKeepLn: `kept`, a block's ln1 or
+  // ln2, the head's ln), else in the one buffer ln, which the backward fills again (layer_norm_again).
+  Op* ln_at(Op* kept) { return kKeepLn ? kept : ln.data(); }
 
   // (residual +) LayerNorm rows into ln: see residual_layer_norm_kernel.
   void residual_layer_norm(const float* x, const float* y, const float* bias, float* x_out, const float* w,
@@ -368,7 +377,7 @@ struct FusedStep {
     ops::embedding(P + off.wte, p.tokens.data(), s0.x, rows, d, stream);
     ops::add_positions(s0.x, P + off.wpe, c.batch, c.context, d, stream);
     const gpt2::BlockOffsets& b0 = off.blocks[0];
-    residual_layer_norm(s0.x, nullptr, nullptr, s0.x, P + b0.ln1_w, P + b0.ln1_b, ln.data(),
+    residual_layer_norm(s0.x, nullptr, nullptr, s0.x, P + b0.ln1_w, P + b0.ln1_b, ln_at(s0.ln1),
                         s0.mean1, s0.rstd1, stream);
     const std::size_t n = c.tokens() * d;
     const std::size_t nh = heads_size(c);  // Q, K, V, O by head (padded)
@@ -391,10 +400,10 @@ struct FusedStep {
       };
       if constexpr (kBias) {
         Op* const rows_bf = reinterpret_cast<Op*>(qkv.data());
-        products.linear_bias(blas, ln.data(), W(ob.qkv_w), W(ob.qkv_b), rows_bf, rows, 3 * d, d, stream);
+        products.linear_bias(blas, ln_at(s.ln1), W(ob.qkv_w), W(ob.qkv_b), rows_bf, rows, 3 * d, d, stream);
         qkv_heads(rows_bf, nullptr);
       } else {
-        products.linear(blas, ln.data(), W(ob.qkv_w), qkv.data(), rows, 3 * d, d, stream);
+        products.linear(blas, ln_at(s.ln1), W(ob.qkv_w), qkv.data(), rows, 3 * d, d, stream);
         qkv_heads(qkv.data(), P + ob.qkv_b);
       }
       if constexpr (kRows) {  // O straight into the merged rows
@@ -409,17 +418,17 @@ struct FusedStep {
       // The projection; its bias, the residual and LayerNorm 2 in one pass.
       products.linear(blas, s.att, W(ob.proj_w), tmp.data(), rows, d, d, stream);
       residual_layer_norm(s.x, tmp.data(), P + ob.proj_b, s.mid, P + ob.ln2_w, P + ob.ln2_b,
-                          ln.data(), s.mean2, s.rstd2, stream);
+                          ln_at(s.ln2), s.mean2, s.rstd2, stream);
       // The MLP: its bias and GELU in one pass; the second bias, the residual and the next
       // LayerNorm (the next block's first, or the final one) in one pass.
       // The first product writes fp32: into h itself in fp32, else into scratch that the pass rounds.
       // With kBias its epilogue writes h in bf16, bias added, and the pass makes GELU alone.
       if constexpr (kBias) {
-        products.linear_bias(blas, ln.data(), W(ob.fc_w), W(ob.fc_b), s.h, rows, 4 * d, d, stream);
+        products.linear_bias(blas, ln_at(s.ln2), W(ob.fc_w), W(ob.fc_b), s.h, rows, 4 * d, d, stream);
         gelu(s.h, stream);
       } else {
         float* y = kCopies ? wide.data() : reinterpret_cast<float*>(s.h);
-        products.linear(blas, ln.data(), W(ob.fc_w), y, rows, 4 * d, d, stream);
+        products.linear(blas, ln_at(s.ln2), W(ob.fc_w), y, rows, 4 * d, d, stream);
         bias_gelu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y, P + ob.fc_b, s.h, act.data(), n,
                                                                  d);  // 4n values: n quads, d a row
         LAB_CHECK(cudaGetLastError());
@@ -429,10 +438,10 @@ struct FusedStep {
         Block& next = saved(l + 1);
         const gpt2::BlockOffsets& on = off.blocks[l + 1];
         residual_layer_norm(s.mid, tmp.data(), P + ob.fc2_b, next.x, P + on.ln1_w, P + on.ln1_b,
-                            ln.data(), next.mean1, next.rstd1, stream);
+                            ln_at(next.ln1), next.mean1, next.rstd1, stream);
       } else {
         residual_layer_norm(s.mid, tmp.data(), P + ob.fc2_b, head.out, P + off.lnf_w, P + off.lnf_b,
-                            ln.data(), head.meanf, head.rstdf, stream);
+                            ln_at(head.ln), head.meanf, head.rstdf, stream);
       }
     }
     // The head, and the loss (with its gradient when there is a backward) in one pass a row (the
@@ -471,11 +480,11 @@ struct FusedStep {
       const int slice = head_slice_rows(c, phase);
       for (int r0 = 0; r0 < rows; r0 += slice) {
         const int m = std::min(slice, rows - r0);
-        head_forward(ln.data() + std::size_t(r0) * d, head_w, head.logits, m, stream);
+        head_forward(ln_at(head.ln) + std::size_t(r0) * d, head_w, head.logits, m, stream);
         loss(std::false_type{}, r0, m);
       }
     } else {
-      head_forward(ln.data(), head_w, head.logits, rows, stream);
+      head_forward(ln_at(head.ln), head_w, head.logits, rows, stream);
       loss(std::true_type{}, 0, rows);
     }
     mean_kernel<<<1, kThreads, 0, stream>>>(losses.data(), p.loss.data(), rows);
@@ -512,8 +521,9 @@ struct FusedStep {
     float* const carry = kGradCopies ? carry_db.data() : nullptr;
     // The logits hold dloss/dlogits (the cross-entropy kernel wrote it; in Grad: over bf16 logits,
     // else in gy).
-    layer_norm_again(head.out, head.meanf, head.rstdf, P + off.lnf_w, P + off.lnf_b, stream);
-    head_backward(logits_grad(), ln.data(), weight(P, off.head, head.w, gpt2::stage_begin(c, c.layers)),
+    if constexpr (!kKeepLn)
+      layer_norm_again(head.out, head.meanf, head.rstdf, P + off.lnf_w, P + off.lnf_b, stream);
+    head_backward(logits_grad(), ln_at(head.ln), weight(P, off.head, head.w, gpt2::stage_begin(c, c.layers)),
                   dln.data(), G + off.head, stream);
     layer_norm_backward(dln.data(), head.out, P + off.lnf_w, head.meanf, head.rstdf, dx.data(), G + off.lnf_w,
                         G + off.lnf_b, false, stream, next, carry);
@@ -566,9 +576,9 @@ struct FusedStep {
           gelu_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(reinterpret_cast<float4*>(dact), s.h, n);
       }
       LAB_CHECK(cudaGetLastError());
-      layer_norm_again(s.mid, s.mean2, s.rstd2, P + ob.ln2_w, P + ob.ln2_b, stream);
-      products.linear_backward(blas, mlp_dy, ln.data(), W(ob.fc_w), dln.data(), G + ob.fc_w, db_of(G + ob.fc_b), rows,
-                               4 * d, d, stream);
+      if constexpr (!kKeepLn) layer_norm_again(s.mid, s.mean2, s.rstd2, P + ob.ln2_w, P + ob.ln2_b, stream);
+      products.linear_backward(blas, mlp_dy, ln_at(s.ln2), W(ob.fc_w), dln.data(), G + ob.fc_w, db_of(G + ob.fc_b),
+                               rows, 4 * d, d, stream);
       layer_norm_backward(dln.data(), s.mid, P + ob.ln2_w, s.mean2, s.rstd2, dx.data(), G + ob.ln2_w, G + ob.ln2_b,
                           true, stream, next, kGradCopies ? G + ob.proj_b : nullptr, kGradCopies);
       // The attention: dO by head with delta, the flash backward, dQ dK dV back into rows.
@@ -598,8 +608,8 @@ struct FusedStep {
         qkv_rows_kernel<<<blocks_for(nh), kThreads, 0, stream>>>(dq, dk, dv, dqkv, nh, c.context, c.heads, hd, dp);
       }
       LAB_CHECK(cudaGetLastError());
-      layer_norm_again(s.x, s.mean1, s.rstd1, P + ob.ln1_w, P + ob.ln1_b, stream);
-      products.linear_backward(blas, dy_of(dqkv), ln.data(), W(ob.qkv_w), dln.data(), G + ob.qkv_w,
+      if constexpr (!kKeepLn) layer_norm_again(s.x, s.mean1, s.rstd1, P + ob.ln1_w, P + ob.ln1_b, stream);
+      products.linear_backward(blas, dy_of(dqkv), ln_at(s.ln1), W(ob.qkv_w), dln.data(), G + ob.qkv_w,
                                db_of(G + ob.qkv_b), rows, 3 * d, d, stream);
       // The residual stream's gradient is the embeddings' (block 0) or the block below's dY.
       layer_norm_backward(dln.data(), s.x, P + ob.ln1_w, s.mean1, s.rstd1, dx.data(), G + ob.ln1_w, G + ob.ln1_b, true,

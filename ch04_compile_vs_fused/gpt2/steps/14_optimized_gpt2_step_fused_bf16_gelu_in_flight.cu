@@ -39,15 +39,9 @@
 
 namespace {
 
-// The previous step's products (Bf16GeluOnce: its two backward products for the MLP's second),
-// with GELU's backward between them in flight (policy::NamesGeluInFlight).
-struct Bf16GeluInFlight : Bf16GeluOnce {
-  static constexpr bool kGeluInFlight = true;
-  Bf16GeluInFlight(const gpt2::Config& c, gpt2::Phase phase) : Bf16GeluOnce(c, phase) {}
-};
-
-static_assert(policy::Products<Bf16GeluInFlight> && policy::NamesGeluInFlight<Bf16GeluInFlight>);
-
+// The previous step's products (Bf16GeluOnce: its two backward products for the MLP's second), with
+// GELU's backward between them in flight: Bf16GeluInFlight (epilogue_products.cuh), which is
+// Bf16GeluOnce with `static constexpr bool kGeluInFlight = true;` (policy::NamesGeluInFlight).
 using FusedBf16GeluInFlight = FusedStep<Bf16GeluInFlight, HopperRows>;  // HopperRows: hopper_attention.cuh
 
 }  // namespace

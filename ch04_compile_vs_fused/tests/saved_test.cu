@@ -1,0 +1,99 @@
+// What the fused GPT-2 steps keep for their backward (gpt2/fused/saved.cuh), on the CPU: the tensors
+// a block and the head carve lie apart, each inside the memory its floats() counts, and with KeepLn
+// (optimized_gpt2_step_fused_bf16_keep_ln.cu) the LayerNorms' outputs are among them, B T d values
+// each in the products' type, and nothing else moves in size.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "gpt2/fused/saved.cuh"
+
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+// Bytes a tensor of `count` values of T takes in a Carver (256-byte aligned).
+template <class T>
+std::size_t carved_floats(std::size_t count) {
+  return (count * sizeof(T) + 255) / 256 * 64;
+}
+
+struct Span {
+  const void* at;
+  std::size_t bytes;
+};
+
+// Every span non-null, inside [base, base + floats), and no two overlapping.
+void expect_apart(const std::vector<Span>& spans, const float* base, std::size_t floats) {
+  const auto lo = reinterpret_cast<std::uintptr_t>(base), hi = lo + floats * sizeof(float);
+  for (std::size_t i = 0; i < spans.size(); ++i) {
+    const auto a = reinterpret_cast<std::uintptr_t>(spans[i].at);
+    ASSERT_NE(spans[i].at, nullptr) << "tensor " << i;
+    EXPECT_GE(a, lo) << "tensor " << i;
+    EXPECT_LE(a + spans[i].bytes, hi) << "tensor " << i;
+    for (std::size_t j = 0; j < i; ++j) {
+      const auto b = reinterpret_cast<std::uintptr_t>(spans[j].at);
+      EXPECT_TRUE(a + spans[i].bytes <= b || b + spans[j].bytes <= a) << "tensors " << j << " and " << i;
+    }
+  }
+}
+
+gpt2::Config config() {
+  gpt2::Config c;
+  c.layers = 2, c.d = 96, c.heads = 3, c.context = 40, c.batch = 3, c.vocab = 101;
+  return c;
+}
+
+TEST(FusedSaved, KeptLayerNormOutputsAreCarvedApart) {
+  const gpt2::Config c = config();
+  const std::size_t n = c.tokens() * c.d, t = c.tokens(), nh = heads_size(c);
+  using Kept = Saved<bf16, bf16, true>;
+  using Made = Saved<bf16, bf16, false>;
+  EXPECT_EQ(Kept::floats(c), Made::floats(c) + 2 * carved_floats<bf16>(n));
+
+  std::vector<float> memory(Kept::floats(c));
+  Carver m{memory.data()};
+  const Kept s(c, m);
+  EXPECT_EQ(m.used, Kept::floats(c));
+  const std::size_t w = gpt2::stage_begin(c, 1) - gpt2::stage_begin(c, 0);
+  expect_apart({{s.w, w * 2},       {s.x, n * 4},    {s.mean1, t * 4},  {s.rstd1, t * 4},
+                {s.q, nh * 2},      {s.k, nh * 2},   {s.v, nh * 2},     {s.lse, t * c.heads * 4},
+                {s.att, n * 2},     {s.mid, n * 4},  {s.mean2, t * 4},  {s.rstd2, t * 4},
+                {s.h, 4 * n * 2},   {s.ln1, n * 2},  {s.ln2, n * 2}},
+               memory.data(), memory.size());
+
+  std::vector<float> other(Made::floats(c));
+  Carver o{other.data()};
+  const Made made(c, o);
+  EXPECT_EQ(made.ln1, nullptr);
+  EXPECT_EQ(made.ln2, nullptr);
+}
+
+TEST(FusedSaved, KeptFinalLayerNormOutputIsTheHeadsEarlyTensor) {
+  const gpt2::Config c = config();
+  const std::size_t n = c.tokens() * c.d, t = c.tokens();
+  using Kept = HeadSaved<bf16, bf16, true>;
+  using Made = HeadSaved<bf16, bf16, false>;
+  EXPECT_EQ(Kept::floats(c), Made::floats(c) + carved_floats<bf16>(n));
+
+  // The forward alone carves the head from two places: what the last block's pass writes (early,
+  // the final LayerNorm's output with it) and what the head makes after (late).
+  Carver early_count{nullptr}, late_count{nullptr};
+  static_cast<void>(Kept(c, early_count, late_count, t));
+  Carver made_early{nullptr}, made_late{nullptr};
+  static_cast<void>(Made(c, made_early, made_late, t));
+  EXPECT_EQ(early_count.used, made_early.used + carved_floats<bf16>(n));
+  EXPECT_EQ(late_count.used, made_late.used);
+
+  std::vector<float> memory(Kept::floats(c));
+  Carver m{memory.data()};
+  const Kept h(c, m);
+  const std::size_t w = gpt2::param_count(c) - gpt2::stage_begin(c, c.layers);
+  expect_apart({{h.w, w * 2}, {h.out, n * 4}, {h.meanf, t * 4}, {h.rstdf, t * 4}, {h.logits, t * c.vocab * 2},
+                {h.ln, n * 2}},
+               memory.data(), memory.size());
+}
+
+}  // namespace
