@@ -42,9 +42,9 @@
 // --csv FILE is written again after every configuration, so a run cut short keeps the rows it
 // finished; --resume then keeps FILE's rows (their configurations are not measured again) and adds
 // the rest, so the grid can be run in pieces (a device call of ten minutes, a session). The file
-// names its implementations (its header, checked against this run's) and each row's parameter
-// count (checked against this run's --vocab), not the run's other settings (--batch, --reps): resume
-// with those of the run that wrote it. Where FILE holds every configuration asked for, nothing is
+// names its implementations (its header: without --variants, --resume runs those; with it, they are
+// checked against the file's) and each row's parameter count (checked against this run's --vocab),
+// not the run's other settings (--batch, --reps): resume with those of the run that wrote it. Where FILE holds every configuration asked for, nothing is
 // measured and no GPU is needed: the tables are printed (and --markdown written) from FILE.
 // Run: make ch04 && ./ch04_compile_vs_fused/demo_gpt2_report --csv gpt2.csv --markdown gpt2.md
 // ctest-args: --sizes tiny --contexts 16,77 --reps 2
@@ -125,7 +125,10 @@ std::string label(const lab::Variant& v) {
   return at == std::string::npos ? lab::role_name(v.role) : v.program.substr(at + lead.size());
 }
 
-std::vector<Implementation> implementations(const std::vector<std::string>& wanted) {
+// The implementations named (all where none is), in that order; `source` says where the names
+// came from, for the message about one this build does not have.
+std::vector<Implementation> implementations(const std::vector<std::string>& wanted,
+                                            const std::string& source = "--variants") {
   std::vector<Implementation> all;
   for (const lab::Variant* v : lab::Registry::global().of_topic(Gpt2Step::name)) all.push_back({label(*v), v});
   if (wanted.empty()) return all;
@@ -135,7 +138,7 @@ std::vector<Implementation> implementations(const std::vector<std::string>& want
     if (it == all.end()) {
       std::vector<std::string> names;
       for (const auto& i : all) names.push_back(i.name);
-      throw lab::UsageError("--variants " + w + ": no such implementation (built: " + join(names) + ")");
+      throw lab::UsageError(source + " " + w + ": no such implementation (built: " + join(names) + ")");
     }
     out.push_back(*it);
   }
@@ -450,6 +453,22 @@ double csv_number(const std::string& field, const std::string& where) {
   throw lab::UsageError(where + ": '" + field + "' is not a number");
 }
 
+// --resume without --variants: the implementations the CSV's header names, in its order (from its
+// forward_X_status columns, which every file with status columns has), or none (all: the default)
+// where there is no file, it is empty, or it has no status columns (kept_rows then says why).
+std::vector<std::string> variants_in_csv(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  if (!in || !std::getline(in, line)) return {};
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  const std::string lead = std::string(gpt2::phase_name(Phase::forward)) + "_", tail = "_status";
+  std::vector<std::string> names;
+  for (const std::string& col : csv_fields(line))
+    if (col.size() > lead.size() + tail.size() && col.starts_with(lead) && col.ends_with(tail))
+      names.push_back(col.substr(lead.size(), col.size() - lead.size() - tail.size()));
+  return names;
+}
+
 // --resume: the rows of the CSV an earlier run wrote, checked before anything runs: this run's
 // columns (the same implementations in the same order), known sizes, contexts 1 to 1024, each
 // configuration once, the parameter count this run's --vocab gives, a status of ok, OOM, N/A or
@@ -468,7 +487,8 @@ std::vector<Row> kept_rows(const Settings& cfg, const std::vector<Implementation
   if (line != header)
     throw lab::UsageError(where + ": its columns are another run's (" + std::to_string(csv_fields(line).size()) +
                           " columns; this run writes " + std::to_string(csv_fields(header).size()) + ", for " +
-                          join(names) + "): resume with the --variants of the run that wrote it");
+                          join(names) + "): resume without --variants (the file's), or with those of the run that "
+                          "wrote it");
   const std::vector<std::string> columns = csv_fields(header);
   std::map<std::string, std::size_t> column;
   for (std::size_t i = 0; i < columns.size(); ++i) column[columns[i]] = i;
@@ -558,7 +578,12 @@ void write_markdown(const std::vector<Row>& rows, std::size_t kept, const std::v
 }
 
 int run(const Settings& cfg) {
-  const std::vector<Implementation> impls = implementations(cfg.variants);
+  const bool variants_from_csv = cfg.resume && cfg.variants.empty() && !cfg.csv.empty();
+  const std::vector<std::string> wanted = variants_from_csv ? variants_in_csv(cfg.csv) : cfg.variants;
+  const std::vector<Implementation> impls =
+      implementations(wanted, variants_from_csv ? "--resume: " + cfg.csv + " names" : "--variants");
+  if (variants_from_csv && !wanted.empty())
+    std::cerr << "--resume: the implementations " << cfg.csv << " names: " << join(wanted) << "\n";
   const std::vector<std::pair<Size, int>> configs = configurations(cfg);
   if (cfg.resume && cfg.csv.empty()) throw lab::UsageError("--resume needs --csv FILE: the file whose rows it keeps");
   if (cfg.resume && !cfg.dump.empty()) throw lab::UsageError("--resume with --dump: --dump times nothing to resume");
@@ -679,8 +704,9 @@ int main(int argc, char** argv) {
             ->check(lab::cli::output_file());
         app.add_flag("--resume", cfg.resume,
                      "keep the rows of the --csv file (an earlier run's, maybe cut short) and measure only the "
-                     "configurations it lacks; give the --variants, --vocab, --batch and --reps of the run that "
-                     "wrote it. With every configuration in the file: its tables, no GPU");
+                     "configurations it lacks, with the implementations the file names (--variants, if given, "
+                     "must be those); give the --vocab, --batch and --reps of the run that wrote it. With every "
+                     "configuration in the file: its tables, no GPU");
         app.add_option("--markdown", cfg.markdown, "write the tables to this Markdown file")
             ->check(lab::cli::output_file());
         app.add_option("--dump", cfg.dump,
