@@ -34,8 +34,10 @@ as a Markdown table with --markdown FILE (for tools/update_readme_results.py --s
 
 For the GPT-2 step, --lab also takes the CSV of demo_gpt2_report (--csv) of the same session: each of
 its implementations at each phase of a configuration PyTorch timed (the report's model size and
-context; its parameter count must be the PyTorch shape's, which holds it to the same vocabulary;
-the CSV does not record its batch, so run the report with the batch of the PyTorch shapes):
+context, paired with the PyTorch shapes whose vocabulary gives its parameter count: a PyTorch run of
+several vocabularies serves a report of any one of them, and a configuration PyTorch timed only at
+another is refused; the CSV does not record its batch, so run the report with the batch of the
+PyTorch shapes):
 
   python3 tools/torch_reference.py --from torch_gpt2.json --lab report.csv --markdown vs_torch.md
 
@@ -338,7 +340,9 @@ def gpt2_params(layers, d, vocab):
 def report_as_lab_run(path, torch_run):
     """demo_gpt2_report's --csv as compare --json's run: a row for each implementation and phase of a
     configuration, at each gpt2_step shape of the PyTorch run with that configuration's layers, width,
-    heads, context and parameter count (the vocabulary); OOM and N/A cells are left out."""
+    heads, context and parameter count (the vocabulary); OOM and N/A cells are left out. A PyTorch run
+    of several vocabularies pairs each configuration with the shapes of its own; a configuration that
+    PyTorch timed only at other vocabularies is refused (the report's --vocab was another)."""
     import csv
 
     with open(path, newline="") as f:
@@ -348,6 +352,7 @@ def report_as_lab_run(path, torch_run):
     names = [k[len("full_step_"):-len("_status")] for k in table[0]
              if k.startswith("full_step_") and k.endswith("_status")]
     rows = []
+    paired, other_vocabulary = set(), {}  # CSV lines paired; line -> a PyTorch shape of another vocabulary
     shapes = sorted({r["shape"] for r in torch_run["results"] if r.get("topic") == "gpt2_step"})
     for shape in shapes:
         layers, d, heads, context, _, vocab, phase = (int(x) for x in shape.split("x"))
@@ -355,13 +360,18 @@ def report_as_lab_run(path, torch_run):
             if GPT2_SIZES.get(r["model_size"]) != (layers, d, heads) or int(r["context_length"]) != context:
                 continue
             if int(r["num_params"]) != gpt2_params(layers, d, vocab):
-                raise ValueError("%s line %d: %s parameters, where the PyTorch shape %s has %d (another vocabulary)"
-                                 % (path, line, r["num_params"], shape, gpt2_params(layers, d, vocab)))
+                other_vocabulary.setdefault(line, (r["num_params"], shape, gpt2_params(layers, d, vocab)))
+                continue
+            paired.add(line)
             for n in names:
                 col = "%s_%s" % (GPT2_PHASES[phase], n)
                 if r.get(col + "_status") == "ok" and r.get(col + "_ms"):
                     rows.append({"topic": "gpt2_step", "shape": shape, "variant": "gpt2_step_" + n,
                                  "variant_median_s": float(r[col + "_ms"]) * 1e-3, "status": "OK"})
+    for line in sorted(set(other_vocabulary) - paired):
+        count, shape, theirs = other_vocabulary[line]
+        raise ValueError("%s line %d: %s parameters, where the PyTorch shape %s has %d (another vocabulary)"
+                         % (path, line, count, shape, theirs))
     return {"tool": "demo_gpt2_report", "file": os.path.basename(path), "rows": rows}
 
 

@@ -942,6 +942,16 @@ class TorchAgainstGpt2Report(unittest.TestCase):
                                                 "2x64x4x16x4x5000x1 has 805632"):
             torch_reference.read_lab_run(self.CSV, self.torch_run(vocab=5000))
 
+    def test_a_run_of_two_vocabularies_pairs_each_configuration_with_its_own(self):
+        import torch_reference
+
+        t = self.torch_run()
+        both = dict(t, results=self.torch_run(vocab=5000)["results"] + t["results"])
+        pairs = lambda run: [(r[1], r[2], r[3], r[4][0][1]) for r in torch_reference.against_lab(
+            run, torch_reference.read_lab_run(self.CSV, run))]
+        self.assertEqual(pairs(both), pairs(t))
+        self.assertEqual(len(pairs(t)), 4)
+
     def test_runs_side_by_side_are_one_run_of_one_kind_of_gpu(self):
         import torch_reference
 
