@@ -163,15 +163,7 @@ std::string tables(const std::vector<Row>& rows, const std::vector<std::string>&
     for (const auto& n : names)
       if (n != "vanilla") head.push_back(n + " speedup");
     head.push_back("peak MiB (" + join(names, " / ") + ")");
-    auto line = [&](const std::vector<std::string>& cells) {
-      if (markdown) {
-        o << "|";
-        for (const auto& c : cells) o << " " << c << " |";
-      } else {
-        for (std::size_t i = 0; i < cells.size(); ++i) o << (i ? "  " : "") << cells[i];
-      }
-      o << "\n";
-    };
+    auto line = [&](const std::vector<std::string>& cells) { lab::table_row(o, cells, markdown); };
     line(head);
     if (markdown) line(std::vector<std::string>(head.size(), "---:"));
     for (const auto& s : shapes) {

@@ -268,15 +268,7 @@ std::string tables(const std::vector<Row>& rows, const std::vector<Implementatio
                    const Rates& rates, bool markdown) {
   const std::vector<std::string> names = names_of(impls);
   std::ostringstream o;
-  auto line = [&](const std::vector<std::string>& cells) {
-    if (markdown) {
-      o << "|";
-      for (const auto& c : cells) o << " " << c << " |";
-    } else {
-      for (std::size_t i = 0; i < cells.size(); ++i) o << (i ? "  " : "") << cells[i];
-    }
-    o << "\n";
-  };
+  auto line = [&](const std::vector<std::string>& cells) { lab::table_row(o, cells, markdown); };
   const char* title[] = {"forward (the loss)", "forward + backward (every gradient)", "full step (and AdamW)"};
   for (int t = 0; t < 3; ++t) {
     const Phase p = kPhases[t];
@@ -313,13 +305,6 @@ std::string tables(const std::vector<Row>& rows, const std::vector<Implementatio
   return o.str();
 }
 
-// One row of --profile's tables: Markdown ("| a | b |") or plain text (two spaces between cells).
-void profile_line(std::ostream& o, const std::vector<std::string>& cells, bool markdown) {
-  for (std::size_t i = 0; i < cells.size(); ++i)
-    o << (markdown ? (i ? " " : "| ") : (i ? "  " : "")) << cells[i] << (markdown ? " |" : "");
-  o << "\n";
-}
-
 // --profile's table: a row per configuration and implementation, ms a step (share of the GPU time).
 std::string breakdown_table(const std::vector<Row>& rows, const std::vector<Implementation>& impls, bool markdown) {
   std::ostringstream o;
@@ -328,7 +313,7 @@ std::string breakdown_table(const std::vector<Row>& rows, const std::vector<Impl
     << (markdown ? "**" : "") << "\n\n";
   std::vector<std::string> head{"model", "context", "implementation", "step ms"};
   for (const char* k : Breakdown::kKinds) head.push_back(k);
-  auto line = [&](const std::vector<std::string>& cells) { profile_line(o, cells, markdown); };
+  auto line = [&](const std::vector<std::string>& cells) { lab::table_row(o, cells, markdown); };
   line(head);
   if (markdown) line(std::vector<std::string>(head.size(), "---:"));
   for (const auto& r : rows)
@@ -358,8 +343,8 @@ std::string rest_table(const std::vector<Row>& rows, const std::vector<Implement
   o << "\n" << (markdown ? "**" : "") << "\"the rest\" by kernel (--profile): the " << top
     << " largest, ms a step and launches a step" << (markdown ? "**" : "") << "\n\n";
   if (markdown) {
-    profile_line(o, {"model", "context", "implementation", "kernel", "ms", "launches"}, true);
-    profile_line(o, {"---", "---:", "---", "---", "---:", "---:"}, true);
+    lab::table_row(o, {"model", "context", "implementation", "kernel", "ms", "launches"}, true);
+    lab::table_row(o, {"---", "---:", "---", "---", "---:", "---:"}, true);
   }
   for (const auto& r : rows)
     for (const auto& impl : impls) {
@@ -369,9 +354,10 @@ std::string rest_table(const std::vector<Row>& rows, const std::vector<Implement
       std::sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
       if (parts.size() > top) parts.resize(top);
       for (const auto& [name, part] : parts) {
-        profile_line(o, {r.size.name, std::to_string(r.context), impl.name, markdown ? "`" + name + "`" : name,
-                         fixed(part.ms, 3), fixed(part.launches, 0)},
-                     markdown);
+        lab::table_row(o,
+                       {r.size.name, std::to_string(r.context), impl.name, markdown ? "`" + name + "`" : name,
+                        fixed(part.ms, 3), fixed(part.launches, 0)},
+                       markdown);
       }
     }
   return o.str();

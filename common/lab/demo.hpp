@@ -29,6 +29,16 @@ inline std::string join(const std::vector<std::string>& v, const std::string& se
   for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
   return s;
 }
+// One row of a demo's table: "| a | b |" in Markdown, else the cells two spaces apart.
+inline void table_row(std::ostream& o, const std::vector<std::string>& cells, bool markdown) {
+  if (markdown) {
+    o << "|";
+    for (const auto& c : cells) o << " " << c << " |";
+  } else {
+    for (std::size_t i = 0; i < cells.size(); ++i) o << (i ? "  " : "") << cells[i];
+  }
+  o << "\n";
+}
 
 // Writes a demo's output file (CSV, Markdown, JSON) whole and says so on stderr ("wrote <what>
 // to <path>"); a file that cannot be written is lab::Error naming it. A regular file (or a new one)

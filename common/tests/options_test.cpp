@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -315,4 +316,14 @@ TEST(DemoOutput, CheckWritableLeavesNoNewFileAndKeepsAnOldOne) {
     EXPECT_NE(std::string(e.what()).find("cannot write"), std::string::npos) << e.what();
   }
   std::filesystem::remove_all(dir);
+}
+
+// A row of the demos' tables (lab::table_row): Markdown's pipes, or the cells two spaces apart; an
+// empty cell stays a cell.
+TEST(DemoOutput, TableRowInMarkdownAndPlainText) {
+  std::ostringstream md, plain;
+  lab::table_row(md, {"model", "", "1.25"}, true);
+  lab::table_row(plain, {"model", "", "1.25"}, false);
+  EXPECT_EQ(md.str(), "| model |  | 1.25 |\n");
+  EXPECT_EQ(plain.str(), "model    1.25\n");
 }
