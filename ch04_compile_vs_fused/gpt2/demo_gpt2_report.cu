@@ -44,7 +44,8 @@
 // the rest, so the grid can be run in pieces (a device call of ten minutes, a session). The file
 // names its implementations (its header: without --variants, --resume runs those; with it, they are
 // checked against the file's) and each row's parameter count (checked against this run's --vocab),
-// not the run's other settings (--batch, --reps): resume with those of the run that wrote it. Where FILE holds every configuration asked for, nothing is
+// not the run's other settings (--batch, --reps): resume with those of the run that wrote it. Where
+// FILE holds every configuration asked for, nothing is
 // measured and no GPU is needed: the tables are printed (and --markdown written) from FILE.
 // Run: make ch04 && ./ch04_compile_vs_fused/demo_gpt2_report --csv gpt2.csv --markdown gpt2.md
 // ctest-args: --sizes tiny --contexts 16,77 --reps 2
@@ -442,11 +443,17 @@ double csv_number(const std::string& field, const std::string& where) {
 // --resume without --variants: the implementations the CSV's header names, in its order (from its
 // forward_X_status columns, which every file with status columns has), or none (all: the default)
 // where there is no file, it is empty, or it has no status columns (kept_rows then says why).
+// A line of the CSV without its '\r' (a file written on Windows); false at its end.
+bool csv_line_of(std::istream& in, std::string& line) {
+  if (!std::getline(in, line)) return false;
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  return true;
+}
+
 std::vector<std::string> variants_in_csv(const std::string& path) {
   std::ifstream in(path);
   std::string line;
-  if (!in || !std::getline(in, line)) return {};
-  if (!line.empty() && line.back() == '\r') line.pop_back();
+  if (!in || !csv_line_of(in, line)) return {};
   const std::string lead = std::string(gpt2::phase_name(Phase::forward)) + "_", tail = "_status";
   std::vector<std::string> names;
   for (const std::string& col : csv_fields(line))
@@ -462,8 +469,7 @@ std::vector<std::string> variants_in_csv(const std::string& path) {
 std::vector<Row> kept_rows(const Settings& cfg, const std::vector<Implementation>& impls) {
   std::ifstream in(cfg.csv);
   std::string line;
-  if (!in || !std::getline(in, line)) return {};
-  if (!line.empty() && line.back() == '\r') line.pop_back();
+  if (!in || !csv_line_of(in, line)) return {};
   const std::vector<std::string> names = names_of(impls);
   const std::string header = csv_header(names);
   const std::string where = "--resume: " + cfg.csv;
@@ -479,8 +485,7 @@ std::vector<Row> kept_rows(const Settings& cfg, const std::vector<Implementation
   std::map<std::string, std::size_t> column;
   for (std::size_t i = 0; i < columns.size(); ++i) column[columns[i]] = i;
   std::vector<Row> rows;
-  for (int number = 2; std::getline(in, line); ++number) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+  for (int number = 2; csv_line_of(in, line); ++number) {
     if (line.empty()) continue;
     const std::string at = where + ", line " + std::to_string(number);
     const std::vector<std::string> f = csv_fields(line);

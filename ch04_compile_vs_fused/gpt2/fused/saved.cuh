@@ -47,7 +47,7 @@ struct Saved {
     x = m.take(n), mean1 = m.take(t), rstd1 = m.take(t);
     q = m.take<A>(nh), k = m.take<A>(nh), v = m.take<A>(nh), lse = m.take(t * c.heads), att = m.take<P>(n);
     mid = m.take(n), mean2 = m.take(t), rstd2 = m.take(t), h = m.take<P>(4 * n);
-    if (KeepLn) ln1 = m.take<P>(n), ln2 = m.take<P>(n);
+    if constexpr (KeepLn) ln1 = m.take<P>(n), ln2 = m.take<P>(n);
   }
   static std::size_t floats(const gpt2::Config& c) {
     Carver m{nullptr};
@@ -76,7 +76,7 @@ struct HeadSaved {
     const std::size_t n = c.tokens() * c.d, t = c.tokens();
     if (!std::is_same_v<P, float>) w = late.take<P>(gpt2::param_count(c) - gpt2::stage_begin(c, c.layers));
     out = early.take(n), meanf = early.take(t), rstdf = early.take(t), logits = late.take<L>(logit_rows * c.vocab);
-    if (KeepLn) ln = early.take<P>(n);
+    if constexpr (KeepLn) ln = early.take<P>(n);
   }
   static std::size_t floats(const gpt2::Config& c) {
     Carver m{nullptr};
