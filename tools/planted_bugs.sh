@@ -51,12 +51,15 @@
 # kernels' own tests; and GELU's output, made by GELU's backward in step 13, 1% high in every fourth
 # column, and the gradient that step 14's GELU backward in flight writes 1% high in every second
 # column, against the kernels' own tests; and in step 15, which keeps both LayerNorms' outputs, the
-# MLP's first product's backward given the block's first LayerNorm's output, against its check.
+# MLP's first product's backward given the block's first LayerNorm's output, and the second
+# LayerNorm's kept output carved half its size (the tensor after it laid over its upper half),
+# against its check; and in step 16's loss kernel in flight, the gradient 1% high for every second
+# logit, against the kernels' own tests.
 # Exit status 0 when every bug was caught (with --scales: at the first scale listed; with
 # --check-patterns: when every text was found once); 2 for a bad argument.
 set -u
 if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
-  sed -n '2,56p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,59p' "$0" | sed 's/^# \{0,1\}//'
   [ $# -ge 1 ] && exit 0 || exit 2
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -342,6 +345,12 @@ plant kernels_gelu_in_flight ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_k
 # its W) reading the block's first LayerNorm's output, ln1, where it reads ln2. Against its check.
 plant gpt2_keep_ln_swapped ch04_compile_vs_fused/gpt2/fused/step.cuh optimized_gpt2_step_fused_bf16_keep_ln \
   'products.linear_backward(blas, mlp_dy, ln_at(s.ln2),' 'products.linear_backward(blas, mlp_dy, ln_at(s.ln1),'
+plant gpt2_keep_ln_short ch04_compile_vs_fused/gpt2/fused/saved.cuh optimized_gpt2_step_fused_bf16_keep_ln \
+  'ln2 = m.take<P>(n);' 'ln2 = m.take<P>(n / 2);'
+# Step 16's loss kernel in flight (cross_entropy_vecs_kernel), the loss's gradient 1% high for every
+# second non-target logit, against the kernels' own tests.
+plant kernels_loss_vecs_1pct ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_kernels \
+  '(v[8 * k + 2 * q + 1] * inv_s - (c + 1 == target' '(1.01f * v[8 * k + 2 * q + 1] * inv_s - (c + 1 == target'
 
 if [ $planted -eq 0 ]; then
   echo "planted_bugs: no bug is named ${only[*]}" >&2

@@ -78,6 +78,15 @@ struct KeepLnOff : Sgemm {
   using Sgemm::Sgemm;
   static constexpr bool kKeepLayerNorm = false;
 };
+// Step 16's flag: the loss kernel in flight, named true or false.
+struct LossInFlight : KeepLn {
+  using KeepLn::KeepLn;
+  static constexpr bool kLossInFlight = true;
+};
+struct LossInFlightOff : KeepLn {
+  using KeepLn::KeepLn;
+  static constexpr bool kLossInFlight = false;
+};
 struct AttentionWithoutBackward {
   static constexpr const char* kPrecision = "fp32";
   AttentionWithoutBackward(const gpt2::Config&, gpt2::Phase) {}
@@ -102,5 +111,8 @@ static_assert(!policy::NamesGeluInFlight<GeluInFlightOff> && !policy::NamesGeluI
 static_assert(policy::Products<KeepLn> && policy::NamesKeepLayerNorm<KeepLn>);
 static_assert(!policy::NamesKeepLayerNorm<KeepLnOff> && !policy::NamesKeepLayerNorm<Sgemm> &&
               !policy::NamesKeepLayerNorm<GeluInFlight>);
+static_assert(policy::Products<LossInFlight> && policy::NamesLossInFlight<LossInFlight>);
+static_assert(!policy::NamesLossInFlight<LossInFlightOff> && !policy::NamesLossInFlight<KeepLn> &&
+              !policy::NamesLossInFlight<Sgemm>);
 
 }  // namespace

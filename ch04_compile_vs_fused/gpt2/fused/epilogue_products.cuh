@@ -4,8 +4,9 @@
 // writing bf16 (LtBias). That step's file tells the lesson; optimized_gpt2_step_fused_bf16_dact.cu's
 // adds linear_backward_bf16 (Bf16Dact), optimized_gpt2_step_fused_bf16_logits.cu's head_bf16
 // (Bf16Logits), optimized_gpt2_step_fused_bf16_gelu_once.cu's linear_dx_bf16 and linear_dw
-// (Bf16GeluOnce), and optimized_gpt2_step_fused_bf16_gelu_in_flight.cu's kGeluInFlight
-// (Bf16GeluInFlight), which the steps after them build on.
+// (Bf16GeluOnce), optimized_gpt2_step_fused_bf16_gelu_in_flight.cu's kGeluInFlight
+// (Bf16GeluInFlight) and optimized_gpt2_step_fused_bf16_keep_ln.cu's kKeepLayerNorm (Bf16KeepLn),
+// which the steps after them build on.
 #pragma once
 
 #include <cublasLt.h>
@@ -212,5 +213,14 @@ struct Bf16GeluInFlight : Bf16GeluOnce {
 };
 
 static_assert(policy::Products<Bf16GeluInFlight> && policy::NamesGeluInFlight<Bf16GeluInFlight>);
+
+// optimized_gpt2_step_fused_bf16_keep_ln.cu's products: Bf16GeluInFlight's, with the LayerNorms'
+// outputs kept for the backward (policy::NamesKeepLayerNorm).
+struct Bf16KeepLn : Bf16GeluInFlight {
+  static constexpr bool kKeepLayerNorm = true;
+  Bf16KeepLn(const gpt2::Config& c, gpt2::Phase phase) : Bf16GeluInFlight(c, phase) {}
+};
+
+static_assert(policy::Products<Bf16KeepLn> && policy::NamesKeepLayerNorm<Bf16KeepLn> && Bf16KeepLn::kKeepLayerNorm);
 
 }  // namespace

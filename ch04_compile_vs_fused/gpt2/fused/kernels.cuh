@@ -67,6 +67,16 @@ __device__ __forceinline__ float4 load4(const __nv_bfloat16* p) {
   return make_float4(lo.x, lo.y, hi.x, hi.y);
 }
 
+// Two bf16 values packed in 32 bits (a uint4 of a 16-byte access holds four such pairs), as fp32;
+// and two fp32 values rounded (to nearest, even) into such a pair.
+__device__ __forceinline__ float2 bf16_pair(unsigned u) {
+  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u));
+}
+__device__ __forceinline__ unsigned bf16_pack(float a, float b) {
+  const __nv_bfloat162 y = __floats2bfloat162_rn(a, b);
+  return *reinterpret_cast<const unsigned*>(&y);
+}
+
 // V consecutive values as fp32 (V = 1 or 4; with 4, the first at a multiple of 4): loaded and
 // stored with one access of 4 V bytes in fp32, 2 V in bf16 (stores rounded to nearest, even).
 template <int V>
@@ -514,9 +524,8 @@ __device__ __forceinline__ void gelu_quads(const T* h, T* act, std::size_t i) {
     unsigned out[4];
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-      const float2 t = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&in[k]));
-      const __nv_bfloat162 y = __floats2bfloat162_rn(gelu(t.x), gelu(t.y));
-      out[k] = *reinterpret_cast<const unsigned*>(&y);
+      const float2 t = bf16_pair(in[k]);
+      out[k] = bf16_pack(gelu(t.x), gelu(t.y));
     }
     reinterpret_cast<uint4*>(act)[i] = make_uint4(out[0], out[1], out[2], out[3]);
   } else {
@@ -658,11 +667,6 @@ __global__ void __launch_bounds__(kInFlightThreads)
     gelu_backward_act_in_flight_kernel(__nv_bfloat16* g, const __nv_bfloat16* __restrict__ h,
                                        __nv_bfloat16* __restrict__ act, float* __restrict__ db, std::size_t rows,
                                        int cols8) {
-  auto pair = [](unsigned u) { return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u)); };
-  auto pack = [](float a, float b) {
-    const __nv_bfloat162 y = __floats2bfloat162_rn(a, b);
-    return *reinterpret_cast<const unsigned*>(&y);
-  };
   const int c8 = blockIdx.x * kInFlightThreads + threadIdx.x;
   float s[8] = {};
   if (c8 < cols8) {
@@ -683,13 +687,13 @@ __global__ void __launch_bounds__(kInFlightThreads)
           unsigned a[4], d[4];
 #pragma unroll
           for (int q = 0; q < 4; ++q) {
-            const float2 t = pair(hi[q]);
-            float2 v = pair(gi[q]);
+            const float2 t = bf16_pair(hi[q]);
+            float2 v = bf16_pair(gi[q]);
             const float e0 = gelu_erf(t.x), e1 = gelu_erf(t.y);
-            a[q] = pack(gelu_of(t.x, e0), gelu_of(t.y, e1));
+            a[q] = bf16_pack(gelu_of(t.x, e0), gelu_of(t.y, e1));
             v.x *= dgelu_of(t.x, e0), v.y *= dgelu_of(t.y, e1);
             s[2 * q] += v.x, s[2 * q + 1] += v.y;
-            d[q] = pack(v.x, v.y);
+            d[q] = bf16_pack(v.x, v.y);
           }
           const std::size_t i = (r0 + k) * cols8 + c8;
           reinterpret_cast<uint4*>(act)[i] = make_uint4(a[0], a[1], a[2], a[3]);
@@ -894,6 +898,98 @@ bool with_row_pairs(int vocab, F&& f) {
   else if (vocab <= 28 * per_pairs) f(std::integral_constant<int, 28>{});
   else return false;
   return true;
+}
+
+// cross_entropy_rows_kernel for bf16 logits with more bytes in flight
+// (optimized_gpt2_step_fused_bf16_loss_in_flight.cu tells the lesson). That kernel gives a row 1024
+// threads, each loading its Items logits 2 bytes at a time (a warp's load 64 bytes); at 64
+// registers a thread its block fills an SM's register file, so an SM holds one row, and while the
+// row waits at its two block-wide reductions, no load of the next row is in flight (the H200 moved
+// about 1.2 TB/s through it at GPT-2 small, vocabulary 10000). Here a row has kVecRowThreads (256)
+// threads, each issuing its Vecs 16-byte loads (8 logits each) before it unpacks the first, and an
+// SM holds several rows, so one row's reductions overlap the others' loads.
+// The arithmetic is cross_entropy_rows_kernel's: the max, the sum of expf(z - max) (the
+// exponentials kept in registers in the logits' place), the target's loss, the gradient
+// (expf(z - max) / sum - onehot) / rows written over the logits in bf16; only the sum's order
+// differs. A vocabulary that is a multiple of 8 (a row's vectors 16-byte aligned) up to 8 x 8 x 256
+// = 16384 classes: with_row_vecs says which.
+constexpr int kVecRowThreads = 256;
+template <int Vecs, bool Backward>
+__global__ void __launch_bounds__(kVecRowThreads)
+    cross_entropy_vecs_kernel(__nv_bfloat16* z, const std::int32_t* __restrict__ targets, float* __restrict__ losses,
+                              int vocab, float inv_rows, __nv_bfloat16* dz = nullptr) {
+  const std::size_t row = blockIdx.x;
+  const int vecs = vocab / 8;
+  const uint4* zr = reinterpret_cast<const uint4*>(z + row * vocab);
+  const int target = targets[row];
+  uint4 raw[Vecs];  // every load issued before the first is unpacked
+#pragma unroll
+  for (int k = 0; k < Vecs; ++k) {
+    const int j = threadIdx.x + k * kVecRowThreads;
+    raw[k] = j < vecs ? zr[j] : make_uint4(0u, 0u, 0u, 0u);
+  }
+  float v[8 * Vecs], m = -INFINITY;
+#pragma unroll
+  for (int k = 0; k < Vecs; ++k) {
+    const bool in = threadIdx.x + k * kVecRowThreads < vecs;
+    const unsigned u[4] = {raw[k].x, raw[k].y, raw[k].z, raw[k].w};
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const float2 t = bf16_pair(u[q]);
+      v[8 * k + 2 * q] = in ? t.x : -INFINITY, v[8 * k + 2 * q + 1] = in ? t.y : -INFINITY;
+      m = fmaxf(m, fmaxf(v[8 * k + 2 * q], v[8 * k + 2 * q + 1]));
+    }
+  }
+  const float mx = blockwide::max<kVecRowThreads>(m);
+  float s = 0;
+#pragma unroll
+  for (int i = 0; i < 8 * Vecs; ++i) {
+    v[i] = expf(v[i] - mx);  // the logit's place now holds its exp (-inf past the row: 0)
+    s += v[i];
+  }
+  const float total = blockwide::sum<kVecRowThreads>(s);
+  if (threadIdx.x == (target / 8) % kVecRowThreads)
+    losses[row] = mx + logf(total) - __bfloat162float(z[row * vocab + target]);
+  if constexpr (Backward) {
+    __syncthreads();  // every read of the row done before dz (in place: z itself) is written
+    const float inv_s = 1.f / total;
+    uint4* dzr = reinterpret_cast<uint4*>(dz + row * vocab);
+#pragma unroll
+    for (int k = 0; k < Vecs; ++k) {
+      const int j = threadIdx.x + k * kVecRowThreads;
+      if (j < vecs) {
+        unsigned o[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const int c = 8 * j + 2 * q;
+          o[q] = bf16_pack((v[8 * k + 2 * q] * inv_s - (c == target ? 1.f : 0.f)) * inv_rows,
+                           (v[8 * k + 2 * q + 1] * inv_s - (c + 1 == target ? 1.f : 0.f)) * inv_rows);
+        }
+        dzr[j] = make_uint4(o[0], o[1], o[2], o[3]);
+      }
+    }
+  }
+}
+
+// Calls f(std::integral_constant<int, Vecs>{}) with the fewest 16-byte vectors a thread (1 to 6,
+// or 8) that hold a row of `vocab` bf16 logits in cross_entropy_vecs_kernel's kVecRowThreads
+// threads, and returns true; false (f not called) for a vocabulary not a multiple of 8, one past
+// 16384, or logits not 16-byte aligned.
+template <class F>
+bool with_row_vecs(int vocab, const void* z, F&& f) {
+  if (vocab % 8 != 0 || reinterpret_cast<std::uintptr_t>(z) % 16 != 0) return false;
+  const int per_vec = 8 * kVecRowThreads, n = (vocab + per_vec - 1) / per_vec;
+  switch (n) {
+    case 1: f(std::integral_constant<int, 1>{}); return true;
+    case 2: f(std::integral_constant<int, 2>{}); return true;
+    case 3: f(std::integral_constant<int, 3>{}); return true;
+    case 4: f(std::integral_constant<int, 4>{}); return true;
+    case 5: f(std::integral_constant<int, 5>{}); return true;
+    case 6: f(std::integral_constant<int, 6>{}); return true;
+    case 7:
+    case 8: f(std::integral_constant<int, 8>{}); return true;
+    default: return false;
+  }
 }
 
 // loss = the mean of the rows' losses: one block.

@@ -58,6 +58,10 @@
 //        backward's products read it there, where the backward made it again from the LayerNorm's
 //        saved input, mean and rstd (layer_norm_again: kernels.cuh) into one buffer
 //        (optimized_gpt2_step_fused_bf16_keep_ln.cu; the same values, so no rounding changes).
+//   optionally static constexpr bool kLossInFlight = true, with head_bf16(): the loss and its
+//        gradient by cross_entropy_vecs_kernel (kernels.cuh: 16-byte loads, 256 threads a row, several
+//        rows an SM) where the vocabulary allows, where cross_entropy_rows_kernel ran
+//        (optimized_gpt2_step_fused_bf16_loss_in_flight.cu; the same roundings, the sum in another order).
 // Everything it launches goes on the stream it is given (cuBLAS: the handle's stream), so that the
 // step is captured as one CUDA graph.
 //
@@ -173,6 +177,9 @@ concept NamesGeluInFlight = requires { requires P::kGeluInFlight; };
 // A Products class that names kKeepLayerNorm (true) has the step keep the LayerNorms' outputs.
 template <class P>
 concept NamesKeepLayerNorm = requires { requires P::kKeepLayerNorm; };
+// A Products class that names kLossInFlight (true) has the step run the loss kernel in flight.
+template <class P>
+concept NamesLossInFlight = requires { requires P::kLossInFlight; };
 template <class P>
 concept NamesHeadBackward = requires { &P::head_backward; };
 // A Products class with a library that needs a workspace of its own (cuBLASLt) names use_workspace(),

@@ -78,6 +78,10 @@ struct FusedStep {
   // kLogitsBf16: the head's product writes the logits in bf16 (policy::HeadBf16Products), which the
   // loss reads, and over which it writes their gradient (Logit: the logits' type).
   static constexpr bool kLogitsBf16 = policy::NamesHeadBf16<Products>;
+  // kLossInFlight: the loss by the row kernel with more bytes in flight where the vocabulary allows
+  // (cross_entropy_vecs_kernel: kernels.cuh; 16-byte loads, 256 threads a row).
+  static constexpr bool kLossInFlight = policy::NamesLossInFlight<Products>;
+  static_assert(!kLossInFlight || kLogitsBf16, "kLossInFlight's loss kernel reads bf16 logits (head_bf16)");
   using Logit = std::conditional_t<kLogitsBf16, Op, float>;
   static_assert(!kRows || (std::is_same_v<Op, __nv_bfloat16> && std::is_same_v<Grad, __nv_bfloat16> &&
                            std::is_same_v<HeadOp, __nv_bfloat16>),
@@ -471,7 +475,14 @@ struct FusedStep {
           cross_entropy_pairs_kernel<decltype(pairs)::value, kBackward>
               <<<m, kRowThreads, 0, stream>>>(head.logits, targets, row_losses, v, inv_rows, dz);
       };
-      if (!with_row_items(v, rows_kernel) && !(kLogitsBf16 && with_row_pairs(v, pairs_kernel)))
+      // With kLossInFlight, 16-byte loads and 256 threads a row first (cross_entropy_vecs_kernel).
+      auto vecs_kernel = [&](auto vecs) {
+        if constexpr (kLogitsBf16 && kLossInFlight)
+          cross_entropy_vecs_kernel<decltype(vecs)::value, kBackward>
+              <<<m, kVecRowThreads, 0, stream>>>(head.logits, targets, row_losses, v, inv_rows, dz);
+      };
+      const bool in_vecs = kLossInFlight && with_row_vecs(v, head.logits, vecs_kernel);
+      if (!in_vecs && !with_row_items(v, rows_kernel) && !(kLogitsBf16 && with_row_pairs(v, pairs_kernel)))
         cross_entropy_kernel<kBackward, Grad, Logit>
             <<<m, kThreads, 0, stream>>>(head.logits, targets, row_losses, v, inv_rows, dz);
       LAB_CHECK(cudaGetLastError());

@@ -40,15 +40,8 @@
 
 namespace {
 
-// The previous step's products (Bf16GeluInFlight, epilogue_products.cuh), with the LayerNorms'
-// outputs kept for the backward (policy::NamesKeepLayerNorm).
-struct Bf16KeepLn : Bf16GeluInFlight {
-  static constexpr bool kKeepLayerNorm = true;
-  Bf16KeepLn(const gpt2::Config& c, gpt2::Phase phase) : Bf16GeluInFlight(c, phase) {}
-};
-
-static_assert(policy::Products<Bf16KeepLn> && policy::NamesKeepLayerNorm<Bf16KeepLn> && Bf16KeepLn::kKeepLayerNorm);
-
+// The previous step's products with the LayerNorms' outputs kept for the backward: Bf16KeepLn
+// (epilogue_products.cuh, policy::NamesKeepLayerNorm), which the step after this builds on.
 using FusedBf16KeepLn = FusedStep<Bf16KeepLn, HopperRows>;  // HopperRows: hopper_attention.cuh
 
 }  // namespace

@@ -339,7 +339,9 @@ TEST(RowKernels, QkvRowsSumBf16) {
 // loss's two additions. bf16_logits: the logits in bf16 (exact values, the reference's own) and dz
 // written over them, as optimized_gpt2_step_fused_bf16_logits runs it; past 16384 classes (bf16
 // logits only) cross_entropy_pairs_kernel, the same arithmetic with the row two logits a register.
-void run_cross_entropy_rows(std::size_t rows, int vocab, std::uint64_t seed, bool bf16_logits) {
+// vecs (bf16 logits only): cross_entropy_vecs_kernel, as step 16 runs it (with_row_vecs: 16-byte
+// loads, 256 threads a row), the same arithmetic with the sum in another order, so the same bounds.
+void run_cross_entropy_rows(std::size_t rows, int vocab, std::uint64_t seed, bool bf16_logits, bool vecs = false) {
   lab::Rng rng(seed);
   std::vector<float> z = uniform(rng, rows * vocab, -6.f, 6.f);
   if (bf16_logits)
@@ -368,8 +370,15 @@ void run_cross_entropy_rows(std::size_t rows, int vocab, std::uint64_t seed, boo
     cross_entropy_pairs_kernel<decltype(pairs)::value, true><<<unsigned(rows), kRowThreads>>>(
         zb_d.data(), t_d.data(), loss_d.data(), vocab, inv_rows, zb_d.data());
   };
-  ASSERT_TRUE(with_row_items(vocab, launch) || (bf16_logits && with_row_pairs(vocab, launch_pairs)))
-      << "vocab " << vocab << " is past the rows kernels";
+  auto launch_vecs = [&](auto n) {
+    cross_entropy_vecs_kernel<decltype(n)::value, true><<<unsigned(rows), kVecRowThreads>>>(
+        zb_d.data(), t_d.data(), loss_d.data(), vocab, inv_rows, zb_d.data());
+  };
+  if (vecs)
+    ASSERT_TRUE(bf16_logits && with_row_vecs(vocab, zb_d.data(), launch_vecs)) << "vocab " << vocab << " is past it";
+  else
+    ASSERT_TRUE(with_row_items(vocab, launch) || (bf16_logits && with_row_pairs(vocab, launch_pairs)))
+        << "vocab " << vocab << " is past the rows kernels";
   LAB_CHECK(cudaGetLastError());
   LAB_CHECK(cudaDeviceSynchronize());
   if (bf16_logits) LAB_CHECK(cudaMemcpy(dz_d.data(), zb_d.data(), dz_d.size() * sizeof(bf16), cudaMemcpyDeviceToDevice));
@@ -427,6 +436,29 @@ TEST(RowKernels, CrossEntropyRowsBf16) {
     EXPECT_EQ(chosen, pairs);
     run_cross_entropy_rows(rows, vocab, seed, true);
   }
+}
+
+// cross_entropy_vecs_kernel (step 16) at the vectors a thread with_row_vecs picks: one (8 and 2048
+// classes), two (3000), five (the lab's GPT-2 vocabulary, 10000), eight from seven (12296: 1537
+// vectors) and eight (16384, the most); and the vocabularies it leaves to the other kernels (not a
+// multiple of 8, past 16384, logits not 16-byte aligned).
+TEST(RowKernels, CrossEntropyVecsBf16) {
+  LAB_REQUIRE_GPU();
+  const std::uint64_t seed = lab::testing::run_seed();
+  const struct {
+    std::size_t rows;
+    int vocab, vecs;
+  } cases[] = {{5, 8, 1}, {19, 2048, 1}, {37, 3000, 2}, {23, 10000, 5}, {13, 12296, 8}, {7, 16384, 8}};
+  for (const auto& [rows, vocab, vecs] : cases) {
+    SCOPED_TRACE("rows " + std::to_string(rows) + ", vocab " + std::to_string(vocab) + ", 16-byte vectors");
+    int chosen = 0;
+    ASSERT_TRUE(with_row_vecs(vocab, nullptr, [&](auto n) { chosen = decltype(n)::value; }));
+    EXPECT_EQ(chosen, vecs);
+    run_cross_entropy_rows(rows, vocab, seed, true, true);
+  }
+  alignas(16) static const bf16 row[16] = {};
+  for (int vocab : {9, 10002, 16392}) EXPECT_FALSE(with_row_vecs(vocab, row, [](auto) {})) << vocab;
+  EXPECT_FALSE(with_row_vecs(16, row + 1, [](auto) {})) << "logits 2 bytes past a 16-byte boundary";
 }
 
 // ---------------------------------------------------------------------------------------------
