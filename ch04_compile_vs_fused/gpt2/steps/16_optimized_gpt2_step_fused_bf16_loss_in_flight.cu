@@ -24,7 +24,7 @@
 // fit, and the previous step's kernels run. Against PyTorch: ../README.md, "Step 16".
 // The same treatment of qkv_rows_sum_kernel (four columns a thread, four rows' 16-byte loads in
 // flight) was tried and measured no faster (0.142 against 0.137 ms a step): its input, dQ, was just
-// written by the attention backward and is read from L2, where latency is not what bounds it.
+// written by the attention backward and likely still lies in L2 (a reading, not profiled).
 //
 // The arithmetic is the previous step's roundings: the same max, expf, sum and logf, the gradient
 // the same expression rounded once into bf16. Only the order of the softmax denominator's fp32 sum
