@@ -54,12 +54,13 @@
 # MLP's first product's backward given the block's first LayerNorm's output, and the second
 # LayerNorm's kept output carved half its size (the tensor after it laid over its upper half),
 # against its check; and in step 16's loss kernel in flight, the gradient 1% high for every second
-# logit, against the kernels' own tests.
+# logit, against the kernels' own tests; and in step 17, which rounds the weights ahead on the side
+# stream, each stage's copy written into the block before's, against its check.
 # Exit status 0 when every bug was caught (with --scales: at the first scale listed; with
 # --check-patterns: when every text was found once); 2 for a bad argument.
 set -u
 if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
-  sed -n '2,59p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,60p' "$0" | sed 's/^# \{0,1\}//'
   [ $# -ge 1 ] && exit 0 || exit 2
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -351,6 +352,11 @@ plant gpt2_keep_ln_short ch04_compile_vs_fused/gpt2/fused/saved.cuh optimized_gp
 # second non-target logit, against the kernels' own tests.
 plant kernels_loss_vecs_1pct ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_kernels \
   '(v[8 * k + 2 * q + 1] * inv_s - (c + 1 == target' '(1.01f * v[8 * k + 2 * q + 1] * inv_s - (c + 1 == target'
+# Step 17's weights rounded ahead on the side stream, each stage's copy written into the block
+# before's (block l's products then read stage l + 1's weights, the last block's a copy never
+# made). Against its check.
+plant gpt2_round_ahead_shifted ch04_compile_vs_fused/gpt2/fused/step.cuh optimized_gpt2_step_fused_bf16_round_ahead \
+  'l == c.layers ? head.w : saved(l).w, side);' 'l == c.layers ? head.w : saved(l > 0 ? l - 1 : 0).w, side);'
 
 if [ $planted -eq 0 ]; then
   echo "planted_bugs: no bug is named ${only[*]}" >&2

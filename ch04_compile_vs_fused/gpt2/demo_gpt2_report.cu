@@ -552,8 +552,9 @@ void write_markdown(const std::vector<Row>& rows, std::size_t kept, const std::v
                       (kept == 1 ? "it" : "them") + ", its MFU included.";
   std::string head;
   if (device.empty())
-    head = "Measured by `demo_gpt2_report` in the runs that wrote " + cfg.csv + ", every row kept by `--resume`: batch " +
-           std::to_string(cfg.batch) + ", vocabulary " + std::to_string(cfg.vocab) +
+    head = "Measured by `demo_gpt2_report` in the runs that wrote " + cfg.csv +
+           ", every row kept by `--resume`: batch " + std::to_string(cfg.batch) + ", vocabulary " +
+           std::to_string(cfg.vocab) +
            " (as given: the CSV records the parameter count, not the batch, the repetitions or the device); each row "
            "as the run that wrote it measured it, its MFU against that run's measured cuBLAS rate.\n";
   else

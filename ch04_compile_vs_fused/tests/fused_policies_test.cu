@@ -87,6 +87,15 @@ struct LossInFlightOff : KeepLn {
   using KeepLn::KeepLn;
   static constexpr bool kLossInFlight = false;
 };
+// Step 17's flag: the weights rounded ahead, named true or false.
+struct RoundAhead : LossInFlight {
+  using LossInFlight::LossInFlight;
+  static constexpr bool kRoundAhead = true;
+};
+struct RoundAheadOff : LossInFlight {
+  using LossInFlight::LossInFlight;
+  static constexpr bool kRoundAhead = false;
+};
 struct AttentionWithoutBackward {
   static constexpr const char* kPrecision = "fp32";
   AttentionWithoutBackward(const gpt2::Config&, gpt2::Phase) {}
@@ -114,5 +123,8 @@ static_assert(!policy::NamesKeepLayerNorm<KeepLnOff> && !policy::NamesKeepLayerN
 static_assert(policy::Products<LossInFlight> && policy::NamesLossInFlight<LossInFlight>);
 static_assert(!policy::NamesLossInFlight<LossInFlightOff> && !policy::NamesLossInFlight<KeepLn> &&
               !policy::NamesLossInFlight<Sgemm>);
+static_assert(policy::Products<RoundAhead> && policy::NamesRoundAhead<RoundAhead>);
+static_assert(!policy::NamesRoundAhead<RoundAheadOff> && !policy::NamesRoundAhead<LossInFlight> &&
+              !policy::NamesRoundAhead<Sgemm>);
 
 }  // namespace

@@ -987,6 +987,7 @@ IN_FLIGHT_H200 = "ch04_compile_vs_fused/results/gpt2_bf16_h200_in_flight"
 PHASES_H200 = "ch04_compile_vs_fused/results/gpt2_bf16_h200_phases"
 KEEP_LN_H200 = "ch04_compile_vs_fused/results/gpt2_bf16_h200_keep_ln"
 LOSS_IN_FLIGHT_H200 = "ch04_compile_vs_fused/results/gpt2_bf16_h200_loss_in_flight"
+ROUND_AHEAD_H200 = "ch04_compile_vs_fused/results/gpt2_bf16_h200_round_ahead"
 
 
 class TorchAgainstLabReadmes(unittest.TestCase):
@@ -1032,7 +1033,11 @@ class TorchAgainstLabReadmes(unittest.TestCase):
         ("gpt2-bf16-keep-ln-h200", ["torch_bf16.json"], "report_bf16.csv"),
         ("gpt2-bf16-keep-ln-v50304-h200", ["torch_bf16_v50304.json"], "report_bf16_v50304.csv"),
     ]] + [("ch04_compile_vs_fused/gpt2/README.md", "gpt2-bf16-loss-in-flight-h200",
-          "%s/torch_bf16_small.json" % LOSS_IN_FLIGHT_H200, "%s/report_bf16.csv" % LOSS_IN_FLIGHT_H200)]
+          "%s/torch_bf16_small.json" % LOSS_IN_FLIGHT_H200, "%s/report_bf16.csv" % LOSS_IN_FLIGHT_H200)] + [
+        ("ch04_compile_vs_fused/gpt2/README.md", section, "%s/torch_bf16_all.json" % ROUND_AHEAD_H200,
+         "%s/%s" % (ROUND_AHEAD_H200, lab))
+        for section, lab in [("gpt2-bf16-round-ahead-h200", "report_bf16.csv"),
+                             ("gpt2-bf16-round-ahead-v50304-h200", "report_bf16_v50304.csv")]]
 
     def test_each_table_is_the_tools_output(self):
         import torch_reference

@@ -5,8 +5,9 @@
 // adds linear_backward_bf16 (Bf16Dact), optimized_gpt2_step_fused_bf16_logits.cu's head_bf16
 // (Bf16Logits), optimized_gpt2_step_fused_bf16_gelu_once.cu's linear_dx_bf16 and linear_dw
 // (Bf16GeluOnce), optimized_gpt2_step_fused_bf16_gelu_in_flight.cu's kGeluInFlight
-// (Bf16GeluInFlight) and optimized_gpt2_step_fused_bf16_keep_ln.cu's kKeepLayerNorm (Bf16KeepLn),
-// which the steps after them build on.
+// (Bf16GeluInFlight), optimized_gpt2_step_fused_bf16_keep_ln.cu's kKeepLayerNorm (Bf16KeepLn) and
+// optimized_gpt2_step_fused_bf16_loss_in_flight.cu's kLossInFlight (Bf16LossInFlight), which the
+// steps after them build on.
 #pragma once
 
 #include <cublasLt.h>
@@ -222,5 +223,15 @@ struct Bf16KeepLn : Bf16GeluInFlight {
 };
 
 static_assert(policy::Products<Bf16KeepLn> && policy::NamesKeepLayerNorm<Bf16KeepLn> && Bf16KeepLn::kKeepLayerNorm);
+
+// optimized_gpt2_step_fused_bf16_loss_in_flight.cu's products: Bf16KeepLn's, with the loss kernel in
+// flight (policy::NamesLossInFlight).
+struct Bf16LossInFlight : Bf16KeepLn {
+  static constexpr bool kLossInFlight = true;
+  Bf16LossInFlight(const gpt2::Config& c, gpt2::Phase phase) : Bf16KeepLn(c, phase) {}
+};
+
+static_assert(policy::Products<Bf16LossInFlight> && policy::NamesLossInFlight<Bf16LossInFlight> &&
+              policy::NamesKeepLayerNorm<Bf16LossInFlight> && Bf16LossInFlight::kLossInFlight);
 
 }  // namespace

@@ -62,6 +62,10 @@
 //        gradient by cross_entropy_vecs_kernel (kernels.cuh: 16-byte loads, 256 threads a row, several
 //        rows an SM) where the vocabulary allows, where cross_entropy_rows_kernel ran
 //        (optimized_gpt2_step_fused_bf16_loss_in_flight.cu; the same roundings, the sum in another order).
+//   optionally static constexpr bool kRoundAhead = true (Operand bf16): with a backward, the step
+//        rounds every stage's weights into their copies on its side stream at the start, each
+//        block's products waiting for their own stage's copy, where the lead stream rounded each
+//        stage before its products (optimized_gpt2_step_fused_bf16_round_ahead.cu; the same values).
 // Everything it launches goes on the stream it is given (cuBLAS: the handle's stream), so that the
 // step is captured as one CUDA graph.
 //
@@ -180,6 +184,9 @@ concept NamesKeepLayerNorm = requires { requires P::kKeepLayerNorm; };
 // A Products class that names kLossInFlight (true) has the step run the loss kernel in flight.
 template <class P>
 concept NamesLossInFlight = requires { requires P::kLossInFlight; };
+// A Products class that names kRoundAhead (true) has the step round the weights ahead, on the side stream.
+template <class P>
+concept NamesRoundAhead = requires { requires P::kRoundAhead; };
 template <class P>
 concept NamesHeadBackward = requires { &P::head_backward; };
 // A Products class with a library that needs a workspace of its own (cuBLASLt) names use_workspace(),

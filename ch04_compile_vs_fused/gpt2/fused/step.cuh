@@ -82,6 +82,11 @@ struct FusedStep {
   // (cross_entropy_vecs_kernel: kernels.cuh; 16-byte loads, 256 threads a row).
   static constexpr bool kLossInFlight = policy::NamesLossInFlight<Products>;
   static_assert(!kLossInFlight || kLogitsBf16, "kLossInFlight's loss kernel reads bf16 logits (head_bf16)");
+  // kRoundAhead: with a backward, every stage's weights rounded into their bf16 copies on the side
+  // stream at the start of the step, each block's products waiting for its own stage's copy alone,
+  // where the lead stream rounded each stage before its products (see forward()).
+  static constexpr bool kRoundAhead = policy::NamesRoundAhead<Products>;
+  static_assert(!kRoundAhead || !std::is_same_v<Op, float>, "kRoundAhead rounds the weights' copies: bf16 products");
   using Logit = std::conditional_t<kLogitsBf16, Op, float>;
   static_assert(!kRows || (std::is_same_v<Op, __nv_bfloat16> && std::is_same_v<Grad, __nv_bfloat16> &&
                            std::is_same_v<HeadOp, __nv_bfloat16>),
@@ -375,8 +380,37 @@ struct FusedStep {
                      flat_adamw::Hyper::of(p.hp.lr, p.hp.beta1, p.hp.beta2, p.hp.eps, p.hp.weight_decay), stream);
   }
 
+  // With kRoundAhead and a backward (every block's saved tensors, its weights' copy among them, in
+  // memory of its own, which nothing else of the step writes before the backward), the copies of
+  // every stage are made on the side stream at the start, stage by stage, an event after each; the
+  // lead stream waits for stage l's event before block l's first product. The rounding is memory-
+  // bound and the products are not: at the side stream's lowest priority, the rounding of the later
+  // stages takes what the products of the earlier ones leave idle (as AdamW does in the backward),
+  // where the lead stream spent it between them. The forward alone keeps one block's saved tensors,
+  // reused by every block (so one copy at a time): it rounds each stage as it comes, as before.
+  std::vector<cudaEvent_t> round_ahead(const float* P, std::size_t params, cudaStream_t stream) {
+    std::vector<cudaEvent_t> rounded;
+    if (!kRoundAhead || phase == gpt2::Phase::forward) return rounded;
+    wait(side, stream);
+    for (int l = 0; l <= c.layers; ++l) {
+      const std::size_t begin = gpt2::stage_begin(c, l);
+      const std::size_t end = l == c.layers ? params : gpt2::stage_begin(c, l + 1);
+      round_weights(P, begin, end, l == c.layers ? head.w : saved(l).w, side);
+      forks.emplace_back().record(side);
+      rounded.push_back(forks.back());
+    }
+    return rounded;
+  }
+  // Stage l's copy: waited for (made ahead), else made here on the lead stream.
+  void stage_weights(const std::vector<cudaEvent_t>& rounded, int l, const float* P, std::size_t begin,
+                     std::size_t end, Op* copy, cudaStream_t stream) {
+    if (rounded.empty()) round_weights(P, begin, end, copy, stream);
+    else LAB_CHECK(cudaStreamWaitEvent(stream, rounded[l]));
+  }
+
   void forward(Gpt2Step::Problem& p, cudaStream_t stream) {
     const float* P = p.params.data();
+    const std::vector<cudaEvent_t> rounded = round_ahead(P, p.params.size(), stream);
     Block& s0 = saved(0);
     ops::embedding(P + off.wte, p.tokens.data(), s0.x, rows, d, stream);
     ops::add_positions(s0.x, P + off.wpe, c.batch, c.context, d, stream);
@@ -390,7 +424,7 @@ struct FusedStep {
       Block& s = saved(l);
       const std::size_t at = gpt2::stage_begin(c, l);
       auto W = [&](std::size_t offset) { return weight(P, offset, s.w, at); };
-      round_weights(P, at, gpt2::stage_begin(c, l + 1), s.w, stream);
+      stage_weights(rounded, l, P, at, gpt2::stage_begin(c, l + 1), s.w, stream);
       // Attention: the QKV product, its bias while laying Q, K, V out by head (or in the product's
       // epilogue, kBias: the rows in bf16, laid out alone), flash attention.
       auto qkv_heads = [&](const auto* src, const float* bias) {
@@ -453,7 +487,7 @@ struct FusedStep {
     // cross_entropy_pairs_kernel for longer rows of bf16 logits); a slice of rows at a time in the
     // forward alone (head_slice_rows).
     const std::size_t head_at = gpt2::stage_begin(c, c.layers);
-    round_weights(P, head_at, p.params.size(), head.w, stream);
+    stage_weights(rounded, c.layers, P, head_at, p.params.size(), head.w, stream);
     const Op* const head_w = weight(P, off.head, head.w, head_at);
     const float inv_rows = 1.f / float(rows);
     // The logits' gradient in Grad: in place (fp32 logits and dY, or both bf16), else into gy for the

@@ -45,13 +45,9 @@
 
 namespace {
 
-// The previous step's products (Bf16KeepLn, epilogue_products.cuh), with the loss kernel in flight
+// The previous step's products with the loss kernel in flight: Bf16LossInFlight
+// (epilogue_products.cuh, where step 17 builds on it): Bf16KeepLn with kLossInFlight
 // (policy::NamesLossInFlight).
-struct Bf16LossInFlight : Bf16KeepLn {
-  static constexpr bool kLossInFlight = true;
-  Bf16LossInFlight(const gpt2::Config& c, gpt2::Phase phase) : Bf16KeepLn(c, phase) {}
-};
-
 static_assert(policy::Products<Bf16LossInFlight> && policy::NamesLossInFlight<Bf16LossInFlight> &&
               policy::NamesKeepLayerNorm<Bf16LossInFlight> && Bf16LossInFlight::kLossInFlight);
 
