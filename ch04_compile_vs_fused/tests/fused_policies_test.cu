@@ -58,44 +58,26 @@ struct SplitBackwardWithoutDw : Bf16Grads {
   void linear_dx_bf16(cublasHandle_t, const __nv_bfloat16*, const __nv_bfloat16*, __nv_bfloat16*, int, int, int,
                       cudaStream_t) {}
 };
-// A policy that runs GELU's backward in flight says so with kGeluInFlight true (step 14's), over a
-// split backward; false, or absent, names nothing.
-struct GeluInFlight : SplitBackward {
-  using SplitBackward::SplitBackward;
-  static constexpr bool kGeluInFlight = true;
-};
-struct GeluInFlightOff : SplitBackward {
-  using SplitBackward::SplitBackward;
-  static constexpr bool kGeluInFlight = false;
-};
-// A policy that keeps the LayerNorms' outputs says so with kKeepLayerNorm true (step 15's); false,
-// or absent, names nothing.
-struct KeepLn : Sgemm {
-  using Sgemm::Sgemm;
-  static constexpr bool kKeepLayerNorm = true;
-};
-struct KeepLnOff : Sgemm {
-  using Sgemm::Sgemm;
-  static constexpr bool kKeepLayerNorm = false;
-};
-// Step 16's flag: the loss kernel in flight, named true or false.
-struct LossInFlight : KeepLn {
-  using KeepLn::KeepLn;
-  static constexpr bool kLossInFlight = true;
-};
-struct LossInFlightOff : KeepLn {
-  using KeepLn::KeepLn;
-  static constexpr bool kLossInFlight = false;
-};
-// Step 17's flag: the weights rounded ahead, named true or false.
-struct RoundAhead : LossInFlight {
-  using LossInFlight::LossInFlight;
-  static constexpr bool kRoundAhead = true;
-};
-struct RoundAheadOff : LossInFlight {
-  using LossInFlight::LossInFlight;
-  static constexpr bool kRoundAhead = false;
-};
+// The steps' flags (kGeluInFlight, kKeepLayerNorm, ...): a policy Name over Base that names flag
+// with value. Named true, the concept sees it; false, or absent, it names nothing.
+#define FLAG_POLICY(Name, Base, flag, value) \
+  struct Name : Base {                       \
+    using Base::Base;                        \
+    static constexpr bool flag = value;      \
+  }
+// Step 14's GELU backward in flight, over a split backward.
+FLAG_POLICY(GeluInFlight, SplitBackward, kGeluInFlight, true);
+FLAG_POLICY(GeluInFlightOff, SplitBackward, kGeluInFlight, false);
+// Step 15's LayerNorms' outputs kept.
+FLAG_POLICY(KeepLn, Sgemm, kKeepLayerNorm, true);
+FLAG_POLICY(KeepLnOff, Sgemm, kKeepLayerNorm, false);
+// Step 16's loss kernel in flight.
+FLAG_POLICY(LossInFlight, KeepLn, kLossInFlight, true);
+FLAG_POLICY(LossInFlightOff, KeepLn, kLossInFlight, false);
+// Step 17's weights rounded ahead.
+FLAG_POLICY(RoundAhead, LossInFlight, kRoundAhead, true);
+FLAG_POLICY(RoundAheadOff, LossInFlight, kRoundAhead, false);
+#undef FLAG_POLICY
 struct AttentionWithoutBackward {
   static constexpr const char* kPrecision = "fp32";
   AttentionWithoutBackward(const gpt2::Config&, gpt2::Phase) {}
