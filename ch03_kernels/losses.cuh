@@ -1,15 +1,22 @@
 // The losses: mean softmax cross-entropy over N rows of C logits, and mean squared error.
-//   cross_entropy = mean_r (lse_r - logits[r][label_r]),   lse_r = log sum_j exp(logits[r][j])
-//   d cross_entropy / d logits[r][j] = (exp(logits[r][j] - lse_r) - [j == label_r]) / N
+//   cross_entropy = (1 / K) sum_{r counted} (lse_r - logits[r][label_r]),  lse_r = log sum_j exp(logits[r][j])
+//   d cross_entropy / d logits[r][j] = (exp(logits[r][j] - lse_r) - [j == label_r]) / K  (0 for a row not counted)
 //   mse = mean_i (pred_i - target_i)^2,                    d mse / d pred_i = 2 (pred_i - target_i) / n
 // One read of the logits (or of pred and target) and, backward, one write of the gradient is the
 // minimum; the yardstick is the copy bandwidth. The backward of the cross-entropy takes each row's
 // log-sum-exp from the forward (N floats), as a framework would keep it.
 //
-// A label outside [0, C) cannot be read safely and has no loss: every cross-entropy kernel checks
-// it, writes NaN for that row (loss or gradient row) instead of reading out of bounds, and records
-// the row in `bad_row`, which verify() reports as the error ("label 40000 at row 17 is outside
-// [0, 32768)"), never as a wrong number.
+// A row whose label is `ignore_index` (-100, PyTorch's default, as a padded batch marks its
+// padding) is not counted: no loss, a zero row of gradient, and the mean is over the K rows that
+// are counted, as torch.nn.functional.cross_entropy(..., ignore_index=-100). The forward writes K
+// (`count`, a float as PyTorch's total_weight), the backward reads it. With no row counted the
+// mean is 0/0, NaN, as PyTorch's; the lab's own inputs always count row 0. The lab's inputs mark
+// about one row in 16 ignored, so that every check and every timing has them.
+//
+// Any other label outside [0, C) cannot be read safely and has no loss: every cross-entropy kernel
+// checks it, writes NaN for that row (loss or gradient row) instead of reading out of bounds, and
+// records the row in `bad_row`, which verify() reports as the error ("label 40000 at row 17 is
+// outside [0, 32768)"), never as a wrong number.
 #pragma once
 
 #include <cmath>
@@ -68,11 +75,30 @@ __device__ __forceinline__ Online group_merge(Online v, Online* scratch) {
   return v;
 }
 
-// Whether a label can be used; if not, remember the row (any one of the bad rows).
-__device__ __forceinline__ bool label_ok(int label, int classes, std::size_t row, long long* bad_row) {
-  if (label >= 0 && label < classes) return true;
+// Whether a row's label is used, is the ignore_index (the row not counted), or is bad: a bad one's
+// row is remembered in bad_row (any one of the bad rows). The ignore_index is tested first: it may
+// be a class (PyTorch lets ignore_index = 0 drop the rows of class 0).
+enum class Label { kUsed, kIgnored, kBad };
+__device__ __forceinline__ Label label_kind(int label, int classes, int ignore_index, std::size_t row,
+                                            long long* bad_row) {
+  if (label == ignore_index) return Label::kIgnored;
+  if (label >= 0 && label < classes) return Label::kUsed;
   *bad_row = static_cast<long long>(row);
-  return false;
+  return Label::kBad;
+}
+
+// The sum of an unsigned count over a block of kThreads threads (a multiple of 32), in thread 0.
+// Every thread must call it; `scratch` holds kThreads / 32 values.
+template <int kThreads>
+__device__ __forceinline__ unsigned block_count(unsigned v, unsigned* scratch) {
+  v = __reduce_add_sync(0xffffffffu, v);
+  __syncthreads();  // scratch may still be read by a previous call
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
+  __syncthreads();
+  unsigned total = 0;
+  if (threadIdx.x == 0)
+    for (int w = 0; w < kThreads / 32; ++w) total += scratch[w];
+  return total;
 }
 
 // Threads per row for the row-wise cross-entropy kernels, with 16-byte loads when the row length
@@ -106,9 +132,12 @@ void with_row_lanes(int classes, F&& f) {
 }
 
 // The last step of every loss: *out = (sum of the n values, added in a fixed order by one block)
-// / divisor. The cross-entropy divides its N row losses by N; the MSE its per-block partial sums
-// by the element count.
+// / divisor. The MSE divides its per-block partial sums by the element count.
 void sum_over(const float* values, std::size_t n, double divisor, float* out, cudaStream_t s);
+// The cross-entropy's: *out = (sum of the n values, in a fixed order) / K, where K, the number of
+// nonzero `counted` flags, is also written to *count (as a float). NaN when K is 0, as 0/0.
+void mean_over_counted(const float* values, const std::uint8_t* counted, std::size_t n, float* out, float* count,
+                       cudaStream_t s);
 
 }  // namespace loss
 
@@ -133,17 +162,27 @@ struct CrossEntropyShapes {
   }
 };
 
-// Shared by both directions: logits, labels, the bad-label slot, and the check that reads it.
+// Shared by both directions: logits, labels, the ignore_index, the bad-label slot, and the check
+// that reads it.
 struct CrossEntropyInputs : lab::Problem {
+  static constexpr std::int32_t kIgnoreIndex = -100;  // PyTorch's default
   int rows, classes;
+  std::int32_t ignore_index = kIgnoreIndex;  // a row with this label is not counted
   lab::DeviceBuffer<float> logits;
   lab::DeviceBuffer<std::int32_t> labels;
-  lab::DeviceBuffer<long long> bad_row;  // -1, or a row whose label is outside [0, classes)
+  lab::DeviceBuffer<long long> bad_row;  // -1, or a row whose label is outside [0, classes) and not ignored
   CrossEntropyInputs(const lab::Shape& s, lab::Rng& rng)
       : rows(static_cast<int>(s[0])), classes(static_cast<int>(s[1])), logits(std::size_t(rows) * classes),
         labels(rows), bad_row(1) {
     rng.uniform(logits, -8.f, 8.f);  // e^16 between the largest and smallest: max subtraction matters
     rng.integers(labels, 0, classes);
+    // About one row in 16 ignored, as padding marks it; never row 0, so that some row counts.
+    std::vector<std::int32_t> hl = labels.download();
+    std::vector<std::int32_t> pick(hl.size());
+    rng.integers(std::span<std::int32_t>(pick), 0, 16);
+    for (std::size_t r = 1; r < hl.size(); ++r)
+      if (pick[r] == 0) hl[r] = ignore_index;
+    labels.upload(hl);
   }
   CrossEntropyInputs(const lab::Shape& s, lab::Borrowed)
       : rows(static_cast<int>(s[0])), classes(static_cast<int>(s[1])), bad_row(1) {}
@@ -181,6 +220,12 @@ struct CrossEntropyInputs : lab::Problem {
     }
     return lse;
   }
+  // The rows that count (label not the ignore_index), as K = their number.
+  std::size_t counted(const std::vector<std::int32_t>& hl) const {
+    std::size_t k = 0;
+    for (const std::int32_t l : hl) k += l != ignore_index;
+    return k;
+  }
   static lab::Verdict label_failure(std::string what, std::string error) {
     lab::Verdict v;
     v.what = std::move(what);
@@ -193,16 +238,18 @@ struct CrossEntropy : CrossEntropyShapes {
   static constexpr const char* name = "cross_entropy";
   static lab::Work work(const lab::Shape& s) {
     const double n = double(s[0]), c = double(s[1]);
-    return {.bytes = 4.0 * (n * c + n + 1), .flops = 0, .written = 4};  // logits and labels in, the loss out
+    // logits and labels in, the loss and the count out
+    return {.bytes = 4.0 * (n * c + n + 2), .flops = 0, .written = 8};
   }
-  // The loss always; each row's log-sum-exp from the variants that declare it (.writes = {"lse"}):
-  // the statistic the backward reads, as a training step keeps it.
+  // The loss and the count of rows counted always; each row's log-sum-exp from the variants that
+  // declare it (.writes = {"lse"}): the statistic the backward reads, as a training step keeps it.
   struct Problem : CrossEntropyInputs {
-    lab::DeviceBuffer<float> loss, lse;  // the mean; each row's lse
-    Problem(const lab::Shape& s, lab::Rng& rng) : CrossEntropyInputs(s, rng), loss(1), lse(rows) {}
+    lab::DeviceBuffer<float> loss, count, lse;  // the mean; K; each row's lse
+    Problem(const lab::Shape& s, lab::Rng& rng) : CrossEntropyInputs(s, rng), loss(1), count(1), lse(rows) {}
     Problem(const lab::Shape& s, lab::Borrowed b) : CrossEntropyInputs(s, b) {}
     void poison(cudaStream_t s) override {
       lab::poison(loss, s);
+      lab::poison(count, s);
       lab::poison(lse, s);
     }
     lab::Verdict verify() override {
@@ -211,18 +258,21 @@ struct CrossEntropy : CrossEntropyShapes {
       const auto hl = labels.download();
       std::vector<double> lse_slack;
       const auto lse_ref = reference_lse(hx, &lse_slack);
-      // Each row's loss is lse - x[label] (its slack: lse's, and the subtraction's rounding); the
-      // mean adds N of them in any order and divides.
+      // Each counted row's loss is lse - x[label] (its slack: lse's, and the subtraction's
+      // rounding); the mean adds K of them in any order and divides by K.
       lab::Sum total;
       double row_slack = 0;
       for (int r = 0; r < rows; ++r) {
+        if (hl[r] == ignore_index) continue;
         const double l = lse_ref[r] - hx[std::size_t(r) * classes + hl[r]];
         total.add(l);
         row_slack += lse_slack[r] + lab::fp32::kUnitRoundoff * std::fabs(l);
       }
-      const std::vector<double> ref{total.value / rows},
-          slack{(row_slack + lab::fp32::sum_error(rows + 1.0) * total.magnitude) / rows};
+      const double k = double(counted(hl));
+      const std::vector<double> ref{total.value / k},
+          slack{(row_slack + lab::fp32::sum_error(k + 1.0) * total.magnitude) / k};
       lab::Verdict v = lab::compare(loss.download(), ref, lab::Tolerance::fp32(), "loss", {}, slack);
+      v.also(lab::compare(count.download(), std::vector<double>{k}, lab::Tolerance::exact(), "count"));
       if (declared().writes_output("lse"))
         v.also(lab::compare(lse.download(), lse_ref, lab::Tolerance::fp32(), "lse", {}, lse_slack));
       return v;
@@ -234,17 +284,19 @@ struct CrossEntropyBackward : CrossEntropyShapes {
   static constexpr const char* name = "cross_entropy_backward";
   static lab::Work work(const lab::Shape& s) {
     const double n = double(s[0]), c = double(s[1]);
-    // logits, labels, lse, dloss in; dlogits out
-    return {.bytes = 4.0 * (2 * n * c + 2 * n + 1), .flops = 0, .written = 4.0 * n * c};
+    // logits, labels, lse, dloss and the count in; dlogits out
+    return {.bytes = 4.0 * (2 * n * c + 2 * n + 2), .flops = 0, .written = 4.0 * n * c};
   }
-  // dlogits = dloss (softmax(logits) - onehot(label)) / N: dloss is the gradient that reaches the
-  // mean loss (1 when the loss is the objective; a loss scale, or a weight in a sum of losses).
+  // dlogits = dloss (softmax(logits) - onehot(label)) / K for a counted row, 0 for an ignored one:
+  // dloss is the gradient that reaches the mean loss (1 when the loss is the objective; a loss
+  // scale, or a weight in a sum of losses), K the forward's count.
   struct Problem : CrossEntropyInputs {
-    lab::DeviceBuffer<float> lse, dloss, dlogits;
+    lab::DeviceBuffer<float> lse, dloss, count, dlogits;
     Problem(const lab::Shape& s, lab::Rng& rng)
-        : CrossEntropyInputs(s, rng), lse(rows), dloss(1), dlogits(logits.size()) {
-      const auto r = reference_lse(logits.download());  // the forward's saved statistic
+        : CrossEntropyInputs(s, rng), lse(rows), dloss(1), count(1), dlogits(logits.size()) {
+      const auto r = reference_lse(logits.download());  // the forward's saved statistics
       lse.upload(std::vector<float>(r.begin(), r.end()));
+      count.upload(std::vector<float>{float(counted(labels.download()))});
       rng.uniform(dloss, 0.5f, 2.f);
     }
     Problem(const lab::Shape& s, lab::Borrowed b) : CrossEntropyInputs(s, b) {}
@@ -254,19 +306,21 @@ struct CrossEntropyBackward : CrossEntropyShapes {
       const auto hx = logits.download();
       const auto hl = labels.download();
       const auto hlse = lse.download();
-      const double g = dloss.download()[0];
+      const double g = dloss.download()[0], k = count.download()[0];
       // Slack: p = exp(x - lse) with a = x - lse rounded (u |a|) and __expf's 2 + 1.2 |a| ulp: at most
-      // (4 + 3.4 |a|) u of p; then the subtraction of the label's 1, and dloss / N (two roundings
-      // whichever way it is formed) times that, u each.
+      // (4 + 3.4 |a|) u of p; then the subtraction of the label's 1, and dloss / K (two roundings
+      // whichever way it is formed) times that, u each. An ignored row is exactly 0.
       constexpr double u = lab::fp32::kUnitRoundoff;
-      std::vector<double> ref(hx.size()), slack(hx.size());
-      for (int r = 0; r < rows; ++r)
+      std::vector<double> ref(hx.size(), 0.0), slack(hx.size(), 0.0);
+      for (int r = 0; r < rows; ++r) {
+        if (hl[r] == ignore_index) continue;
         for (int j = 0; j < classes; ++j) {
           const std::size_t i = std::size_t(r) * classes + j;
           const double a = double(hx[i]) - hlse[r], p = std::exp(a), y = j == hl[r] ? 1.0 : 0.0;
-          ref[i] = g * (p - y) / rows;
-          slack[i] = std::fabs(g) * ((4 + 3.4 * std::fabs(a)) * u * p + 3 * u * std::fabs(p - y)) / rows;
+          ref[i] = g * (p - y) / k;
+          slack[i] = std::fabs(g) * ((4 + 3.4 * std::fabs(a)) * u * p + 3 * u * std::fabs(p - y)) / k;
         }
+      }
       return lab::compare(dlogits.download(), ref, lab::Tolerance::fp32(), "dlogits", {rows, classes}, slack);
     }
   };

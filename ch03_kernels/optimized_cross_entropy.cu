@@ -9,9 +9,10 @@
 // label's logit is picked from the chunk that holds it as the row goes by (no second, dependent
 // load), and the group's lane 0 writes the row's log-sum-exp, which the backward reads.
 //
-// The losses never go to memory. Each block adds its rows' losses and ends by publishing one sum
-// and counting itself done (a fence and an atomic on one counter), and the
-// last to finish adds the blocks' sums in a fixed order and divides by N. For rows up to 8192
+// The losses never go to memory. Each block adds its rows' losses (and counts the rows that count:
+// a row labelled ignore_index adds nothing) and ends by publishing one sum and one count and
+// counting itself done (a fence and an atomic on one counter), and the last to finish adds the
+// blocks' sums in a fixed order and divides by the rows counted. For rows up to 8192
 // classes the blocks are persistent (as many as are resident at once, each taking row tiles in a
 // grid stride): one block a tile paid that microsecond per tile (4096 blocks at 262144 x 64, 8192
 // at 65536 x 512) while the SM's next tile waited behind it; now it is paid once a block. The
@@ -89,18 +90,23 @@ __device__ __forceinline__ float streamed_lse(const float* x, int lane, int clas
 template <int kLanes, int V, bool kWide = false>
 __global__ void __launch_bounds__(rows::block_threads<kLanes>(), kLanes > 32 || kWide ? 4 : 1)
     online_loss(const float* __restrict__ logits, const std::int32_t* __restrict__ labels, float* __restrict__ lse,
-                float* __restrict__ block_loss, unsigned* __restrict__ finished, float* __restrict__ loss_out,
-                long long* seen_bad, long long* __restrict__ bad_row, int rows, int classes) {
+                float* __restrict__ block_loss, unsigned* __restrict__ block_counted, unsigned* __restrict__ finished,
+                float* __restrict__ loss_out, float* __restrict__ count_out, long long* seen_bad,
+                long long* __restrict__ bad_row, int rows, int classes, int ignore_index) {
   constexpr int kThreads = rows::block_threads<kLanes>();
   constexpr int kRows = rows::rows_per_block<kLanes>();
   __shared__ loss::Online scratch[32];
   __shared__ float sums[32];
+  __shared__ unsigned counts[kThreads / 32];
+  __shared__ unsigned rows_counted;  // a block a row: the rows that count, kept by thread 0
+  if (threadIdx.x == 0) rows_counted = 0;
   __shared__ bool last;
   const int lane = threadIdx.x % kLanes;
   // A warp's row (up to 8192 classes) is held in registers when it fits, the same for every row.
   const bool held = classes <= kLanes * V * kHeld;
   const std::size_t tiles = (std::size_t(rows) + kRows - 1) / kRows;
-  float my_loss = 0.f;  // the losses of this thread's rows in its group's lane 0; 0 elsewhere
+  float my_loss = 0.f;     // the losses of this thread's rows in its group's lane 0; 0 elsewhere
+  unsigned my_counted = 0;  // how many of those rows count
   for (std::size_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     const std::size_t row = tile * kRows + threadIdx.x / kLanes;
     if (row >= std::size_t(rows)) continue;  // a whole row group (for a block per row, the whole block)
@@ -123,29 +129,59 @@ __global__ void __launch_bounds__(rows::block_threads<kLanes>(), kLanes > 32 || 
     picked = rows::group_sum<kLanes>(picked, sums);  // one nonzero term: exact
     if (lane == 0) {
       lse[row] = row_lse;  // the backward's statistic: 4 bytes a row beside the row's 4 C
-      my_loss += loss::label_ok(label, classes, row, seen_bad) ? row_lse - picked : NAN;
+      const loss::Label kind = loss::label_kind(label, classes, ignore_index, row, seen_bad);
+      my_loss += kind == loss::Label::kUsed ? row_lse - picked : kind == loss::Label::kBad ? NAN : 0.f;
+      if constexpr (kLanes < kThreads)
+        my_counted += kind != loss::Label::kIgnored;
+      else
+        rows_counted += kind != loss::Label::kIgnored;  // thread 0's own shared word
     }
   }
   // The block's rows, added in a fixed order (the same tiles, the same shuffle tree every run).
+  // Its count. A block a row: thread 0 keeps it in a shared word, as a count kept in a register
+  // through the row's loop left the 512-thread kernel, capped at 32 registers, 8 bytes of stack
+  // (H200, 8192 x 32768: 302 us, against 291 now and 280 before the count). Rows packed in a block:
+  // each warp's sum stored before group_sum, whose barriers (kThreads > 32) order it before thread 0
+  // adds them (two more barriers of its own had cost as much at each block's end).
+  static_assert(kThreads > 32);
+  if constexpr (kLanes < kThreads) {
+    my_counted = __reduce_add_sync(0xffffffffu, my_counted);
+    if (threadIdx.x % 32 == 0) counts[threadIdx.x / 32] = my_counted;
+  }
   const float block_sum = rows::group_sum<kThreads>(my_loss, sums);
+  unsigned block_count = kLanes < kThreads ? my_counted : rows_counted;
+  if constexpr (kLanes < kThreads)
+    if (threadIdx.x == 0)
+      for (int w = 1; w < kThreads / 32; ++w) block_count += counts[w];
   if (threadIdx.x == 0) {
     block_loss[blockIdx.x] = block_sum;
-    __threadfence();  // the sum is visible to every block before the counter says so
+    block_counted[blockIdx.x] = block_count;
+    __threadfence();  // the sum and count are visible to every block before the counter says so
     last = atomicAdd(finished, 1u) == gridDim.x - 1;
   }
   __syncthreads();
   if (!last) return;
-  // The last block: every block's sum, in block order a thread then a fixed tree, over N. __ldcg
+  // The last block: every block's sum, in block order a thread then a fixed tree, over the rows
+  // counted (every block's count, added as integers: exact in any order). __ldcg
   // reads the L2, where the other blocks' sums are (this SM's L1 may not have seen them). Thread 0
   // reads the bad row here, beside the sums: read after them, it was one more trip to the L2 on the
   // kernel's last path (H100, 32 x 2048 rows of 64: 0.0124-0.0125 ms, now 0.0122-0.0123).
   const long long bad = threadIdx.x == 0 ? __ldcg(seen_bad) : 0;
   float s = 0.f;
+  unsigned k = 0;
 #pragma unroll 8
-  for (unsigned b = threadIdx.x; b < gridDim.x; b += kThreads) s += __ldcg(block_loss + b);
+  for (unsigned b = threadIdx.x; b < gridDim.x; b += kThreads) {
+    s += __ldcg(block_loss + b);
+    k += __ldcg(block_counted + b);
+  }
+  k = __reduce_add_sync(0xffffffffu, k);
+  if (threadIdx.x % 32 == 0) counts[threadIdx.x / 32] = k;  // ordered by group_sum's barriers, as above
   s = rows::group_sum<kThreads>(s, sums);
+  if (threadIdx.x == 0)
+    for (int w = 1; w < kThreads / 32; ++w) k += counts[w];
   if (threadIdx.x == 0) {
-    *loss_out = static_cast<float>(double(s) / rows);
+    *loss_out = static_cast<float>(double(s) / k);  // 0/0, NaN, when no row counts
+    *count_out = static_cast<float>(k);
     *bad_row = bad;  // this run's bad label, or -1: no memset before the kernel
     *seen_bad = -1, *finished = 0;  // ready for the next launch
   }
@@ -180,20 +216,21 @@ void with_launch(const CrossEntropy::Problem& p, F&& f) {
   });
 }
 
-// The variant's scratch: one sum a block, the count of finished blocks (zero between runs), and a
+// The variant's scratch: one sum and one count a block, the count of finished blocks (zero between runs), and a
 // bad label's row (-1 between runs), which the last block publishes as the topic's bad_row: one
 // launch a run, where clearing bad_row first (clear_bad_row, a memset) cost a second one.
 struct OnePass {
   using Topic = CrossEntropy;
   lab::DeviceBuffer<float> block_loss;
-  lab::DeviceBuffer<unsigned> finished;
+  lab::DeviceBuffer<unsigned> block_counted, finished;
   lab::DeviceBuffer<long long> seen_bad;
   static unsigned blocks(const CrossEntropy::Problem& p) {
     unsigned n = 0;
     with_launch(p, [&](auto, unsigned blocks, int) { n = blocks; });
     return n;
   }
-  explicit OnePass(const CrossEntropy::Problem& p) : block_loss(blocks(p)), finished(1), seen_bad(1) {
+  explicit OnePass(const CrossEntropy::Problem& p)
+      : block_loss(blocks(p)), block_counted(block_loss.size()), finished(1), seen_bad(1) {
     LAB_CHECK(cudaMemset(finished.data(), 0, sizeof(unsigned)));
     LAB_CHECK(cudaMemset(seen_bad.data(), 0xff, sizeof(long long)));
   }
@@ -202,8 +239,8 @@ struct OnePass {
   void run(CrossEntropy::Problem& p, cudaStream_t stream) {
     with_launch(p, [&](auto* kernel, unsigned blocks, int threads) {
       kernel<<<blocks, threads, 0, stream>>>(p.logits.data(), p.labels.data(), p.lse.data(), block_loss.data(),
-                                             finished.data(), p.loss.data(), seen_bad.data(), p.bad_row.data(),
-                                             p.rows, p.classes);
+                                             block_counted.data(), finished.data(), p.loss.data(), p.count.data(),
+                                             seen_bad.data(), p.bad_row.data(), p.rows, p.classes, p.ignore_index);
       LAB_CHECK_LAUNCH();
     });
   }

@@ -225,7 +225,7 @@ plant variance_divisor ch03_kernels/optimized_layernorm.cu optimized_layernorm \
   'rsqrtf(rows::group_sum<kLanes>(sq, scratch) / dim + ln::kEps)' \
   'rsqrtf(rows::group_sum<kLanes>(sq, scratch) / (dim - 1) + ln::kEps)'
 plant label_logit ch03_kernels/optimized_cross_entropy.cu optimized_cross_entropy \
-  'row_lse - picked : NAN' 'row_lse - 1.001f * picked : NAN'
+  'kUsed ? row_lse - picked :' 'kUsed ? row_lse - 1.001f * picked :'
 plant causal_fp32 ch04_compile_vs_fused/attention/kernels/flash_fp32.cuh optimized_attention_fused \
   '(Causal && col > row0 + 4 * ty + i)' '(Causal && col > row0 + 4 * ty + i + 1)'
 plant causal_bf16 ch04_compile_vs_fused/attention/kernels/mma_tiles.cuh optimized_attention_fused_tc \

@@ -125,12 +125,12 @@ def cases(torch, lab, op, shape):
         n, c = dims
         logits, labels = rand(n, c, lo=-8, hi=8), torch.randint(0, c, (n,), device="cuda")
         if op == "cross_entropy":
-            return {"lab": lambda: ops.cross_entropy_forward(logits, labels, "optimized_cross_entropy"),
+            return {"lab": lambda: ops.cross_entropy_forward(logits, labels, -100, "optimized_cross_entropy"),
                     "eager": lambda: F.cross_entropy(logits, labels),
                     "compile": (torch.compile(F.cross_entropy), (logits, labels))}
         lg = logits.clone().requires_grad_()
         loss = F.cross_entropy(lg, labels)
-        _, lse = ops.cross_entropy_forward(logits, labels, "optimized_cross_entropy")
+        _, lse, count = ops.cross_entropy_forward(logits, labels, -100, "optimized_cross_entropy")
         one = torch.ones((), device="cuda")
 
         def formula(g, logits, labels, lse):
@@ -138,7 +138,8 @@ def cases(torch, lab, op, shape):
             p[torch.arange(logits.shape[0], device=logits.device), labels] -= 1
             return p * (g / logits.shape[0])
 
-        return {"lab": lambda: ops.cross_entropy_backward(one, logits, labels, lse, "optimized_cross_entropy_backward"),
+        return {"lab": lambda: ops.cross_entropy_backward(one, logits, labels, lse, count, -100,
+                                                          "optimized_cross_entropy_backward"),
                 "eager": lambda: torch.autograd.grad(loss, lg, retain_graph=True),
                 "compile": (torch.compile(formula), (one, logits, labels, lse))}
     if op == "adamw":

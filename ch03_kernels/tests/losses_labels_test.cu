@@ -1,6 +1,11 @@
 // A label outside [0, C) must give an error naming it, for every cross-entropy variant, forward
-// and backward: never a number, and never a read outside the logits (run under memcheck).
+// and backward: never a number, and never a read outside the logits (run under memcheck). A row
+// labelled ignore_index is not counted, whatever ignore_index is (a class too), and with every row
+// ignored the loss is NaN (0/0, as PyTorch's) and the gradient zero.
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
 
 #include "lab/harness.hpp"
 #include "lab/testing.hpp"
@@ -60,6 +65,72 @@ TEST(CrossEntropyLabels, ForwardReportsTheBadLabel) {
 TEST(CrossEntropyLabels, BackwardReportsTheBadLabel) {
   LAB_REQUIRE_GPU();
   for (const auto& c : kCases) expect_label_error("cross_entropy_backward", c);
+}
+
+// Runs every variant of `topic` at `shape` with its labels set by `relabel` (labels, ignore_index in
+// out); returns nothing, calls `check` with the problem after the run.
+template <class Relabel, class Check>
+void with_labels(std::string_view topic, const lab::Shape& shape, Relabel&& relabel, Check&& check) {
+  const auto variants = lab::Registry::global().of_topic(topic);
+  ASSERT_GE(variants.size(), 2u) << topic;
+  for (const lab::Variant* v : variants) {
+    SCOPED_TRACE(v->program + " at " + shape.str());
+    lab::Stream stream;
+    lab::Prepared pr = lab::prepare(*v, shape, lab::testing::run_seed(), stream);
+    auto& in = dynamic_cast<CrossEntropyInputs&>(*pr.problem);
+    auto labels = in.labels.download();
+    relabel(labels, in.ignore_index);
+    in.labels.upload(labels);
+    if (auto* b = dynamic_cast<CrossEntropyBackward::Problem*>(pr.problem.get()))
+      b->count.upload(std::vector<float>{float(in.counted(labels))});  // what the forward would give
+    pr.problem->poison(stream);
+    pr.instance->run(*pr.problem, stream);
+    LAB_CHECK(cudaStreamSynchronize(stream));
+    check(*pr.problem);
+  }
+}
+
+// ignore_index may be a class: PyTorch drops the rows of class 3 with ignore_index = 3. Every other
+// row labelled 3, the rest drawn as usual; the check (which honours ignore_index) must pass.
+TEST(CrossEntropyLabels, IgnoreIndexMayBeAClass) {
+  LAB_REQUIRE_GPU();
+  for (std::string_view topic : {"cross_entropy", "cross_entropy_backward"})
+    for (const lab::Shape& shape : {lab::Shape{40, 64}, lab::Shape{7, 33}, lab::Shape{5, 9000}})
+      with_labels(
+          topic, shape,
+          [](std::vector<std::int32_t>& labels, std::int32_t& ignore) {
+            for (auto& l : labels) l = l == ignore ? 0 : l;  // the inputs' -100 rows now count
+            ignore = 3;
+            for (std::size_t r = 1; r < labels.size(); r += 2) labels[r] = 3;
+            if (labels[0] == 3) labels[0] = 2;  // row 0 counts
+          },
+          [](lab::Problem& p) {
+            const lab::Verdict v = p.verify();
+            EXPECT_TRUE(v.pass) << v.reason;
+          });
+}
+
+// Every row ignored: K = 0, the loss 0/0 (NaN, as PyTorch's mean over no rows), and the gradient a
+// zero everywhere (no row counts; no division by K is used).
+TEST(CrossEntropyLabels, EveryRowIgnored) {
+  LAB_REQUIRE_GPU();
+  const auto all_ignored = [](std::vector<std::int32_t>& labels, std::int32_t& ignore) {
+    for (auto& l : labels) l = ignore;
+  };
+  for (const lab::Shape& shape : {lab::Shape{40, 64}, lab::Shape{3, 4096}, lab::Shape{2, 9000}}) {
+    with_labels("cross_entropy", shape, all_ignored, [](lab::Problem& p) {
+      auto& f = dynamic_cast<CrossEntropy::Problem&>(p);
+      EXPECT_TRUE(std::isnan(f.loss.download()[0]));
+      EXPECT_EQ(f.count.download()[0], 0.f);
+      EXPECT_EQ(f.label_error(), "");
+    });
+    with_labels("cross_entropy_backward", shape, all_ignored, [](lab::Problem& p) {
+      auto& b = dynamic_cast<CrossEntropyBackward::Problem&>(p);
+      const auto d = b.dlogits.download();
+      EXPECT_EQ(std::count(d.begin(), d.end(), 0.f), std::ptrdiff_t(d.size()));
+      EXPECT_EQ(b.label_error(), "");
+    });
+  }
 }
 
 }  // namespace

@@ -43,13 +43,17 @@ void activation_forward(const std::string& topic, const std::string& variant, st
                         cudaStream_t s);
 void activation_backward(const std::string& topic, const std::string& variant, std::int64_t n, const float* x,
                          const float* dy, float* dx, cudaStream_t s);
-// loss: the mean over the rows; lse: each row's log-sum-exp. A label outside [0, classes) makes
-// its row's loss (and so the mean) NaN, and its row of the gradient NaN: never a fault.
+// loss: the mean over the K rows whose label is not ignore_index (K written to count, a float as
+// PyTorch's total_weight; NaN when K = 0); lse: each row's log-sum-exp. A row labelled ignore_index
+// has no loss and a zero row of gradient. Any other label outside [0, classes) makes its row's loss
+// (and so the mean) NaN, and its row of the gradient NaN: never a fault. The backward writes
+// dloss (softmax - onehot) / count for every counted row.
 void cross_entropy_forward(const std::string& variant, std::int64_t rows, std::int64_t classes, const float* logits,
-                           const std::int32_t* labels, float* loss, float* lse, cudaStream_t s);
+                           const std::int32_t* labels, std::int32_t ignore_index, float* loss, float* count,
+                           float* lse, cudaStream_t s);
 void cross_entropy_backward(const std::string& variant, std::int64_t rows, std::int64_t classes, const float* logits,
-                            const std::int32_t* labels, const float* lse, const float* dloss, float* dlogits,
-                            cudaStream_t s);
+                            const std::int32_t* labels, std::int32_t ignore_index, const float* lse, const float* dloss,
+                            const float* count, float* dlogits, cudaStream_t s);
 
 // The weighted sum y = x w (x rows x dim row-major, w and y vectors) and its backward:
 // dx = dy w^T, dw = x^T dy.

@@ -159,23 +159,26 @@ void activation_backward(const std::string& topic, const std::string& variant, s
 }
 
 void cross_entropy_forward(const std::string& variant, std::int64_t rows, std::int64_t classes, const float* logits,
-                           const std::int32_t* labels, float* loss, float* lse, cudaStream_t s) {
+                           const std::int32_t* labels, std::int32_t ignore_index, float* loss, float* count,
+                           float* lse, cudaStream_t s) {
   const lab::Variant* v = lab::Registry::global().find(variant);
   if (v && !v->declared.writes_output("lse"))
     throw std::invalid_argument(variant + " does not write each row's lse, which the backward needs");
   run<CrossEntropy>(variant, lab::Shape{rows, classes}, s, [&](CrossEntropy::Problem& p) {
+    p.ignore_index = ignore_index;
     p.logits = view(logits, std::size_t(rows) * classes), p.labels = view(labels, rows);
-    p.loss = view(loss, 1), p.lse = view(lse, rows);
+    p.loss = view(loss, 1), p.count = view(count, 1), p.lse = view(lse, rows);
   });
 }
 
 void cross_entropy_backward(const std::string& variant, std::int64_t rows, std::int64_t classes, const float* logits,
-                            const std::int32_t* labels, const float* lse, const float* dloss, float* dlogits,
-                            cudaStream_t s) {
+                            const std::int32_t* labels, std::int32_t ignore_index, const float* lse, const float* dloss,
+                            const float* count, float* dlogits, cudaStream_t s) {
   const std::size_t n = std::size_t(rows) * classes;
   run<CrossEntropyBackward>(variant, lab::Shape{rows, classes}, s, [&](CrossEntropyBackward::Problem& p) {
+    p.ignore_index = ignore_index;
     p.logits = view(logits, n), p.labels = view(labels, rows), p.lse = view(lse, rows);
-    p.dloss = view(dloss, 1), p.dlogits = view(dlogits, n);
+    p.dloss = view(dloss, 1), p.count = view(count, 1), p.dlogits = view(dlogits, n);
   });
 }
 

@@ -6,6 +6,8 @@
 // exception that names the argument and what is wrong (ValueError, or TypeError for a dtype) before
 // any of the lab's kernels is launched: a bad call never reaches one. The autograd formulas and the fake (meta) implementations are
 // registered from Python (cuda_perf_lab/ops.py).
+#include <climits>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -150,56 +152,88 @@ Tensor swish_backward(const Tensor& g, const Tensor& x, c10::string_view v) {
   return activation_backward("swish", g, x, v);
 }
 
-// ---- Cross-entropy: the mean over the rows, labels int32 or int64 ----
+// ---- Cross-entropy: logits (..., C), labels (...) int32 or int64; the mean over the rows whose
+// label is not ignore_index, as torch.nn.functional.cross_entropy(logits.reshape(-1, C),
+// labels.reshape(-1), ignore_index=ignore_index) ----
 
+// The logits as rows x classes (any leading dimensions; a single row of shape (C) with a label of
+// shape ()), dense.
+struct CrossEntropyRows {
+  Tensor logits;
+  int64_t rows, classes;
+};
+CrossEntropyRows ce_rows(const Tensor& logits_arg) {
+  const Tensor logits = dense_input(logits_arg, "logits", at::kFloat);
+  TORCH_CHECK_VALUE(logits.dim() >= 1, "logits must have a dimension of classes (they are a scalar)");
+  const int64_t classes = logits.size(-1);
+  int64_t rows = 1;
+  for (int64_t i = 0; i + 1 < logits.dim(); ++i) rows *= logits.size(i);
+  TORCH_CHECK_VALUE(classes > 0 || rows == 0,
+                    "logits must have at least one class (they have shape " + dims_text(logits.sizes().vec()) + ")");
+  return {logits.reshape({rows, classes}), rows, classes};
+}
+
+// The labels as int32 of shape logits.shape[:-1] (int64 values past int32's range stay out of range
+// after the clamp: their rows give NaN, as any bad label).
 Tensor int32_labels(const Tensor& labels, const Tensor& logits, int64_t rows) {
   TORCH_CHECK_VALUE(labels.is_cuda(), "labels must be a CUDA tensor (it is on ", labels.device(), ")");
   TORCH_CHECK_VALUE(labels.device() == logits.device(), "labels are on ", labels.device(), ", the logits on ",
                     logits.device());
   TORCH_CHECK_TYPE(labels.scalar_type() == at::kInt || labels.scalar_type() == at::kLong,
                    "labels must be int32 or int64 (they are ", labels.scalar_type(), ")");
-  check_shape(labels, "labels", {rows});
-  // int64 labels become int32 (values past 2^31 stay out of range: their rows give NaN, as any bad label).
-  return labels.scalar_type() == at::kInt ? labels.contiguous()
-                                           : labels.clamp(-1, INT32_MAX).to(at::kInt).contiguous();
+  check_shape(labels, "labels", std::vector<int64_t>(logits.sizes().begin(), logits.sizes().end() - 1));
+  const Tensor flat = labels.reshape({rows});
+  return labels.scalar_type() == at::kInt ? flat.contiguous()
+                                           : flat.clamp(INT32_MIN, INT32_MAX).to(at::kInt).contiguous();
 }
 
-std::tuple<Tensor, Tensor> cross_entropy_forward(const Tensor& logits_arg, const Tensor& labels_arg,
-                                                 c10::string_view variant) {
-  const Tensor logits = dense_input(logits_arg, "logits", at::kFloat);
-  TORCH_CHECK_VALUE(logits.dim() == 2, "logits must be rows x classes (they have ", logits.dim(), " dimensions)");
-  const int64_t rows = logits.size(0), classes = logits.size(1);
-  TORCH_CHECK_VALUE(rows > 0 && classes > 0, "logits must not be empty (" + dims_text(logits.sizes().vec()) + ")");
-  const c10::cuda::CUDAGuard guard(logits.device());
-  const Tensor l32 = int32_labels(labels_arg, logits, rows);
-  Tensor loss = at::empty({}, logits.options()), lse = at::empty({rows}, logits.options());
+int32_t ignore_index_of(int64_t ignore_index) {
+  // One string, as dims_text's: an int64 formatted by the check's own message builder crashed the
+  // process (PyTorch 2.11, this extension built as C++20) instead of raising.
+  if (ignore_index < INT32_MIN || ignore_index > INT32_MAX)
+    TORCH_CHECK_VALUE(false, "ignore_index must fit in int32 (it is " + std::to_string(ignore_index) + ")");
+  return static_cast<int32_t>(ignore_index);
+}
+
+// loss (the mean; NaN when no row counts), lse (a row each, for the backward) and count (the rows
+// counted, a float as PyTorch's total_weight, for the backward).
+std::tuple<Tensor, Tensor, Tensor> cross_entropy_forward(const Tensor& logits_arg, const Tensor& labels_arg,
+                                                         int64_t ignore_index, c10::string_view variant) {
+  const int32_t ignore = ignore_index_of(ignore_index);
+  const CrossEntropyRows in = ce_rows(logits_arg);
+  const c10::cuda::CUDAGuard guard(in.logits.device());
+  const Tensor l32 = int32_labels(labels_arg, logits_arg, in.rows);
+  Tensor loss = at::empty({}, in.logits.options()), count = at::empty({}, in.logits.options()),
+         lse = at::empty({in.rows}, in.logits.options());
+  if (in.rows == 0) return {loss.fill_(NAN), lse, count.zero_()};  // the mean over no rows, as PyTorch's
   call([&] {
-    bridge::cross_entropy_forward(std::string(variant), rows, classes, logits.data_ptr<float>(),
-                                  l32.data_ptr<int32_t>(), loss.data_ptr<float>(), lse.data_ptr<float>(),
-                                  stream_of(logits));
+    bridge::cross_entropy_forward(std::string(variant), in.rows, in.classes, in.logits.data_ptr<float>(),
+                                  l32.data_ptr<int32_t>(), ignore, loss.data_ptr<float>(), count.data_ptr<float>(),
+                                  lse.data_ptr<float>(), stream_of(in.logits));
   });
-  return {loss, lse};
+  return {loss, lse, count};
 }
 
 Tensor cross_entropy_backward(const Tensor& grad_loss_arg, const Tensor& logits_arg, const Tensor& labels_arg,
-                              const Tensor& lse_arg,
+                              const Tensor& lse_arg, const Tensor& count_arg, int64_t ignore_index,
                               c10::string_view variant) {
-  const Tensor logits = dense_input(logits_arg, "logits", at::kFloat);
-  TORCH_CHECK_VALUE(logits.dim() == 2, "logits must be rows x classes (they have ", logits.dim(), " dimensions)");
-  const int64_t rows = logits.size(0), classes = logits.size(1);
-  TORCH_CHECK_VALUE(rows > 0 && classes > 0, "logits must not be empty (" + dims_text(logits.sizes().vec()) + ")");
-  const Tensor grad_loss = dense_input(grad_loss_arg, "grad_loss", at::kFloat, &logits);
+  const int32_t ignore = ignore_index_of(ignore_index);
+  const CrossEntropyRows in = ce_rows(logits_arg);
+  const Tensor grad_loss = dense_input(grad_loss_arg, "grad_loss", at::kFloat, &in.logits);
   TORCH_CHECK_VALUE(grad_loss.numel() == 1,
                     "grad_loss must hold one value (it has shape " + dims_text(grad_loss.sizes().vec()) + ")");
-  const Tensor lse = dense_input(lse_arg, "lse", at::kFloat, &logits);
-  check_shape(lse, "lse", {rows});
-  const c10::cuda::CUDAGuard guard(logits.device());
-  const Tensor l32 = int32_labels(labels_arg, logits, rows);
-  Tensor dlogits = at::empty_like(logits);
+  const Tensor count = dense_input(count_arg, "count", at::kFloat, &in.logits);
+  TORCH_CHECK_VALUE(count.numel() == 1, "count must hold one value (it has shape " + dims_text(count.sizes().vec()) + ")");
+  const Tensor lse = dense_input(lse_arg, "lse", at::kFloat, &in.logits);
+  check_shape(lse, "lse", {in.rows});
+  const c10::cuda::CUDAGuard guard(in.logits.device());
+  const Tensor l32 = int32_labels(labels_arg, logits_arg, in.rows);
+  Tensor dlogits = at::empty(logits_arg.sizes(), in.logits.options());
+  if (in.rows == 0) return dlogits;
   call([&] {
-    bridge::cross_entropy_backward(std::string(variant), rows, classes, logits.data_ptr<float>(),
-                                   l32.data_ptr<int32_t>(), lse.data_ptr<float>(), grad_loss.data_ptr<float>(),
-                                   dlogits.data_ptr<float>(), stream_of(logits));
+    bridge::cross_entropy_backward(std::string(variant), in.rows, in.classes, in.logits.data_ptr<float>(),
+                                   l32.data_ptr<int32_t>(), ignore, lse.data_ptr<float>(), grad_loss.data_ptr<float>(),
+                                   count.data_ptr<float>(), dlogits.data_ptr<float>(), stream_of(in.logits));
   });
   return dlogits;
 }
@@ -342,8 +376,9 @@ TORCH_LIBRARY(cuda_perf_lab, m) {
   m.def("gelu_backward(Tensor grad_y, Tensor x, str variant) -> Tensor");
   m.def("swish_forward(Tensor x, str variant) -> Tensor");
   m.def("swish_backward(Tensor grad_y, Tensor x, str variant) -> Tensor");
-  m.def("cross_entropy_forward(Tensor logits, Tensor labels, str variant) -> (Tensor, Tensor)");
-  m.def("cross_entropy_backward(Tensor grad_loss, Tensor logits, Tensor labels, Tensor lse, str variant) -> Tensor");
+  m.def("cross_entropy_forward(Tensor logits, Tensor labels, int ignore_index, str variant) -> (Tensor, Tensor, Tensor)");
+  m.def("cross_entropy_backward(Tensor grad_loss, Tensor logits, Tensor labels, Tensor lse, Tensor count,"
+        " int ignore_index, str variant) -> Tensor");
   m.def("weighted_sum_forward(Tensor x, Tensor w, str variant) -> Tensor");
   m.def("weighted_sum_backward(Tensor grad_y, Tensor x, Tensor w, str variant) -> (Tensor, Tensor)");
   m.def("attention_forward(Tensor q, Tensor k, Tensor v, bool causal, str precision) -> (Tensor, Tensor)");

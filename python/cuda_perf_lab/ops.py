@@ -5,6 +5,8 @@ its rows' mean and 1/std, cross-entropy its rows' log-sum-exp, attention O and i
 (the backward recomputes P tile by tile from them). The backward operators are not themselves
 differentiable (no double backward).
 """
+import math
+
 import torch
 
 ops = torch.ops.cuda_perf_lab
@@ -31,12 +33,13 @@ for _name in ("gelu", "swish"):
 
 
 @torch.library.register_fake(LIB + "cross_entropy_forward")
-def _(logits, labels, variant):
-    return logits.new_empty(()), logits.new_empty(logits.shape[0])
+def _(logits, labels, ignore_index, variant):
+    rows = math.prod(logits.shape[:-1])
+    return logits.new_empty(()), logits.new_empty(rows), logits.new_empty(())
 
 
 @torch.library.register_fake(LIB + "cross_entropy_backward")
-def _(grad_loss, logits, labels, lse, variant):
+def _(grad_loss, logits, labels, lse, count, ignore_index, variant):
     return logits.new_empty(logits.shape)
 
 
@@ -126,15 +129,18 @@ _act_autograd("swish")
 
 
 def _ce_setup(ctx, inputs, output):
-    logits, labels, variant = inputs
-    ctx.save_for_backward(logits, labels, output[1])
-    ctx.variant = variant
+    logits, labels, ignore_index, variant = inputs
+    _loss, lse, count = output
+    ctx.save_for_backward(logits, labels, lse, count)
+    ctx.ignore_index, ctx.variant = ignore_index, variant
 
 
-def _ce_backward(ctx, grad_loss, _grad_lse):
-    logits, labels, lse = ctx.saved_tensors
-    backward = _backward_of(ctx.variant, "cross_entropy", tuple(logits.shape))
-    return ops.cross_entropy_backward(grad_loss.contiguous(), logits, labels, lse, backward), None, None
+def _ce_backward(ctx, grad_loss, _grad_lse, _grad_count):
+    logits, labels, lse, count = ctx.saved_tensors
+    shape = (math.prod(logits.shape[:-1]), logits.shape[-1])
+    backward = _backward_of(ctx.variant, "cross_entropy", shape)
+    dlogits = ops.cross_entropy_backward(grad_loss.contiguous(), logits, labels, lse, count, ctx.ignore_index, backward)
+    return dlogits, None, None, None
 
 
 torch.library.register_autograd(LIB + "cross_entropy_forward", _ce_backward, setup_context=_ce_setup)
@@ -196,11 +202,67 @@ def swish(x, variant="optimized_swish"):
     return ops.swish_forward(x, variant)
 
 
-def cross_entropy(logits, labels, variant="optimized_cross_entropy"):
-    """The mean cross-entropy of rows x classes float32 logits and int64 (or int32) labels, as
-    torch.nn.functional.cross_entropy(logits, labels). A label outside [0, classes) gives NaN (the
-    lab's kernels do not fault, and a check for it would cost a synchronization)."""
-    return ops.cross_entropy_forward(logits, labels, variant)[0]
+class _CrossEntropyRows(torch.autograd.Function):
+    """reduction="none" and label smoothing: the lab's forward kernel for each row's log-sum-exp,
+    PyTorch's operations for the rest, forward (the label's logit, the rows' mean logit) and
+    backward (softmax from the saved lse, the one-hot and the smoothing subtracted)."""
+
+    @staticmethod
+    def forward(ctx, logits, labels, ignore_index, reduction, label_smoothing, variant):
+        _loss, lse, count = ops.cross_entropy_forward(logits, labels, ignore_index, variant)
+        lse = lse.reshape(labels.shape)
+        classes = logits.shape[-1]
+        counted = labels != ignore_index
+        in_range = (labels >= 0) & (labels < classes)
+        safe = torch.where(in_range, labels, torch.zeros_like(labels)).long().unsqueeze(-1)
+        nll = lse - logits.gather(-1, safe).squeeze(-1)
+        row = nll if label_smoothing == 0 else (1 - label_smoothing) * nll + label_smoothing * (lse - logits.mean(-1))
+        row = torch.where(counted, torch.where(in_range, row, torch.full_like(row, math.nan)), torch.zeros_like(row))
+        ctx.save_for_backward(logits, labels, lse, count)
+        ctx.ignore_index, ctx.reduction, ctx.label_smoothing = ignore_index, reduction, label_smoothing
+        if reduction == "none":
+            return row
+        return row.sum() if reduction == "sum" else row.sum() / count
+
+    @staticmethod
+    def backward(ctx, grad):
+        logits, labels, lse, count = ctx.saved_tensors
+        classes, eps = logits.shape[-1], ctx.label_smoothing
+        if ctx.reduction == "mean":
+            grad = grad / count
+        counted = (labels != ctx.ignore_index).unsqueeze(-1)
+        in_range = ((labels >= 0) & (labels < classes)).unsqueeze(-1)
+        safe = torch.where(in_range, labels.unsqueeze(-1), torch.zeros_like(labels.unsqueeze(-1))).long()
+        d = torch.exp(logits - lse.unsqueeze(-1)) - eps / classes
+        d = d.scatter_add(-1, safe, torch.full_like(safe, -(1 - eps), dtype=logits.dtype))
+        d = torch.where(in_range, d, torch.full_like(d, math.nan))
+        d = torch.where(counted, d * (grad.unsqueeze(-1) if ctx.reduction == "none" else grad), torch.zeros_like(d))
+        return d, None, None, None, None, None
+
+
+def cross_entropy(logits, labels, ignore_index=-100, reduction="mean", label_smoothing=0.0,
+                  variant="optimized_cross_entropy"):
+    """The cross-entropy of float32 logits (..., C) against int64 (or int32) labels (...), as
+    torch.nn.functional.cross_entropy(logits.reshape(-1, C), labels.reshape(-1), ignore_index=...,
+    reduction=..., label_smoothing=...) (reshaped back for reduction="none"): the classes are the
+    last dimension, as a language model's logits (B, T, V) with labels (B, T), where PyTorch's own
+    function puts them second for more than two dimensions. A row labelled ignore_index has no loss
+    and no gradient; "mean" divides by the rows that count (NaN when none does, as PyTorch). Any
+    other label outside [0, C) gives NaN in its row (the kernels do not fault, and a check for it
+    would cost a synchronization; PyTorch stops the process with a device assertion).
+    "mean" and "sum" without smoothing run the lab's kernels alone; reduction="none" and
+    label_smoothing > 0 run the lab's forward for each row's log-sum-exp and PyTorch's operations
+    for the rest."""
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError("cross_entropy: reduction must be 'mean', 'sum' or 'none' (got %r)" % (reduction,))
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError("cross_entropy: label_smoothing must be in [0, 1] (got %r)" % (label_smoothing,))
+    if reduction == "none" or label_smoothing != 0.0:
+        return _CrossEntropyRows.apply(logits, labels, ignore_index, reduction, float(label_smoothing), variant)
+    loss, _lse, count = ops.cross_entropy_forward(logits, labels, ignore_index, variant)
+    if reduction == "mean":
+        return loss
+    return torch.where(count > 0, loss * count, torch.zeros_like(loss))  # the sum: 0 over no rows
 
 
 def weighted_sum(x, w, variant="optimized_weighted_sum"):

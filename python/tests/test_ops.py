@@ -165,6 +165,111 @@ def test_cross_entropy_bad_label_is_nan_not_a_fault():
     assert lab.cross_entropy(x, torch.tensor([0, 1, 9, 2], device=DEV)).isfinite().item()
 
 
+# The loss as PyTorch's: ignore_index (PyTorch's -100, or a class), the three reductions, label
+# smoothing, and logits of any leading dimensions (classes last) against
+# F.cross_entropy(logits.reshape(-1, C), labels.reshape(-1), ...), reshaped back for "none".
+CE_TORCH_CASES = [
+    # (logits shape, ignore_index, fraction of rows ignored)
+    ((2, 5, 11), -100, 0.3),    # (B, T, C), the shape that once killed the process
+    ((11,), -100, 0.0),         # one row: logits (C,), a label of shape ()
+    ((64, 768), -100, 0.25),
+    ((4, 3, 1000), 7, 0.2),     # ignore_index a class
+    ((3, 50257), -100, 0.34),
+    ((1000, 10), -1, 0.5),
+]
+
+
+def _ce_inputs(shape, ignore_index, frac, seed):
+    x = rand(*shape, lo=-8, hi=8, seed=seed)
+    g = torch.Generator(device=DEV).manual_seed(seed + 1)
+    labels = torch.randint(0, shape[-1], shape[:-1], generator=g, device=DEV)
+    drop = torch.rand(shape[:-1], generator=g, device=DEV) < frac
+    if labels.dim():
+        drop.view(-1)[0] = False  # some row counts
+    return x, torch.where(drop, torch.full_like(labels, ignore_index), labels)
+
+
+@pytest.mark.parametrize("case", range(len(CE_TORCH_CASES)))
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+@pytest.mark.parametrize("label_dtype", [torch.int64, torch.int32])
+def test_cross_entropy_as_pytorch(case, reduction, smoothing, label_dtype):
+    shape, ignore_index, frac = CE_TORCH_CASES[case]
+    x, labels = _ce_inputs(shape, ignore_index, frac, seed=20 + case)
+    labels = labels.to(label_dtype)
+    classes = shape[-1]
+    a = x.clone().requires_grad_()
+    loss = lab.cross_entropy(a, labels, ignore_index=ignore_index, reduction=reduction, label_smoothing=smoothing)
+    upstream = rand(*loss.shape, lo=0.5, hi=2.0, seed=99) if loss.dim() else torch.tensor(1.5, device=DEV)
+    (loss * upstream).sum().backward()
+    refs = []
+    for dtype in (torch.float64, torch.float32):
+        r = x.to(dtype).requires_grad_()
+        lr = F.cross_entropy(r.reshape(-1, classes), labels.long().reshape(-1), ignore_index=ignore_index,
+                             reduction=reduction, label_smoothing=smoothing)
+        lr = lr.reshape(shape[:-1]) if reduction == "none" else lr
+        (lr * upstream.to(dtype)).sum().backward()
+        refs.append((lr, r.grad))
+    assert loss.shape == refs[0][0].shape and loss.dtype == torch.float32
+    assert_close("loss", loss, refs[0][0], refs[1][0])
+    assert_close("dlogits", a.grad, refs[0][1], refs[1][1])
+
+
+@pytest.mark.parametrize("label_dtype", [torch.int64, torch.int32])
+def test_cross_entropy_every_row_ignored(label_dtype):
+    """No row counts: the mean is 0/0 (NaN, as PyTorch's), the sum 0, every row 0; the gradient 0."""
+    x = rand(6, 40, seed=12)
+    labels = torch.full((6,), -100, dtype=label_dtype, device=DEV)
+    for reduction in ("mean", "sum", "none"):
+        a = x.clone().requires_grad_()
+        loss = lab.cross_entropy(a, labels, reduction=reduction)
+        want = F.cross_entropy(x, labels.long(), reduction=reduction)
+        assert torch.equal(loss.isnan(), want.isnan()), reduction
+        assert torch.equal(torch.nan_to_num(loss), torch.nan_to_num(want)), reduction
+        loss.sum().backward()
+        assert torch.equal(a.grad, torch.zeros_like(x)), reduction
+
+
+def test_cross_entropy_no_rows():
+    """Logits of no rows: the mean NaN, the sum 0, "none" empty, as PyTorch's; the gradient empty."""
+    for shape in ((0, 10), (2, 0, 7)):
+        x = torch.empty(shape, device=DEV, requires_grad=True)
+        labels = torch.empty(shape[:-1], dtype=torch.long, device=DEV)
+        assert lab.cross_entropy(x, labels).isnan().item()
+        assert lab.cross_entropy(x, labels, reduction="sum").item() == 0.0
+        loss = lab.cross_entropy(x, labels, reduction="none")
+        assert loss.shape == shape[:-1]
+        lab.cross_entropy(x, labels, reduction="sum").backward()
+        assert x.grad.shape == shape
+
+
+def test_cross_entropy_arguments_checked():
+    x, labels = rand(4, 10), torch.zeros(4, dtype=torch.long, device=DEV)
+    for kwargs, match in (({"reduction": "avg"}, "reduction"), ({"label_smoothing": 1.5}, "label_smoothing"),
+                          ({"ignore_index": 2 ** 40}, "ignore_index")):
+        with pytest.raises(ValueError, match=match):
+            lab.cross_entropy(x, labels, **kwargs)
+    with pytest.raises(ValueError, match="at least one class"):
+        lab.cross_entropy(torch.empty(3, 0, device=DEV), torch.zeros(3, dtype=torch.long, device=DEV))
+    with pytest.raises(ValueError, match="labels must have shape"):
+        lab.cross_entropy(rand(2, 5, 11), torch.zeros(2, 4, dtype=torch.long, device=DEV))
+
+
+def test_cross_entropy_compiles_with_ignored_rows():
+    x, labels = _ce_inputs((2, 8, 50), -100, 0.3, seed=40)
+    for reduction in ("mean", "none"):
+        a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+        f = lambda z: lab.cross_entropy(z, labels, reduction=reduction).sum()  # noqa: E731
+        got = torch.compile(f, fullgraph=True)(a)
+        got.backward()
+        want = f(b)
+        want.backward()
+        # the mean: the kernels alone, the same bits; "none": PyTorch's operations, which the compiler
+        # may fuse and sum in another order
+        assert torch.allclose(got, want, rtol=1e-6, atol=0), reduction
+        assert torch.allclose(a.grad, b.grad, rtol=1e-6, atol=1e-12), reduction
+
+
 def test_cross_entropy_baseline_has_no_lse_for_the_backward():
     with pytest.raises(ValueError, match="lse"):
         lab.cross_entropy(rand(4, 10), torch.zeros(4, dtype=torch.long, device=DEV), variant="baseline_cross_entropy")
@@ -409,7 +514,7 @@ def _opcheck_cases():
         (ops.layernorm_forward, (x.requires_grad_(), w.requires_grad_(), b.requires_grad_(), "optimized_layernorm")),
         (ops.gelu_forward, (rand(1000, lo=-6, hi=6).requires_grad_(), "optimized_gelu")),
         (ops.swish_forward, (rand(1000, lo=-6, hi=6).requires_grad_(), "optimized_swish")),
-        (ops.cross_entropy_forward, (rand(6, 40, seed=5).requires_grad_(), labels, "optimized_cross_entropy")),
+        (ops.cross_entropy_forward, (rand(6, 40, seed=5).requires_grad_(), labels, -100, "optimized_cross_entropy")),
         (ops.attention_forward, (q.requires_grad_(), k.requires_grad_(), v.requires_grad_(), True, "fp32")),
         (ops.weighted_sum_forward, (rand(6, 40, seed=6).requires_grad_(), rand(40, seed=7).requires_grad_(),
                                     "optimized_weighted_sum")),
