@@ -6,7 +6,8 @@ break); the functions below are their autograd-aware front ends:
 
     layer_norm(x, weight, bias)            LayerNorm over the last dimension (eps 1e-5)
     gelu(x), swish(x)                      the erf-form GELU, and SiLU
-    cross_entropy(logits, labels)          the mean cross-entropy of rows x classes logits
+    cross_entropy(logits, labels, ignore_index=-100, reduction="mean", label_smoothing=0.0)
+                                           F.cross_entropy over (..., C) logits (classes last)
     weighted_sum(x, w)                     x @ w: a dot product per row of x's last dimension
     attention(q, k, v, causal)             fused (flash) attention, batch x heads x seq x head_dim
     FlatAdamW(params, lr=1e-3, ...)        torch.optim.AdamW over one flat buffer: one launch a step
