@@ -19,6 +19,21 @@ macro(lab_require_package pkg debian_pkg)
   endif()
 endmacro()
 
+# A source that needs Hopper's architecture-specific instructions (wgmma, setmaxnreg) says so in
+# its file, on a line "// lab-arch: sm_90a". When the build is for sm_90 its target is compiled for
+# sm_90a and sees LAB_SM90A; otherwise it is compiled as the others are and reports N/A (its
+# supports()). The target should hold that one source (a variant's OBJECT library, or the package's
+# sm_90a part).
+function(lab_arch_from_source target src)
+  file(STRINGS "${src}" arch_line REGEX "^// lab-arch: sm_90a$" LIMIT_COUNT 1)
+  if(arch_line AND CMAKE_CUDA_ARCHITECTURES STREQUAL "90")
+    set_property(TARGET ${target} PROPERTY CUDA_ARCHITECTURES OFF)
+    target_compile_options(${target} PRIVATE
+      $<$<COMPILE_LANGUAGE:CUDA>:--generate-code=arch=compute_90a,code=[compute_90a,sm_90a]>)
+    target_compile_definitions(${target} PRIVATE LAB_SM90A)
+  endif()
+endfunction()
+
 # Warnings and line info for device code (profilers map SASS back to source lines).
 function(lab_target_defaults target)
   target_compile_options(${target} PRIVATE
@@ -94,16 +109,7 @@ function(lab_chapter short)
       target_compile_definitions(${program}_variant PRIVATE ${step_definition})
     endif()
     lab_target_defaults(${program}_variant)
-    # A variant that needs Hopper's architecture-specific instructions (wgmma) says so in its file,
-    # on a line "// lab-arch: sm_90a". When the build is for sm_90 it is compiled for sm_90a and
-    # sees LAB_SM90A; otherwise it is compiled as the others are and reports N/A (its supports()).
-    file(STRINGS "${src}" arch_line REGEX "^// lab-arch: sm_90a$" LIMIT_COUNT 1)
-    if(arch_line AND CMAKE_CUDA_ARCHITECTURES STREQUAL "90")
-      set_property(TARGET ${program}_variant PROPERTY CUDA_ARCHITECTURES OFF)
-      target_compile_options(${program}_variant PRIVATE
-        $<$<COMPILE_LANGUAGE:CUDA>:--generate-code=arch=compute_90a,code=[compute_90a,sm_90a]>)
-      target_compile_definitions(${program}_variant PRIVATE LAB_SM90A)
-    endif()
+    lab_arch_from_source(${program}_variant "${src}")
     add_executable(${program} $<TARGET_OBJECTS:${program}_variant> $<TARGET_OBJECTS:lab_main>)
     target_link_libraries(${program} PRIVATE lab ${support} ${extra})
     set_target_properties(${program} PROPERTIES LINKER_LANGUAGE CXX)

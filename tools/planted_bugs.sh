@@ -16,7 +16,8 @@
 #   tools/planted_bugs.sh --list [--scales LIST] [NAME...]   (what would be planted; no build)
 #
 # The bugs: an edge column left unwritten (coalescing), the variance divided by dim - 1
-# (LayerNorm), the label's logit scaled by 1.001 (cross-entropy), a causal mask letting one
+# (LayerNorm), the label's logit scaled by 1.001 (cross-entropy; in its baseline by 1.01, its rows
+# all counted, ignored ones too, and its backward's one-hot 1.01), a causal mask letting one
 # future key through (fp32 flash attention, and the bf16 tensor-core one), a bf16 pair packed
 # with its halves swapped (tensor-core attention), and in the fused GPT-2 step a LayerNorm
 # backward whose x-hat term is 1% short and an AdamW whose weight decay is 10% short, and in its
@@ -226,6 +227,12 @@ plant variance_divisor ch03_kernels/optimized_layernorm.cu optimized_layernorm \
   'rsqrtf(rows::group_sum<kLanes>(sq, scratch) / (dim - 1) + ln::kEps)'
 plant label_logit ch03_kernels/optimized_cross_entropy.cu optimized_cross_entropy \
   'kUsed ? row_lse - picked :' 'kUsed ? row_lse - 1.001f * picked :'
+plant baseline_label_logit ch03_kernels/baseline_cross_entropy.cu baseline_cross_entropy \
+  '- logits[std::size_t(r) * classes + label]' '- 1.01f * logits[std::size_t(r) * classes + label]'
+plant baseline_count_all ch03_kernels/baseline_cross_entropy.cu baseline_cross_entropy \
+  'counted[r] = kind != loss::Label::kIgnored;' 'counted[r] = 1;'
+plant baseline_one_hot ch03_kernels/baseline_cross_entropy_backward.cu baseline_cross_entropy_backward \
+  'row[label] -= 1.f;' 'row[label] -= 1.01f;'
 plant causal_fp32 ch04_compile_vs_fused/attention/kernels/flash_fp32.cuh optimized_attention_fused \
   '(Causal && col > row0 + 4 * ty + i)' '(Causal && col > row0 + 4 * ty + i + 1)'
 plant causal_bf16 ch04_compile_vs_fused/attention/kernels/mma_tiles.cuh optimized_attention_fused_tc \

@@ -6,9 +6,10 @@
 // (Problem(shape, lab::Borrowed{}), its buffers borrowed), the variant's prepare step once per
 // shape and device (its scratch kept for the next call of that shape), then its run on the caller's
 // stream. The time a call takes on the GPU is the time the program measures. The attention
-// operators call the fused kernels' launchers (flash_fp32.cuh, flash_3xtf32.cuh, flash_bf16.cuh),
-// the ones the chapter's fused variants and the GPT-2 step run, and AdamW the fused GPT-2 step's
-// flat AdamW (flat_adamw.cuh).
+// operators call the fused kernels' launchers (flash_fp32.cuh, flash_3xtf32.cuh, flash_bf16.cuh,
+// and on sm_90 the Hopper forward and backward, bridge_attention_hopper.cu), the ones the chapter's
+// fused variants and the GPT-2 steps run, and AdamW the fused GPT-2 step's flat AdamW
+// (flat_adamw.cuh).
 //
 // Every function throws std::invalid_argument for a variant or shape the lab does not run (the
 // message names it and why) and lab::Error for a CUDA error.
@@ -62,17 +63,47 @@ void weighted_sum_forward(const std::string& variant, std::int64_t rows, std::in
 void weighted_sum_backward(const std::string& variant, std::int64_t rows, std::int64_t dim, const float* x,
                            const float* w, const float* dy, float* dx, float* dw, cudaStream_t s);
 
-// Fused attention, [batch][heads][seq][d] contiguous, scale 1/sqrt(d). precision: "fp32" (SIMT),
-// "3xtf32" (fp32 inputs on the tensor cores) or "bf16" (q, k, v, dout bf16). O, lse, dQ, dK, dV are
-// fp32. The backward writes delta (bh x seq scratch) and zeroes dq itself.
+// Fused attention, scale 1/sqrt(d). q, k, v (and dO) [batch][heads][seq][d] contiguous.
+// precision: "fp32" (SIMT), "3xtf32" (fp32 inputs on the tensor cores) or "bf16" (q, k, v, dO bf16).
 // "" when the shape is one the kernels run, otherwise why not.
 std::string attention_validate(std::int64_t batch, std::int64_t heads, std::int64_t seq, std::int64_t d);
+// The mma.sync and SIMT kernels: O and lse fp32, by head.
 void attention_forward(const std::string& precision, int batch, int heads, int seq, int d, bool causal, const void* q,
                        const void* k, const void* v, float* o, float* lse, cudaStream_t s);
+// fp32 and 3xtf32: delta (bh x seq scratch) from dO and O, dq zeroed, then the fused backward;
+// dQ, dK, dV fp32 by head.
 void attention_backward(const std::string& precision, int batch, int heads, int seq, int d, bool causal,
-                        const void* q, const void* k, const void* v, const void* dout, const float* dout_fp32,
-                        const float* o, const float* lse, float* delta, float* dq, float* dk, float* dv,
-                        cudaStream_t s);
+                        const float* q, const float* k, const float* v, const float* dout, const float* o,
+                        const float* lse, float* delta, float* dq, float* dk, float* dv, cudaStream_t s);
+// An element's offset in a [batch][heads][seq][d] tensor of any strides: b b_stride + h h_stride +
+// t t_stride + c (the last dimension's stride 1).
+struct BhtStrides {
+  std::int64_t b = 0, h = 0, t = 0;
+};
+// bf16: delta = rowsum(dO o O) from bf16 dO and O of any strides (multiples of 8 elements, the data
+// 16-byte aligned), the backward's first step.
+void attention_delta_bf16(int batch, int heads, int seq, int d, const void* dout, BhtStrides dout_strides,
+                          const void* o, BhtStrides o_strides, float* delta, cudaStream_t s);
+// fp32 rows by head (dense [batch][heads][seq][d]) rounded into bf16 rows of any strides (multiples
+// of 8 elements, 16-byte aligned): dQ after its fp32 sums, and the mma.sync kernels' outputs.
+void attention_rows_to_bf16(int batch, int heads, int seq, int d, const float* src, void* dst, BhtStrides dst_strides,
+                            cudaStream_t s);
+// bf16 on mma.sync (flash_bf16.cuh), delta given: dq zeroed, then dQ, dK, dV fp32 by head.
+void attention_backward_bf16(int batch, int heads, int seq, int d, bool causal, const void* q, const void* k,
+                             const void* v, const void* dout, const float* lse, const float* delta, float* dq,
+                             float* dk, float* dv, cudaStream_t s);
+// bf16 on the Hopper kernels (bridge_attention_hopper.cu). "" when they run head size d on the
+// current device (an sm_90 GPU, and the file built for sm_90a), otherwise why not. Their outputs
+// lie as scaled_dot_product_attention's: O, and in the backward dK and dV, in bf16 rows,
+// [batch][seq][heads][d] (the (batch, heads, seq, d) tensor's transpose of a dense (batch, seq,
+// heads, d) one); lse fp32 [batch][heads][seq]; dQ fp32 by head (zeroed here, then added to).
+// q, k, v, dO: 16-byte aligned (the TMA's). db: 2 heads d floats of scratch.
+std::string hopper_attention_supports(std::int64_t d);
+void hopper_attention_forward(int batch, int heads, int seq, int d, bool causal, const void* q, const void* k,
+                              const void* v, void* o_rows, float* lse, cudaStream_t s);
+void hopper_attention_backward(int batch, int heads, int seq, int d, bool causal, const void* q, const void* k,
+                               const void* v, const void* dout, const float* lse, const float* delta, float* dq,
+                               void* dk_rows, void* dv_rows, float* db, cudaStream_t s);
 
 // AdamW (torch.optim.AdamW's arithmetic; flat_adamw.cuh) over n parameters, in place: p, m, v updated
 // from g at step `step` (>= 1), in one launch. The four arrays share their address modulo 16 bytes.

@@ -1,6 +1,7 @@
 // The attention operators of the bridge: the fused kernels' launchers, as the chapter's fused
 // variants and the GPT-2 step call them (see bridge.hpp).
 #include <stdexcept>
+#include <type_traits>
 
 #include "attention/attention.cuh"
 #include "bridge.hpp"
@@ -33,29 +34,139 @@ void attention_forward(const std::string& precision, int batch, int heads, int s
 }
 
 void attention_backward(const std::string& precision, int batch, int heads, int seq, int d, bool causal,
-                        const void* q, const void* k, const void* v, const void* dout, const float* dout_fp32,
-                        const float* o, const float* lse, float* delta, float* dq, float* dk, float* dv,
-                        cudaStream_t s) {
-  if (precision != "fp32" && precision != "3xtf32" && precision != "bf16")
-    throw std::invalid_argument("no attention precision '" + precision + "' (fp32, 3xtf32, bf16)");
+                        const float* q, const float* k, const float* v, const float* dout, const float* o,
+                        const float* lse, float* delta, float* dq, float* dk, float* dv, cudaStream_t s) {
+  if (precision != "fp32" && precision != "3xtf32")
+    throw std::invalid_argument("no fp32 attention precision '" + precision + "' (fp32, 3xtf32)");
   const int bh = batch * heads;
   const float scale = 1.0f / std::sqrt(float(d));
   const std::size_t rows = std::size_t(bh) * seq;
   // The fused backward's prologue (attn::SavedOutput::prologue): delta, and dQ zeroed for its atomics.
-  flash::row_dot(dout_fp32, o, delta, rows, d, s);
+  flash::row_dot(dout, o, delta, rows, d, s);
   LAB_CHECK(cudaGetLastError());
   LAB_CHECK(cudaMemsetAsync(dq, 0, rows * d * sizeof(float), s));
-  if (precision == "fp32") {
-    flash::backward(static_cast<const float*>(q), static_cast<const float*>(k), static_cast<const float*>(v),
-                    static_cast<const float*>(dout), lse, delta, dq, dk, dv, bh, seq, d, causal, scale, s);
-  } else if (precision == "3xtf32") {
-    flash3x::backward(static_cast<const float*>(q), static_cast<const float*>(k), static_cast<const float*>(v),
-                      static_cast<const float*>(dout), lse, delta, dq, dk, dv, bh, seq, d, causal, scale, s);
-  } else {
-    flashbf16::backward(static_cast<const __nv_bfloat16*>(q), static_cast<const __nv_bfloat16*>(k),
-                        static_cast<const __nv_bfloat16*>(v), static_cast<const __nv_bfloat16*>(dout), lse, delta, dq,
-                        dk, dv, bh, seq, d, causal, scale, s);
+  if (precision == "fp32")
+    flash::backward(q, k, v, dout, lse, delta, dq, dk, dv, bh, seq, d, causal, scale, s);
+  else
+    flash3x::backward(q, k, v, dout, lse, delta, dq, dk, dv, bh, seq, d, causal, scale, s);
+}
+
+namespace {
+// Row g = (b heads + h) seq + t of a [batch][heads][seq][d] tensor, as 32-bit indices (the shapes
+// hold fewer than 2^31 elements: attn::Shapes::validate): a 64-bit division is a long sequence of
+// instructions, and with four a row a first form of the delta kernel took 12 us at GPT-2 small's
+// shape (H200), four times its bytes' time.
+struct RowOf {
+  unsigned b, h, t;
+  __device__ RowOf(unsigned g, unsigned heads, unsigned seq) {
+    const unsigned bh = g / seq;
+    t = g - bh * seq, b = bh / heads, h = bh - b * heads;
   }
+  __device__ std::size_t at(const BhtStrides& s) const {
+    return std::size_t(b) * s.b + std::size_t(h) * s.h + std::size_t(t) * s.t;
+  }
+};
+
+// Eight bf16 (16 bytes) as floats.
+__device__ __forceinline__ void load8(const __nv_bfloat16* p, float (&f)[8]) {
+  const uint4 raw = *reinterpret_cast<const uint4*>(p);
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 x = __bfloat1622float2(h[i]);
+    f[2 * i] = x.x, f[2 * i + 1] = x.y;
+  }
+}
+
+// delta[g] = sum_c dO[g][c] O[g][c] over bf16 dO and O of any strides (in elements, multiples of 8,
+// the last dimension's 1): D / 8 lanes a row, 16 bytes a lane, the row's sum by shuffles within
+// its lanes.
+template <int D>
+__global__ void delta_bf16_kernel(const __nv_bfloat16* __restrict__ dout, BhtStrides ds,
+                                  const __nv_bfloat16* __restrict__ o, BhtStrides os, float* __restrict__ delta,
+                                  unsigned heads, unsigned seq, unsigned rows) {
+  constexpr int kLanes = D / 8;
+  const unsigned g = (blockIdx.x * blockDim.x + threadIdx.x) / kLanes;
+  const int lane = threadIdx.x % kLanes;
+  float acc = 0;
+  if (g < rows) {  // no early return: every lane of the warp takes part in the shuffles
+    const RowOf r(g, heads, seq);
+    float x[8], y[8];
+    load8(dout + r.at(ds) + 8 * lane, x);
+    load8(o + r.at(os) + 8 * lane, y);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc += x[i] * y[i];
+  }
+#pragma unroll
+  for (int off = kLanes / 2; off > 0; off /= 2) acc += __shfl_xor_sync(~0u, acc, off);
+  if (g < rows && lane == 0) delta[g] = acc;
+}
+
+// dst[g] = bf16(src[g]): fp32 rows by head (dense) into bf16 rows of any strides (multiples of 8
+// elements), D / 8 lanes a row, 8 values a lane: both sides read and written 16 bytes a lane.
+template <int D>
+__global__ void rows_to_bf16_kernel(const float* __restrict__ src, __nv_bfloat16* __restrict__ dst, BhtStrides s,
+                                    unsigned heads, unsigned seq, unsigned rows) {
+  constexpr int kLanes = D / 8;
+  const unsigned g = (blockIdx.x * blockDim.x + threadIdx.x) / kLanes;
+  const int lane = threadIdx.x % kLanes;
+  if (g >= rows) return;
+  const RowOf r(g, heads, seq);
+  const float4* in = reinterpret_cast<const float4*>(src + std::size_t(g) * D + 8 * lane);
+  const float4 a = in[0], b = in[1];
+  uint4 out;
+  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&out);
+  h[0] = __floats2bfloat162_rn(a.x, a.y), h[1] = __floats2bfloat162_rn(a.z, a.w);
+  h[2] = __floats2bfloat162_rn(b.x, b.y), h[3] = __floats2bfloat162_rn(b.z, b.w);
+  *reinterpret_cast<uint4*>(dst + r.at(s) + 8 * lane) = out;
+}
+
+// Calls f(std::integral_constant<int, D>{}) for d in 16, 32, 64, 128.
+template <class F>
+void with_width(int d, F&& f) {
+  switch (d) {
+    case 16: return f(std::integral_constant<int, 16>{});
+    case 32: return f(std::integral_constant<int, 32>{});
+    case 64: return f(std::integral_constant<int, 64>{});
+    case 128: return f(std::integral_constant<int, 128>{});
+    default: throw std::invalid_argument("attention rows: d must be 16, 32, 64 or 128");
+  }
+}
+
+unsigned blocks_for_rows(std::size_t rows, int d) { return unsigned((rows * (d / 8) + 255) / 256); }
+}  // namespace
+
+void attention_delta_bf16(int batch, int heads, int seq, int d, const void* dout, BhtStrides dout_strides,
+                          const void* o, BhtStrides o_strides, float* delta, cudaStream_t s) {
+  const std::size_t rows = std::size_t(batch) * heads * seq;
+  if (rows == 0) return;
+  with_width(d, [&](auto dc) {
+    delta_bf16_kernel<decltype(dc)::value><<<blocks_for_rows(rows, d), 256, 0, s>>>(
+        static_cast<const __nv_bfloat16*>(dout), dout_strides, static_cast<const __nv_bfloat16*>(o), o_strides, delta,
+        unsigned(heads), unsigned(seq), unsigned(rows));
+  });
+  LAB_CHECK(cudaGetLastError());
+}
+
+void attention_rows_to_bf16(int batch, int heads, int seq, int d, const float* src, void* dst, BhtStrides dst_strides,
+                            cudaStream_t s) {
+  const std::size_t rows = std::size_t(batch) * heads * seq;
+  if (rows == 0) return;
+  with_width(d, [&](auto dc) {
+    rows_to_bf16_kernel<decltype(dc)::value><<<blocks_for_rows(rows, d), 256, 0, s>>>(
+        src, static_cast<__nv_bfloat16*>(dst), dst_strides, unsigned(heads), unsigned(seq), unsigned(rows));
+  });
+  LAB_CHECK(cudaGetLastError());
+}
+
+void attention_backward_bf16(int batch, int heads, int seq, int d, bool causal, const void* q, const void* k,
+                             const void* v, const void* dout, const float* lse, const float* delta, float* dq,
+                             float* dk, float* dv, cudaStream_t s) {
+  const int bh = batch * heads;
+  LAB_CHECK(cudaMemsetAsync(dq, 0, std::size_t(bh) * seq * d * sizeof(float), s));  // the kernel's atomics add
+  flashbf16::backward(static_cast<const __nv_bfloat16*>(q), static_cast<const __nv_bfloat16*>(k),
+                      static_cast<const __nv_bfloat16*>(v), static_cast<const __nv_bfloat16*>(dout), lse, delta, dq,
+                      dk, dv, bh, seq, d, causal, 1.0f / std::sqrt(float(d)), s);
 }
 
 }  // namespace bridge

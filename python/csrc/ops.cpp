@@ -1,12 +1,15 @@
 // PyTorch's side of the bridge: the operators' schemas (namespace cuda_perf_lab), their CUDA
 // implementations, and the input checks. The kernels read dense rows, so an input of other strides
 // (a transposed view, a slice with a step, q, k, v of (B, T, H, D) transposed) is copied to a dense
-// tensor (dense_input: checked first, then contiguous(), which returns a dense tensor as it is);
-// only adamw_, in place, requires dense tensors. The outputs are dense. Every check raises a Python
+// tensor (dense_input: checked first, then contiguous(), which returns a dense tensor as it is, and
+// a fresh copy where a dense view is not 16-byte aligned); only adamw_, in place, requires dense
+// tensors. The outputs are dense (the bf16 attention's in SDPA's layout, the transpose of a dense
+// (B, T, H, D) tensor). Every check raises a Python
 // exception that names the argument and what is wrong (ValueError, or TypeError for a dtype) before
 // any of the lab's kernels is launched: a bad call never reaches one. The autograd formulas and the fake (meta) implementations are
 // registered from Python (cuda_perf_lab/ops.py).
 #include <climits>
+#include <cstdint>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -32,11 +35,19 @@ void check_tensor(const Tensor& t, const char* name, at::ScalarType dtype, const
                       same_device->device());
 }
 
+// A dense tensor whose data starts 16-byte aligned, as the kernels' vector loads (float4) and the
+// TMA need: contiguous(), and a fresh copy where a dense view starts off that alignment (a flat
+// tensor sliced at an odd element), which a vector load would fault on.
+Tensor dense_aligned(const Tensor& t) {
+  Tensor c = t.contiguous();
+  return reinterpret_cast<std::uintptr_t>(c.data_ptr()) % 16 ? c.clone() : c;
+}
+
 // An input the kernels can read: checked as check_tensor does (before any copy, so a wrong tensor is
-// never copied), then dense.
+// never copied), then dense and aligned.
 Tensor dense_input(const Tensor& t, const char* name, at::ScalarType dtype, const Tensor* same_device = nullptr) {
   check_tensor(t, name, dtype, same_device);
-  return t.contiguous();
+  return dense_aligned(t);
 }
 
 // Shapes are printed from plain vectors: a message printing an IntArrayRef crashed the process
@@ -292,24 +303,63 @@ void check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, c10::string_vi
   check_tensor(q, "q", dtype);
   check_tensor(k, "k", dtype, &q);
   check_tensor(v, "v", dtype, &q);
-  TORCH_CHECK_VALUE(q.dim() == 4, "q must be batch x heads x seq x head_dim (it has ", q.dim(), " dimensions)");
+  if (q.dim() != 4)  // one string: a number formatted by the check's own message builder crashed (see ignore_index_of)
+    TORCH_CHECK_VALUE(false, "q must be batch x heads x seq x head_dim (it has " + std::to_string(q.dim()) +
+                                 " dimensions)");
   check_shape(k, "k", q.sizes().vec());
   check_shape(v, "v", q.sizes().vec());
   const std::string why = bridge::attention_validate(q.size(0), q.size(1), q.size(2), q.size(3));
   TORCH_CHECK_VALUE(why.empty(), "attention " + dims_text(q.sizes().vec()) + ": " + why);
 }
 
+// A bf16 output as scaled_dot_product_attention lays its out: (batch, heads, seq, d), the transpose
+// of a dense (batch, seq, heads, d) tensor, so that the caller's o.transpose(1, 2).reshape(B, T, C)
+// costs no copy.
+Tensor sdpa_layout(const Tensor& q) {
+  return at::empty({q.size(0), q.size(2), q.size(1), q.size(3)}, q.options()).transpose(1, 2);
+}
+
+bridge::BhtStrides bht(const Tensor& t) { return {t.stride(0), t.stride(1), t.stride(2)}; }
+
+// Whether the bf16 operators run the Hopper kernels for head size d on q's device.
+bool hopper(const Tensor& q) {
+  const c10::cuda::CUDAGuard guard(q.device());
+  return bridge::hopper_attention_supports(q.size(3)).empty();
+}
+
 std::tuple<Tensor, Tensor> attention_forward(const Tensor& q_arg, const Tensor& k_arg, const Tensor& v_arg, bool causal,
                                              c10::string_view precision) {
   check_qkv(q_arg, k_arg, v_arg, precision);
-  const Tensor q = q_arg.contiguous(), k = k_arg.contiguous(), v = v_arg.contiguous();
+  const Tensor q = dense_aligned(q_arg), k = dense_aligned(k_arg), v = dense_aligned(v_arg);
   const c10::cuda::CUDAGuard guard(q.device());
   const auto f32 = q.options().dtype(at::kFloat);
-  Tensor o = at::empty(q.sizes(), f32), lse = at::empty({q.size(0), q.size(1), q.size(2)}, f32);
+  const int batch = int(q.size(0)), heads = int(q.size(1)), seq = int(q.size(2)), d = int(q.size(3));
+  Tensor lse = at::empty({q.size(0), q.size(1), q.size(2)}, f32);
+  if (q.numel() == 0) return {q.scalar_type() == at::kBFloat16 ? sdpa_layout(q) : at::empty(q.sizes(), f32), lse};
+  if (q.scalar_type() != at::kBFloat16) {
+    Tensor o = at::empty(q.sizes(), f32);
+    call([&] {
+      bridge::attention_forward(std::string(precision), batch, heads, seq, d, causal, q.data_ptr(), k.data_ptr(),
+                                v.data_ptr(), o.data_ptr<float>(), lse.data_ptr<float>(), stream_of(q));
+    });
+    return {o, lse};
+  }
+  // bf16: O in bf16, as SDPA's; the Hopper forward writes it so, the mma.sync forward in fp32 (converted).
+  Tensor o = sdpa_layout(q);
+  if (hopper(q)) {
+    call([&] {
+      bridge::hopper_attention_forward(batch, heads, seq, d, causal, q.data_ptr(), k.data_ptr(), v.data_ptr(),
+                                       o.data_ptr(), lse.data_ptr<float>(), stream_of(q));
+    });
+    return {o, lse};
+  }
+  Tensor o32 = at::empty(q.sizes(), f32);
   call([&] {
-    bridge::attention_forward(std::string(precision), int(q.size(0)), int(q.size(1)), int(q.size(2)), int(q.size(3)),
-                              causal, q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr<float>(),
-                              lse.data_ptr<float>(), stream_of(q));
+    bridge::attention_forward("bf16", batch, heads, seq, d, causal, q.data_ptr(), k.data_ptr(), v.data_ptr(),
+                              o32.data_ptr<float>(), lse.data_ptr<float>(), stream_of(q));
+  });
+  call([&] {
+    bridge::attention_rows_to_bf16(batch, heads, seq, d, o32.data_ptr<float>(), o.data_ptr(), bht(o), stream_of(q));
   });
   return {o, lse};
 }
@@ -319,25 +369,70 @@ std::tuple<Tensor, Tensor, Tensor> attention_backward(const Tensor& grad_o_arg, 
                                                       const Tensor& lse_arg, bool causal,
                                                       c10::string_view precision) {
   check_qkv(q_arg, k_arg, v_arg, precision);
-  const Tensor q = q_arg.contiguous(), k = k_arg.contiguous(), v = v_arg.contiguous();
-  const Tensor grad_o = dense_input(grad_o_arg, "grad_o", at::kFloat, &q);
-  const Tensor o = dense_input(o_arg, "o", at::kFloat, &q);
+  const at::ScalarType dtype = q_arg.scalar_type();
+  const Tensor q = dense_aligned(q_arg), k = dense_aligned(k_arg), v = dense_aligned(v_arg);
+  check_tensor(o_arg, "o", dtype, &q);
+  check_shape(o_arg, "o", q.sizes().vec());
+  const Tensor grad_o = dense_input(grad_o_arg, "grad_o", dtype, &q);
   const Tensor lse = dense_input(lse_arg, "lse", at::kFloat, &q);
   check_shape(grad_o, "grad_o", q.sizes().vec());
-  check_shape(o, "o", q.sizes().vec());
   check_shape(lse, "lse", {q.size(0), q.size(1), q.size(2)});
   const c10::cuda::CUDAGuard guard(q.device());
   const auto f32 = q.options().dtype(at::kFloat);
-  Tensor dq = at::empty(q.sizes(), f32), dk = at::empty(q.sizes(), f32), dv = at::empty(q.sizes(), f32);
+  const int batch = int(q.size(0)), heads = int(q.size(1)), seq = int(q.size(2)), d = int(q.size(3));
   Tensor delta = at::empty({q.size(0), q.size(1), q.size(2)}, f32);
-  // The bf16 kernel reads dO in bf16 (the tensor cores' input); delta is summed from the fp32 dO.
-  const Tensor dout = q.scalar_type() == at::kBFloat16 ? grad_o.to(at::kBFloat16) : grad_o;
+  if (q.numel() == 0) {
+    auto empty = [&] { return dtype == at::kBFloat16 ? sdpa_layout(q) : at::empty(q.sizes(), f32); };
+    return {empty(), empty(), empty()};
+  }
+  if (dtype != at::kBFloat16) {
+    const Tensor o = dense_aligned(o_arg);
+    Tensor dq = at::empty(q.sizes(), f32), dk = at::empty(q.sizes(), f32), dv = at::empty(q.sizes(), f32);
+    call([&] {
+      bridge::attention_backward(std::string(precision), batch, heads, seq, d, causal, q.data_ptr<float>(),
+                                 k.data_ptr<float>(), v.data_ptr<float>(), grad_o.data_ptr<float>(),
+                                 o.data_ptr<float>(), lse.data_ptr<float>(), delta.data_ptr<float>(),
+                                 dq.data_ptr<float>(), dk.data_ptr<float>(), dv.data_ptr<float>(), stream_of(q));
+    });
+    return {dq, dk, dv};
+  }
+  // bf16: the gradients in bf16, in SDPA's layout (sdpa_layout). delta from bf16 dO and O as they lie
+  // (O as the forward wrote it, or as the caller passes it: the last dimension dense); dQ summed
+  // in fp32, then rounded.
+  Tensor dq = sdpa_layout(q), dk = sdpa_layout(q), dv = sdpa_layout(q);
+  const bool o_readable = o_arg.stride(3) == 1 && o_arg.stride(0) % 8 == 0 && o_arg.stride(1) % 8 == 0 &&
+                          o_arg.stride(2) % 8 == 0 && reinterpret_cast<std::uintptr_t>(o_arg.data_ptr()) % 16 == 0;
+  const Tensor o = o_readable ? o_arg : dense_aligned(o_arg);  // read 16 bytes at a time
+  const Tensor dout = dense_aligned(grad_o);
+  Tensor dq32 = at::empty(q.sizes(), f32);
   call([&] {
-    bridge::attention_backward(std::string(precision), int(q.size(0)), int(q.size(1)), int(q.size(2)),
-                               int(q.size(3)), causal, q.data_ptr(), k.data_ptr(), v.data_ptr(), dout.data_ptr(),
-                               grad_o.data_ptr<float>(), o.data_ptr<float>(), lse.data_ptr<float>(),
-                               delta.data_ptr<float>(), dq.data_ptr<float>(), dk.data_ptr<float>(),
-                               dv.data_ptr<float>(), stream_of(q));
+    bridge::attention_delta_bf16(batch, heads, seq, d, dout.data_ptr(), bht(dout), o.data_ptr(), bht(o),
+                                 delta.data_ptr<float>(), stream_of(q));
+  });
+  if (hopper(q)) {
+    Tensor db = at::empty({2 * q.size(1) * q.size(3)}, f32);  // the kernel's column sums, unused
+    call([&] {
+      bridge::hopper_attention_backward(batch, heads, seq, d, causal, q.data_ptr(), k.data_ptr(), v.data_ptr(),
+                                        dout.data_ptr(), lse.data_ptr<float>(), delta.data_ptr<float>(),
+                                        dq32.data_ptr<float>(), dk.data_ptr(), dv.data_ptr(), db.data_ptr<float>(),
+                                        stream_of(q));
+    });
+    call([&] {
+      bridge::attention_rows_to_bf16(batch, heads, seq, d, dq32.data_ptr<float>(), dq.data_ptr(), bht(dq), stream_of(q));
+    });
+    return {dq, dk, dv};
+  }
+  Tensor dk32 = at::empty(q.sizes(), f32), dv32 = at::empty(q.sizes(), f32);
+  call([&] {
+    bridge::attention_backward_bf16(batch, heads, seq, d, causal, q.data_ptr(), k.data_ptr(), v.data_ptr(),
+                                    dout.data_ptr(), lse.data_ptr<float>(), delta.data_ptr<float>(),
+                                    dq32.data_ptr<float>(), dk32.data_ptr<float>(), dv32.data_ptr<float>(),
+                                    stream_of(q));
+  });
+  call([&] {
+    for (auto [from, to] : {std::pair{&dq32, &dq}, {&dk32, &dk}, {&dv32, &dv}})
+      bridge::attention_rows_to_bf16(batch, heads, seq, d, from->data_ptr<float>(), to->data_ptr(), bht(*to),
+                                     stream_of(q));
   });
   return {dq, dk, dv};
 }
@@ -414,4 +509,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("clear_cache", &bridge::clear_cache, "Frees every variant state prepared for a shape");
   m.def("cached_states", &bridge::cached_states, "How many variant states are prepared");
   m.def("supports", &bridge::supports, "'' when a variant runs a shape on the current device, else why not");
+  m.def("hopper_attention", &bridge::hopper_attention_supports,
+        "'' when the bf16 attention runs the Hopper kernels (sm_90a) at head size d on the current device, else why "
+        "not");
 }

@@ -9,14 +9,15 @@ break); the functions below are their autograd-aware front ends:
     cross_entropy(logits, labels, ignore_index=-100, reduction="mean", label_smoothing=0.0)
                                            F.cross_entropy over (..., C) logits (classes last)
     weighted_sum(x, w)                     x @ w: a dot product per row of x's last dimension
-    attention(q, k, v, causal)             fused (flash) attention, batch x heads x seq x head_dim
+    attention(q, k, v, causal)             fused (flash) attention, batch x heads x seq x head_dim;
+                                           bf16 in, bf16 out (on sm_90: the Hopper kernels)
     FlatAdamW(params, lr=1e-3, ...)        torch.optim.AdamW over one flat buffer: one launch a step
 
 Each takes `variant=` (the chapter 3 operators: the lab program whose kernels run, e.g.
 "baseline_layernorm"; `variants("layernorm")` lists them) or `precision=` (attention: "fp32",
 "3xtf32" or "bf16"). Inputs are CUDA tensors, float32 (bf16 q, k, v for the bf16 attention), of
-any strides (one that is not dense is copied to a dense one first: the kernels read dense rows); a
-wrong one raises ValueError or TypeError naming it.
+any strides (one that is not dense, or not 16-byte aligned, is copied first: the kernels read
+dense, aligned rows); a wrong one raises ValueError or TypeError naming it.
 
 Build and install from the repository's root: python3 -m pip install --no-build-isolation ./python
 """

@@ -53,14 +53,23 @@ def _(grad_y, x, w, variant):
     return x.new_empty(x.shape), w.new_empty(w.shape)
 
 
+def _attention_output(q):
+    """An attention output as the operators write it: float32 dense for float32 q; for bf16, bf16
+    in scaled_dot_product_attention's layout, the (B, H, T, D) transpose of a dense (B, T, H, D)."""
+    if q.dtype != torch.bfloat16:
+        return q.new_empty(q.shape)
+    b, h, t, d = q.shape
+    return q.new_empty((b, t, h, d)).transpose(1, 2)
+
+
 @torch.library.register_fake(LIB + "attention_forward")
 def _(q, k, v, causal, precision):
-    return q.new_empty(q.shape, dtype=torch.float32), q.new_empty(q.shape[:3], dtype=torch.float32)
+    return _attention_output(q), q.new_empty(q.shape[:3], dtype=torch.float32)
 
 
 @torch.library.register_fake(LIB + "attention_backward")
 def _(grad_o, q, k, v, o, lse, causal, precision):
-    return tuple(q.new_empty(q.shape, dtype=torch.float32) for _ in range(3))
+    return tuple(_attention_output(q) for _ in range(3))
 
 
 @torch.library.register_fake(LIB + "adamw_")
@@ -172,8 +181,8 @@ def _attn_setup(ctx, inputs, output):
 
 def _attn_backward(ctx, grad_o, _grad_lse):
     q, k, v, o, lse = ctx.saved_tensors
-    dq, dk, dv = ops.attention_backward(grad_o.contiguous(), q, k, v, o, lse, ctx.causal, ctx.precision)
-    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), None, None
+    dq, dk, dv = ops.attention_backward(grad_o, q, k, v, o, lse, ctx.causal, ctx.precision)
+    return dq, dk, dv, None, None
 
 
 torch.library.register_autograd(LIB + "attention_forward", _attn_backward, setup_context=_attn_setup)
@@ -276,8 +285,13 @@ def attention(q, k, v, causal=False, precision=None):
     """Fused attention softmax(q k^T / sqrt(d)) v over batch x heads x seq x d tensors, as
     torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal), d in 16, 32, 64
     and 128. precision: "fp32" (the SIMT kernels; the default for float32 inputs), "3xtf32" (float32
-    on the tensor cores, fp32's accuracy), "bf16" (bf16 q, k, v; the default for them). The
-    output is float32 in every case: the kernels accumulate and write in fp32."""
+    on the tensor cores, fp32's accuracy), "bf16" (bf16 q, k, v; the default for them).
+    float32 in, float32 out. bf16 in, bf16 out, laid out as SDPA's (the transpose of a dense
+    (B, T, H, D) tensor, so o.transpose(1, 2).reshape(B, T, H * D) is free), and so are the
+    gradients; on an sm_90 GPU at d = 64 and 128 (a build for sm_90a, setup.py's default there) the
+    chapter's Hopper kernels run (the overlapped forward, the wgmma backward), elsewhere its
+    mma.sync kernels. cuda_perf_lab._C.hopper_attention(d) says "" when the Hopper kernels run,
+    otherwise why not."""
     if precision is None:
         precision = "bf16" if q.dtype == torch.bfloat16 else "fp32"
     return ops.attention_forward(q, k, v, causal, precision)[0]

@@ -349,17 +349,32 @@ def sdpa(q, k, v, causal):
     return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
+def attention_cancel(q, k, v, do, causal, eps):
+    """The L2 error that inputs rounded to relative precision eps leave in dQ and dK through
+    dP - delta, whatever it cancels to (see test_attention_forward_and_gradients): {"dq", "dk", "dv"}."""
+    s, d = q.shape[-2], q.shape[-1]
+    with torch.no_grad():
+        qa, ka, va, doa = (t.double().abs() for t in (q, k, v, do))
+        scores = (q.double() @ k.double().transpose(-2, -1)) / math.sqrt(d)
+        if causal:
+            scores = scores.masked_fill(torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+        p = torch.softmax(scores, dim=-1)
+        e = doa @ va.transpose(-2, -1)
+        w = p * (e + (p * e).sum(-1, keepdim=True)) / math.sqrt(d)
+        return {"dq": eps * (w @ ka).norm().item(), "dk": eps * (w.transpose(-2, -1) @ qa).norm().item(), "dv": 0.0}
+
+
 @pytest.mark.parametrize("shape", ATTN_SHAPES)
 @pytest.mark.parametrize("precision", ["fp32", "3xtf32", "bf16"])
 def test_attention_forward_and_gradients(shape, precision):
     b, h, s, d, causal = shape
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     q, k, v = (rand(b, h, s, d, seed=12 + i, dtype=dtype) for i in range(3))
-    do = rand(b, h, s, d, seed=15)
+    do = rand(b, h, s, d, seed=15, dtype=dtype)  # bf16 in, bf16 gradient, as autograd hands it
     leaves = [t.clone().requires_grad_() for t in (q, k, v)]
     o = lab.attention(*leaves, causal=causal, precision=precision)
-    assert o.dtype == torch.float32
-    o.backward(do)
+    assert o.dtype == dtype
+    o.backward(do.to(dtype))
     ref = [t.double().requires_grad_() for t in (q, k, v)]
     o64 = sdpa(*ref, causal)
     o64.backward(do.double())
@@ -378,18 +393,40 @@ def test_attention_forward_and_gradients(shape, precision):
     # precision (2^-8 relative for two bf16 operands, 16u for fp32 and 3xTF32), so their difference
     # errs by that much of E_ij = |dO_i| . |V_j| plus its P-weighted row mean, whatever it cancels to.
     eps = 2.0 ** -8 if precision == "bf16" else 16 * 2.0 ** -24
-    with torch.no_grad():
-        qa, ka, va, doa = (t.double().abs() for t in (q, k, v, do))
-        scores = (q.double() @ k.double().transpose(-2, -1)) / math.sqrt(d)
-        if causal:
-            scores = scores.masked_fill(torch.ones(s, s, dtype=torch.bool, device=DEV).triu(1), float("-inf"))
-        p = torch.softmax(scores, dim=-1)
-        e = doa @ va.transpose(-2, -1)
-        w = p * (e + (p * e).sum(-1, keepdim=True)) / math.sqrt(d)
-        cancel = {"dq": eps * (w @ ka).norm().item(), "dk": eps * (w.transpose(-2, -1) @ qa).norm().item(), "dv": 0.0}
+    cancel = attention_cancel(q, k, v, do, causal, eps)
     for name, a, r, t in zip(("dq", "dk", "dv"), leaves, ref, low):
         assert a.grad.dtype == dtype
         assert_close(name, a.grad, r.grad, t.grad, cancel[name])
+
+
+def test_bf16_attention_as_sdpa():
+    """bf16 in, bf16 out, in the layout of SDPA's flash kernels: o and the gradients the
+    (B, H, T, D) transpose of a dense (B, T, H, D), so that a GPT-2 block's o.transpose(1, 2) is
+    dense; and the backward's gradients whatever layout dO and O are handed to it in."""
+    q, k, v = (rand(2, 3, 130, 64, seed=60 + i, dtype=torch.bfloat16) for i in range(3))
+    o, lse = ops.attention_forward(q, k, v, True, "bf16")
+    assert o.dtype == torch.bfloat16 and o.shape == q.shape
+    assert o.stride() == (130 * 3 * 64, 64, 3 * 64, 1)
+    assert o.transpose(1, 2).is_contiguous()
+    do = rand(2, 3, 130, 64, seed=63, dtype=torch.bfloat16)
+    grads = ops.attention_backward(do, q, k, v, o, lse, True, "bf16")
+    again = ops.attention_backward(do.transpose(1, 2).contiguous().transpose(1, 2), q, k, v, o.contiguous(), lse,
+                                   True, "bf16")
+    for g, h in zip(grads, again):
+        assert g.dtype == torch.bfloat16 and g.stride() == o.stride()
+        # dK, dV: the same sums in the same order; dQ: added by the TMA or by atomics, in fp32, then rounded
+        assert ((g.float() - h.float()).abs() <= 2.0 ** -7 * g.float().abs()).all()
+
+
+def test_bf16_attention_runs_the_hopper_kernels_on_sm90():
+    """On an sm_90 GPU the package is built for sm_90a (setup.py) and the bf16 attention runs the
+    chapter's Hopper kernels at head sizes 64 and 128; elsewhere it says why not."""
+    from cuda_perf_lab import _C
+    if torch.cuda.get_device_capability() != (9, 0):
+        assert _C.hopper_attention(64) != ""
+        pytest.skip("not an sm_90 GPU: %s" % _C.hopper_attention(64))
+    assert _C.hopper_attention(64) == "" and _C.hopper_attention(128) == ""
+    assert "64 and 128" in _C.hopper_attention(32)
 
 
 def test_attention_lse():
@@ -423,6 +460,8 @@ def test_bad_inputs_raise_clear_errors():
                                                                                        device=DEV))),
         (ValueError, "d must be 16, 32, 64 or 128",
          lambda: lab.attention(*(rand(1, 1, 64, 80) for _ in range(3)))),
+        (ValueError, "q must be batch x heads x seq x head_dim \\(it has 3 dimensions\\)",
+         lambda: lab.attention(*(rand(1, 64, 64) for _ in range(3)))),
         (ValueError, "k must have shape",
          lambda: lab.attention(rand(1, 1, 64, 64), rand(1, 1, 32, 64), rand(1, 1, 64, 64))),
         (TypeError, "BFloat16", lambda: lab.attention(*(rand(1, 1, 64, 64) for _ in range(3)), precision="bf16")),
@@ -477,7 +516,7 @@ def test_any_strides(case):
     dense = [a.detach().contiguous().requires_grad_() for a in args]
     assert not all(a.is_contiguous() for a in strided), name
     y, y_dense = f(*strided), f(*dense)
-    assert y.is_contiguous() and torch.equal(y, y_dense), name
+    assert y.stride() == y_dense.stride() and torch.equal(y, y_dense), name
     g = rand(*y.shape, seed=55) if y.dim() else torch.tensor(1.5, device=DEV)
     y.backward(g.to(y.dtype))
     y_dense.backward(g.to(y.dtype))

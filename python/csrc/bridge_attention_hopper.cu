@@ -1,0 +1,108 @@
+// The package's bf16 attention on the chapter's Hopper kernels (see bridge.hpp): the forward of
+// ch04's attention/forward/08_optimized_attention_fused_overlap.cu (flashtma::Overlapped, the
+// chapter's fastest forward at one block a query tile) with O written in bf16 straight into
+// scaled_dot_product_attention's layout, and the backward of
+// attention/backward/05_optimized_attention_backward_fused_wgmma.cu (flashtma::bwd) with dK and dV
+// written in bf16 the same way; the GPT-2 steps run the same two (gpt2/fused/hopper_attention.cuh).
+// Head sizes 64 and 128 on an sm_90 GPU, with this file compiled for sm_90a; the bridge runs the
+// mma.sync kernels (flash_bf16.cuh) otherwise.
+// lab-arch: sm_90a
+#include <cmath>
+#include <cstdint>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+
+#include "attention/hopper/backward_wgmma.cuh"
+#include "attention/hopper/overlapped.cuh"
+#include "bridge.hpp"
+#include "lab/device.hpp"
+
+namespace bridge {
+namespace {
+
+using Schedule = flashtma::Overlapped;
+
+// cudaFuncSetAttribute (the kernels' shared memory) once per device, kernel, head size and mask.
+void prepare_once(char which, int d, bool causal, int consumers) {
+  static std::mutex m;
+  static std::set<std::tuple<int, char, int, bool, int>> done;
+  int device = 0;
+  LAB_CHECK(cudaGetDevice(&device));
+  const std::lock_guard<std::mutex> g(m);
+  if (!done.emplace(device, which, d, causal, consumers).second) return;
+  if (which == 'f')
+    flashtma::prepare<Schedule>(d, causal);
+  else
+    flashtma::bwd::prepare(d, causal, consumers);
+}
+
+// The backward's consumer warpgroups a block at d = 64: three (192 keys a block, each Q and dO tile
+// shared by more keys) where the grid is many waves, two (128 keys) where it is a few and its last
+// wave would run mostly empty. The chapter's figures (H100, causal): at GPT-2 small's
+// (4, 12, 1024, 64), 288 blocks of three, 2.2 waves, took 133 us against 125 with two; at
+// (8, 16, 4096, 64), 31 waves either way, three 4.17 ms against 4.67. Four waves is the line
+// between. On the H200, through the package (session 51), three were a little faster at the small
+// shape (117 us against 119, twice each way): the H100's choice is kept, the difference noted.
+// At d = 128 the kernel runs two.
+int backward_consumers(int bh, int seq, int d) {
+  if (d != 64) return 2;
+  const long long blocks = (long long)bh * ((seq + 191) / 192);
+  return blocks >= 4LL * lab::current_device().sms ? 3 : 2;
+}
+
+}  // namespace
+
+std::string hopper_attention_supports(std::int64_t d) {
+#if defined(LAB_SM90A)
+  const lab::DeviceFacts& dev = lab::current_device();
+  if (dev.cc_major != 9 || dev.cc_minor != 0)
+    return "wgmma and the TMA need an sm_90 GPU (this one is sm_" + std::to_string(dev.cc_major) +
+           std::to_string(dev.cc_minor) + ")";
+  return d == 64 || d == 128 ? "" : "the Hopper kernels are written for head sizes 64 and 128";
+#else
+  (void)d;
+  return "the package was not built for sm_90a (setup.py builds for it where every GPU is an sm_90)";
+#endif
+}
+
+void hopper_attention_forward(int batch, int heads, int seq, int d, bool causal, const void* q, const void* k,
+                              const void* v, void* o_rows, float* lse, cudaStream_t s) {
+  const int bh = batch * heads;
+  const auto* q16 = static_cast<const __nv_bfloat16*>(q);
+  const auto* k16 = static_cast<const __nv_bfloat16*>(k);
+  const auto* v16 = static_cast<const __nv_bfloat16*>(v);
+  prepare_once('f', d, causal, 0);
+  // O in rows: head b heads + h's query t in row b seq + t of heads d elements, columns [h d, h d + d).
+  const flashtma::Rows rows{.o = static_cast<__nv_bfloat16*>(o_rows), .heads = heads, .cols = d,
+                            .ld = std::size_t(heads) * d};
+  flashtma::launch<Schedule>(flashtma::maps(q16, k16, v16, attn::Dims(lab::Shape{1, bh, seq, d, 0})), nullptr, lse, bh,
+                             seq, d, causal, flash::kLog2e / std::sqrt(float(d)), s, {}, rows);
+}
+
+void hopper_attention_backward(int batch, int heads, int seq, int d, bool causal, const void* q, const void* k,
+                               const void* v, const void* dout, const float* lse, const float* delta, float* dq,
+                               void* dk_rows, void* dv_rows, float* db, cudaStream_t s) {
+  const int bh = batch * heads, consumers = backward_consumers(bh, seq, d);
+  prepare_once('b', d, causal, consumers);
+  LAB_CHECK(cudaMemsetAsync(dq, 0, std::size_t(bh) * seq * d * sizeof(float), s));  // the TMA adds into it
+  // dK and dV in rows as O; the kernel also adds their columns' sums (a GPT-2 step's bias gradient)
+  // into db, which the package does not use: 2 heads d floats of scratch, one atomic a column and a
+  // consumer warpgroup.
+  const flashtma::bwd::KVRows rows{.dk = static_cast<__nv_bfloat16*>(dk_rows),
+                                   .dv = static_cast<__nv_bfloat16*>(dv_rows),
+                                   .db_k = db,
+                                   .db_v = db + std::size_t(heads) * d,
+                                   .heads = heads,
+                                   .cols = d,
+                                   .ld = std::size_t(heads) * d};
+  const flashtma::bwd::Maps m =
+      flashtma::bwd::maps(static_cast<const __nv_bfloat16*>(q), static_cast<const __nv_bfloat16*>(k),
+                          static_cast<const __nv_bfloat16*>(v), static_cast<const __nv_bfloat16*>(dout), dq, bh, seq,
+                          d, consumers);
+  flashtma::bwd::launch(m, lse, delta, nullptr, nullptr, bh, seq, d, causal, 1.0f / std::sqrt(float(d)), s, rows);
+}
+
+}  // namespace bridge
