@@ -1,7 +1,6 @@
 // The attention operators of the bridge: the fused kernels' launchers, as the chapter's fused
 // variants and the GPT-2 step call them (see bridge.hpp).
 #include <stdexcept>
-#include <type_traits>
 
 #include "attention/attention.cuh"
 #include "bridge.hpp"
@@ -121,18 +120,6 @@ __global__ void rows_to_bf16_kernel(const float* __restrict__ src, __nv_bfloat16
   *reinterpret_cast<uint4*>(dst + r.at(s) + 8 * lane) = out;
 }
 
-// Calls f(std::integral_constant<int, D>{}) for d in 16, 32, 64, 128.
-template <class F>
-void with_width(int d, F&& f) {
-  switch (d) {
-    case 16: return f(std::integral_constant<int, 16>{});
-    case 32: return f(std::integral_constant<int, 32>{});
-    case 64: return f(std::integral_constant<int, 64>{});
-    case 128: return f(std::integral_constant<int, 128>{});
-    default: throw std::invalid_argument("attention rows: d must be 16, 32, 64 or 128");
-  }
-}
-
 unsigned blocks_for_rows(std::size_t rows, int d) { return unsigned((rows * (d / 8) + 255) / 256); }
 }  // namespace
 
@@ -140,7 +127,7 @@ void attention_delta_bf16(int batch, int heads, int seq, int d, const void* dout
                           const void* o, BhtStrides o_strides, float* delta, cudaStream_t s) {
   const std::size_t rows = std::size_t(batch) * heads * seq;
   if (rows == 0) return;
-  with_width(d, [&](auto dc) {
+  flash::dispatch(d, false, [&](auto dc, auto) {  // d is 16, 32, 64 or 128 (attention_validate)
     delta_bf16_kernel<decltype(dc)::value><<<blocks_for_rows(rows, d), 256, 0, s>>>(
         static_cast<const __nv_bfloat16*>(dout), dout_strides, static_cast<const __nv_bfloat16*>(o), o_strides, delta,
         unsigned(heads), unsigned(seq), unsigned(rows));
@@ -152,7 +139,7 @@ void attention_rows_to_bf16(int batch, int heads, int seq, int d, const float* s
                             cudaStream_t s) {
   const std::size_t rows = std::size_t(batch) * heads * seq;
   if (rows == 0) return;
-  with_width(d, [&](auto dc) {
+  flash::dispatch(d, false, [&](auto dc, auto) {
     rows_to_bf16_kernel<decltype(dc)::value><<<blocks_for_rows(rows, d), 256, 0, s>>>(
         src, static_cast<__nv_bfloat16*>(dst), dst_strides, unsigned(heads), unsigned(seq), unsigned(rows));
   });
