@@ -7,11 +7,19 @@
 //   swish(x) = x * sigmoid(x)                            swish'(x) = s (1 + x (1 - s)), s = sigmoid(x)
 // erfc(-x/sqrt 2) rather than 1 + erf(x/sqrt 2): for very negative x the latter subtracts two
 // nearly equal numbers and loses every digit.
+// Each topic also exists on bf16 storage (gelu_bf16, gelu_backward_bf16, swish_bf16,
+// swish_backward_bf16): x, dy and the output bf16, the arithmetic fp32 (as PyTorch computes these
+// functions on bf16 tensors), half the bytes. Its check: the reference in double from the bf16
+// inputs (exact in fp32), and a bound that is fp32's plus the output's one rounding to bf16, at most
+// 2^-8 of the value (8 significant bits, round to nearest).
 #pragma once
 
 #include <cmath>
 #include <string>
+#include <type_traits>
 #include <vector>
+
+#include <cuda_bf16.h>
 
 #include "elementwise.cuh"
 #include "lab/lab.hpp"
@@ -21,6 +29,8 @@ namespace act {
 struct GeluOp {
   static constexpr const char* name = "gelu";
   static constexpr const char* backward_name = "gelu_backward";
+  static constexpr const char* name_bf16 = "gelu_bf16";
+  static constexpr const char* backward_name_bf16 = "gelu_backward_bf16";
   __device__ float operator()(float x) const { return 0.5f * x * erfcf(-x * 0.70710678118654752f); }
   __device__ float operator()(float x, float dy) const {
     const float cdf = 0.5f * erfcf(-x * 0.70710678118654752f);
@@ -36,6 +46,8 @@ struct GeluOp {
 struct SwishOp {
   static constexpr const char* name = "swish";
   static constexpr const char* backward_name = "swish_backward";
+  static constexpr const char* name_bf16 = "swish_bf16";
+  static constexpr const char* backward_name_bf16 = "swish_backward_bf16";
   __device__ float operator()(float x) const { return x / (1.f + expf(-x)); }
   __device__ float operator()(float x, float dy) const {
     const float s = 1.f / (1.f + expf(-x));
@@ -48,47 +60,77 @@ struct SwishOp {
   }
 };
 
+// What a topic's storage type changes: its name, its bytes, and the check's bound (above).
+template <class T>
+struct Storage {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, __nv_bfloat16>);
+  static constexpr bool bf16 = std::is_same_v<T, __nv_bfloat16>;
+  template <class Op>
+  static constexpr const char* name() {
+    return bf16 ? Op::name_bf16 : Op::name;
+  }
+  template <class Op>
+  static constexpr const char* backward_name() {
+    return bf16 ? Op::backward_name_bf16 : Op::backward_name;
+  }
+  // fp32's bound, and for bf16 the rounding of the result on top: |rounded - v| <= 2^-8 |v|.
+  static lab::Tolerance tolerance() {
+    const lab::Tolerance f = lab::Tolerance::fp32();
+    if constexpr (!bf16) return f;
+    return {f.atol, f.rtol + 0x1p-8, f.max_rel_l2 + 0x1p-8, "fp32 arithmetic, bf16 output"};
+  }
+  static std::vector<float> to_float(const std::vector<T>& v) {
+    std::vector<float> out(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) out[i] = lab::to_f32(v[i]);
+    return out;
+  }
+};
+
 }  // namespace act
 
 // What every activation topic shares: one flat array (elementwise.cuh).
 using ActivationShapes = ew::FlatShapes;
 
-// y = op(x)
-template <class Op>
+// y = op(x), x and y stored as T (float or bf16).
+template <class Op, class T = float>
 struct Activation : ActivationShapes {
-  static constexpr const char* name = Op::name;
+  using S = act::Storage<T>;
+  static constexpr const char* name = S::template name<Op>();
   static lab::Work work(const lab::Shape& s) {
-    return {.bytes = 8.0 * double(s[0]), .flops = 0, .written = 4.0 * double(s[0])};  // x in, y out
+    constexpr double b = sizeof(T);
+    return {.bytes = 2 * b * double(s[0]), .flops = 0, .written = b * double(s[0])};  // x in, y out
   }
 
   struct Problem : lab::Problem {
     std::size_t n;
-    lab::DeviceBuffer<float> x, y;
+    lab::DeviceBuffer<T> x, y;
     Problem(const lab::Shape& s, lab::Rng& rng) : n(static_cast<std::size_t>(s[0])), x(n), y(n) {
       rng.uniform(x, -6.f, 6.f);  // both tails: where erfc and exp must not lose digits
     }
     Problem(const lab::Shape& s, lab::Borrowed) : n(static_cast<std::size_t>(s[0])) {}
     void poison(cudaStream_t s) override { lab::poison(y, s); }
     lab::Verdict verify() override {
-      const auto hx = x.download();
+      const auto hx = S::to_float(x.download());
       std::vector<double> ref(n);
       for (std::size_t i = 0; i < n; ++i) ref[i] = Op::reference(hx[i]);
-      return lab::compare(y.download(), ref, tolerance_or(lab::Tolerance::fp32()), "y");
+      return lab::compare(S::to_float(y.download()), ref, tolerance_or(S::tolerance()), "y");
     }
   };
 };
 
-// dx = dy * op'(x)
-template <class Op>
+// dx = dy * op'(x), x, dy and dx stored as T.
+template <class Op, class T = float>
 struct ActivationBackward : ActivationShapes {
-  static constexpr const char* name = Op::backward_name;
+  using S = act::Storage<T>;
+  static constexpr const char* name = S::template backward_name<Op>();
   static lab::Work work(const lab::Shape& s) {
-    return {.bytes = 12.0 * double(s[0]), .flops = 0, .written = 4.0 * double(s[0])};  // x, dy in; dx out
+    constexpr double b = sizeof(T);
+    return {.bytes = 3 * b * double(s[0]), .flops = 0, .written = b * double(s[0])};  // x, dy in; dx out
   }
 
   struct Problem : lab::Problem {
     std::size_t n;
-    lab::DeviceBuffer<float> x, dy, dx;
+    lab::DeviceBuffer<T> x, dy, dx;
     Problem(const lab::Shape& s, lab::Rng& rng) : n(static_cast<std::size_t>(s[0])), x(n), dy(n), dx(n) {
       rng.uniform(x, -6.f, 6.f);
       rng.uniform(dy, -1.f, 1.f);
@@ -96,10 +138,10 @@ struct ActivationBackward : ActivationShapes {
     Problem(const lab::Shape& s, lab::Borrowed) : n(static_cast<std::size_t>(s[0])) {}
     void poison(cudaStream_t s) override { lab::poison(dx, s); }
     lab::Verdict verify() override {
-      const auto hx = x.download(), hg = dy.download();
+      const auto hx = S::to_float(x.download()), hg = S::to_float(dy.download());
       std::vector<double> ref(n);
       for (std::size_t i = 0; i < n; ++i) ref[i] = double(hg[i]) * Op::derivative(hx[i]);
-      return lab::compare(dx.download(), ref, lab::Tolerance::fp32(), "dx");
+      return lab::compare(S::to_float(dx.download()), ref, S::tolerance(), "dx");
     }
   };
 };
@@ -108,3 +150,7 @@ using Gelu = Activation<act::GeluOp>;
 using GeluBackward = ActivationBackward<act::GeluOp>;
 using Swish = Activation<act::SwishOp>;
 using SwishBackward = ActivationBackward<act::SwishOp>;
+using GeluBf16 = Activation<act::GeluOp, __nv_bfloat16>;
+using GeluBackwardBf16 = ActivationBackward<act::GeluOp, __nv_bfloat16>;
+using SwishBf16 = Activation<act::SwishOp, __nv_bfloat16>;
+using SwishBackwardBf16 = ActivationBackward<act::SwishOp, __nv_bfloat16>;

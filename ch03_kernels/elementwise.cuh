@@ -32,8 +32,11 @@ struct FlatShapes {
 
 // The maps themselves live in common (lab/elementwise.cuh), shared with ch02's square.
 constexpr int kThreads = lab::kMapThreads;
+using lab::Identity;
+using lab::map_packs;
 using lab::map_scalar;
 using lab::map_vec4;
+using lab::pack_blocks;
 using lab::scalar_blocks;
 using lab::vec4_blocks;
 

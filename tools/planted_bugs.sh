@@ -56,7 +56,8 @@
 # LayerNorm's kept output carved half its size (the tensor after it laid over its upper half),
 # against its check; and in step 16's loss kernel in flight, the gradient 1% high for every second
 # logit, against the kernels' own tests; and in step 17, which rounds the weights ahead on the side
-# stream, each stage's copy written into the block before's, against its check.
+# stream, each stage's copy written into the block before's, against its check; and the
+# activations on bf16 storage with every second element 1% high (GELU's forward, Swish's backward).
 # Exit status 0 when every bug was caught (with --scales: at the first scale listed; with
 # --check-patterns: when every text was found once); 2 for a bad argument.
 set -u
@@ -227,6 +228,15 @@ plant variance_divisor ch03_kernels/optimized_layernorm.cu optimized_layernorm \
   'rsqrtf(rows::group_sum<kLanes>(sq, scratch) / (dim - 1) + ln::kEps)'
 plant label_logit ch03_kernels/optimized_cross_entropy.cu optimized_cross_entropy \
   'kUsed ? row_lse - picked :' 'kUsed ? row_lse - 1.001f * picked :'
+# The activations on bf16 storage (lab::map_packs, common/lab/elementwise.cuh): every second
+# element of a pack 1% high, in the forward map (GELU on bf16) and the backward's (Swish's
+# backward on bf16). Each output is rounded to bf16 after it: the check allows that rounding,
+# 2^-8, and no more.
+plant gelu_bf16_odd common/lab/elementwise.cuh optimized_gelu_bf16 \
+  'b.v[k] = from_f32<Out>(f(to_f32(a.v[k])));' 'b.v[k] = from_f32<Out>((k & 1 ? 1.01f : 1.f) * f(to_f32(a.v[k])));'
+plant swish_backward_bf16_odd common/lab/elementwise.cuh optimized_swish_backward_bf16 \
+  'b.v[k] = from_f32<Out>(f(to_f32(a.v[k]), to_f32(g.v[k])));' \
+  'b.v[k] = from_f32<Out>((k & 1 ? 1.01f : 1.f) * f(to_f32(a.v[k]), to_f32(g.v[k])));'
 plant baseline_label_logit ch03_kernels/baseline_cross_entropy.cu baseline_cross_entropy \
   '- logits[std::size_t(r) * classes + label]' '- 1.01f * logits[std::size_t(r) * classes + label]'
 plant baseline_count_all ch03_kernels/baseline_cross_entropy.cu baseline_cross_entropy \

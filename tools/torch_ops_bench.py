@@ -48,6 +48,11 @@ OPS = {
     "gelu_backward": ("ch03_kernels", "optimized_gelu_backward", ["16777216", "268435456"]),
     "swish": ("ch03_kernels", "optimized_swish", ["16777216", "268435456"]),
     "swish_backward": ("ch03_kernels", "optimized_swish_backward", ["16777216", "268435456"]),
+    # bf16 storage (fp32 arithmetic): the package runs the program of the variant's name + "_bf16".
+    "gelu_bf16": ("ch03_kernels", "optimized_gelu_bf16", ["16777216", "268435456"]),
+    "gelu_backward_bf16": ("ch03_kernels", "optimized_gelu_backward_bf16", ["16777216", "268435456"]),
+    "swish_bf16": ("ch03_kernels", "optimized_swish_bf16", ["16777216", "268435456"]),
+    "swish_backward_bf16": ("ch03_kernels", "optimized_swish_backward_bf16", ["16777216", "268435456"]),
     "cross_entropy": ("ch03_kernels", "optimized_cross_entropy", ["8192x32768", "4096x50304"]),
     "cross_entropy_backward": ("ch03_kernels", "optimized_cross_entropy_backward", ["8192x32768", "4096x50304"]),
     "attention": ("ch04_compile_vs_fused", "optimized_attention_fused", ["8x16x4096x64x0", "8x16x4096x128x0"]),
@@ -109,24 +114,26 @@ def cases(torch, lab, op, shape):
         return {"lab": lambda: ops.layernorm_backward(dy, xd, wd, mean, rstd, "optimized_layernorm_backward"),
                 "eager": lambda: torch.autograd.grad(y, (x, w, b), dy, retain_graph=True),
                 "compile": (torch.compile(formula), (dy, xd, wd, mean, rstd))}
-    if op in ("gelu", "swish", "gelu_backward", "swish_backward"):
-        name = op.split("_")[0]
+    if op.split("_")[0] in ("gelu", "swish"):
+        name, backward = op.split("_")[0], "backward" in op
+        dtype = torch.bfloat16 if op.endswith("_bf16") else torch.float32
         fn = F.gelu if name == "gelu" else F.silu
-        x = rand(dims[0], lo=-6, hi=6)
-        if not op.endswith("backward"):
+        x = rand(dims[0], lo=-6, hi=6, dtype=dtype)
+        if not backward:
             return {"lab": lambda: getattr(ops, name + "_forward")(x, "optimized_" + name), "eager": lambda: fn(x),
                     "compile": (torch.compile(fn), (x,))}
-        xg, dy = x.clone().requires_grad_(), rand(dims[0])
+        xg, dy = x.clone().requires_grad_(), rand(dims[0], dtype=dtype)
         y = fn(xg)
 
-        def formula(dy, x):
+        def formula(dy, x):  # in fp32, the result in the inputs' dtype (as PyTorch's own backward)
+            dy, x, t = dy.float(), x.float(), dy.dtype
             if name == "gelu":
                 cdf = 0.5 * torch.erfc(-x * 0.7071067811865476)
-                return dy * (cdf + x * torch.exp(-0.5 * x * x) * 0.3989422804014327)
+                return (dy * (cdf + x * torch.exp(-0.5 * x * x) * 0.3989422804014327)).to(t)
             s = torch.sigmoid(x)
-            return dy * (s * (1 + x * (1 - s)))
+            return (dy * (s * (1 + x * (1 - s)))).to(t)
 
-        return {"lab": lambda: getattr(ops, name + "_backward")(dy, x, "optimized_" + op),
+        return {"lab": lambda: getattr(ops, name + "_backward")(dy, x, "optimized_%s_backward" % name),
                 "eager": lambda: torch.autograd.grad(y, xg, dy, retain_graph=True),
                 "compile": (torch.compile(formula), (dy, x))}
     if op in ("cross_entropy", "cross_entropy_backward"):

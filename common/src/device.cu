@@ -25,9 +25,11 @@ int fill_blocks(std::size_t n) {
   return static_cast<int>(std::clamp<std::size_t>(want, 1, 65536));
 }
 
-__global__ void fill_uniform_kernel(float* p, std::size_t n, std::uint64_t key, float lo, float hi) {
+// fp32 numbers, stored as T: for bf16, the same numbers rounded to nearest.
+template <class T>
+__global__ void fill_uniform_kernel(T* p, std::size_t n, std::uint64_t key, float lo, float hi) {
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n; i += std::size_t{gridDim.x} * blockDim.x)
-    p[i] = rng_detail::uniform01_to(rng_detail::bits(key, i), lo, hi);
+    p[i] = T(rng_detail::uniform01_to(rng_detail::bits(key, i), lo, hi));
 }
 
 __global__ void fill_normal_kernel(float* p, std::size_t n, std::uint64_t key, float mean, float stddev) {
@@ -92,6 +94,12 @@ __global__ void fma_peak_kernel(float* out, int iters, float a, float b) {
 }  // namespace
 
 void device_fill_uniform(float* p, std::size_t n, std::uint64_t key, float lo, float hi, cudaStream_t s) {
+  if (!n) return;
+  fill_uniform_kernel<<<fill_blocks(n), kFillThreads, 0, s>>>(p, n, key, lo, hi);
+  LAB_CHECK_LAUNCH();
+}
+
+void device_fill_uniform(__nv_bfloat16* p, std::size_t n, std::uint64_t key, float lo, float hi, cudaStream_t s) {
   if (!n) return;
   fill_uniform_kernel<<<fill_blocks(n), kFillThreads, 0, s>>>(p, n, key, lo, hi);
   LAB_CHECK_LAUNCH();

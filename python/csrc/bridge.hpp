@@ -39,11 +39,15 @@ void layernorm_forward(const std::string& variant, std::int64_t rows, std::int64
 void layernorm_backward(const std::string& variant, std::int64_t rows, std::int64_t dim, const float* x,
                         const float* gamma, const float* dy, const float* mean, const float* rstd, float* dx,
                         float* dgamma, float* dbeta, cudaStream_t s);
-// topic: "gelu" or "swish".
-void activation_forward(const std::string& topic, const std::string& variant, std::int64_t n, const float* x, float* y,
-                        cudaStream_t s);
-void activation_backward(const std::string& topic, const std::string& variant, std::int64_t n, const float* x,
-                         const float* dy, float* dx, cudaStream_t s);
+// The storage type of an operator's tensors (the arithmetic is fp32 either way).
+enum class Storage { f32, bf16 };
+// topic: "gelu" or "swish"; variant: a program of the fp32 topic ("optimized_gelu"). On bf16
+// storage the program of the same name + "_bf16" runs (optimized_gelu_bf16, of topic gelu_bf16);
+// x, dy and the output are float or __nv_bfloat16 as `storage` says.
+void activation_forward(const std::string& topic, const std::string& variant, Storage storage, std::int64_t n,
+                        const void* x, void* y, cudaStream_t s);
+void activation_backward(const std::string& topic, const std::string& variant, Storage storage, std::int64_t n,
+                         const void* x, const void* dy, void* dx, cudaStream_t s);
 // loss: the mean over the K rows whose label is not ignore_index (K written to count, a float as
 // PyTorch's total_weight; NaN when K = 0); lse: each row's log-sum-exp. A row labelled ignore_index
 // has no loss and a zero row of gradient. Any other label outside [0, classes) makes its row's loss

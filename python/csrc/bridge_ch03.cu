@@ -7,6 +7,8 @@
 #include <mutex>
 #include <stdexcept>
 #include <tuple>
+#include <type_traits>
+#include <utility>
 
 #include "activations.cuh"
 #include "bridge.hpp"
@@ -131,30 +133,40 @@ void layernorm_backward(const std::string& variant, std::int64_t rows, std::int6
 
 namespace {
 template <class Topic>
-void unary(const std::string& variant, std::int64_t n, const float* x, float* y, cudaStream_t s) {
+void unary(const std::string& variant, std::int64_t n, const void* x, void* y, cudaStream_t s) {
+  using T = std::remove_reference_t<decltype(*std::declval<typename Topic::Problem>().x.data())>;
   run<Topic>(variant, lab::Shape{n}, s, [&](typename Topic::Problem& p) {
-    p.x = view(x, n), p.y = view(y, n);
+    p.x = view(static_cast<const T*>(x), n), p.y = view(static_cast<T*>(y), n);
   });
 }
 template <class Topic>
-void binary(const std::string& variant, std::int64_t n, const float* x, const float* dy, float* dx, cudaStream_t s) {
+void binary(const std::string& variant, std::int64_t n, const void* x, const void* dy, void* dx, cudaStream_t s) {
+  using T = std::remove_reference_t<decltype(*std::declval<typename Topic::Problem>().x.data())>;
   run<Topic>(variant, lab::Shape{n}, s, [&](typename Topic::Problem& p) {
-    p.x = view(x, n), p.dy = view(dy, n), p.dx = view(dx, n);
+    p.x = view(static_cast<const T*>(x), n), p.dy = view(static_cast<const T*>(dy), n);
+    p.dx = view(static_cast<T*>(dx), n);
   });
 }
 }  // namespace
 
-void activation_forward(const std::string& topic, const std::string& variant, std::int64_t n, const float* x, float* y,
-                        cudaStream_t s) {
-  if (topic == Gelu::name) return unary<Gelu>(variant, n, x, y, s);
-  if (topic == Swish::name) return unary<Swish>(variant, n, x, y, s);
+void activation_forward(const std::string& topic, const std::string& variant, Storage storage, std::int64_t n,
+                        const void* x, void* y, cudaStream_t s) {
+  const bool bf16 = storage == Storage::bf16;
+  const std::string program = bf16 ? variant + "_bf16" : variant;
+  if (topic == Gelu::name) return bf16 ? unary<GeluBf16>(program, n, x, y, s) : unary<Gelu>(program, n, x, y, s);
+  if (topic == Swish::name) return bf16 ? unary<SwishBf16>(program, n, x, y, s) : unary<Swish>(program, n, x, y, s);
   throw std::invalid_argument("no activation '" + topic + "' (gelu, swish)");
 }
 
-void activation_backward(const std::string& topic, const std::string& variant, std::int64_t n, const float* x,
-                         const float* dy, float* dx, cudaStream_t s) {
-  if (topic == Gelu::name) return binary<GeluBackward>(variant, n, x, dy, dx, s);
-  if (topic == Swish::name) return binary<SwishBackward>(variant, n, x, dy, dx, s);
+void activation_backward(const std::string& topic, const std::string& variant, Storage storage, std::int64_t n,
+                         const void* x, const void* dy, void* dx, cudaStream_t s) {
+  const bool bf16 = storage == Storage::bf16;
+  const std::string program = bf16 ? variant + "_bf16" : variant;
+  if (topic == Gelu::name)
+    return bf16 ? binary<GeluBackwardBf16>(program, n, x, dy, dx, s) : binary<GeluBackward>(program, n, x, dy, dx, s);
+  if (topic == Swish::name)
+    return bf16 ? binary<SwishBackwardBf16>(program, n, x, dy, dx, s)
+                : binary<SwishBackward>(program, n, x, dy, dx, s);
   throw std::invalid_argument("no activation '" + topic + "' (gelu, swish)");
 }
 

@@ -126,30 +126,41 @@ std::tuple<Tensor, Tensor, Tensor> layernorm_backward(const Tensor& grad_y_arg, 
   return {dx, dweight, dbias};
 }
 
-// ---- GELU (erf form) and Swish ----
+// ---- GELU (erf form) and Swish, on float32 or bfloat16 tensors (fp32 arithmetic; the output in
+// the input's dtype, as PyTorch's) ----
+
+// x's dtype as the bridge's storage type: float32 or bfloat16, else a TypeError naming both.
+bridge::Storage activation_storage(const Tensor& x) {
+  TORCH_CHECK_VALUE(x.is_cuda(), "x must be a CUDA tensor (it is on ", x.device(), ")");
+  const at::ScalarType t = x.scalar_type();
+  TORCH_CHECK_TYPE(t == at::kFloat || t == at::kBFloat16, "x must be Float or BFloat16 (it is ", t, ")");
+  return t == at::kBFloat16 ? bridge::Storage::bf16 : bridge::Storage::f32;
+}
 
 Tensor activation_forward(const char* topic, const Tensor& x_arg, c10::string_view variant) {
-  const Tensor x = dense_input(x_arg, "x", at::kFloat);
+  const bridge::Storage storage = activation_storage(x_arg);
+  const Tensor x = dense_input(x_arg, "x", x_arg.scalar_type());
   const c10::cuda::CUDAGuard guard(x.device());
   Tensor y = at::empty_like(x);
   if (x.numel() == 0) return y;
   call([&] {
-    bridge::activation_forward(topic, std::string(variant), x.numel(), x.data_ptr<float>(), y.data_ptr<float>(),
+    bridge::activation_forward(topic, std::string(variant), storage, x.numel(), x.data_ptr(), y.data_ptr(),
                                stream_of(x));
   });
   return y;
 }
 
 Tensor activation_backward(const char* topic, const Tensor& grad_y_arg, const Tensor& x_arg, c10::string_view variant) {
-  const Tensor x = dense_input(x_arg, "x", at::kFloat);
-  const Tensor grad_y = dense_input(grad_y_arg, "grad_y", at::kFloat, &x);
+  const bridge::Storage storage = activation_storage(x_arg);
+  const Tensor x = dense_input(x_arg, "x", x_arg.scalar_type());
+  const Tensor grad_y = dense_input(grad_y_arg, "grad_y", x.scalar_type(), &x);
   check_shape(grad_y, "grad_y", x.sizes().vec());
   const c10::cuda::CUDAGuard guard(x.device());
   Tensor dx = at::empty_like(x);
   if (x.numel() == 0) return dx;
   call([&] {
-    bridge::activation_backward(topic, std::string(variant), x.numel(), x.data_ptr<float>(), grad_y.data_ptr<float>(),
-                                dx.data_ptr<float>(), stream_of(x));
+    bridge::activation_backward(topic, std::string(variant), storage, x.numel(), x.data_ptr(), grad_y.data_ptr(),
+                                dx.data_ptr(), stream_of(x));
   });
   return dx;
 }

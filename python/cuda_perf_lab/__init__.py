@@ -5,7 +5,7 @@ and fake implementations registered here, so that torch.compile traces them with
 break); the functions below are their autograd-aware front ends:
 
     layer_norm(x, weight, bias)            LayerNorm over the last dimension (eps 1e-5)
-    gelu(x), swish(x)                      the erf-form GELU, and SiLU
+    gelu(x), swish(x)                      the erf-form GELU, and SiLU; float32 or bfloat16
     cross_entropy(logits, labels, ignore_index=-100, reduction="mean", label_smoothing=0.0)
                                            F.cross_entropy over (..., C) logits (classes last)
     weighted_sum(x, w)                     x @ w: a dot product per row of x's last dimension
@@ -15,7 +15,8 @@ break); the functions below are their autograd-aware front ends:
 
 Each takes `variant=` (the chapter 3 operators: the lab program whose kernels run, e.g.
 "baseline_layernorm"; `variants("layernorm")` lists them) or `precision=` (attention: "fp32",
-"3xtf32" or "bf16"). Inputs are CUDA tensors, float32 (bf16 q, k, v for the bf16 attention), of
+"3xtf32" or "bf16"). Inputs are CUDA tensors, float32 (bf16 q, k, v for the bf16 attention; gelu
+and swish bf16 too, through the variant's "_bf16" program), of
 any strides (one that is not dense, or not 16-byte aligned, is copied first: the kernels read
 dense, aligned rows); a wrong one raises ValueError or TypeError naming it.
 

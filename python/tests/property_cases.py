@@ -173,7 +173,7 @@ def check(results, cancels=None):
 def upstream(c):
     """The upstream gradient of an output: random in [0.5, 2], kept as c.upstream."""
     def of(out):
-        c.upstream = (c.uniform(out.shape, 0.5, 2.0) if out.dim()
+        c.upstream = (c.uniform(out.shape, 0.5, 2.0, out.dtype) if out.dim()
                       else torch.tensor(c.rng.uniform(0.5, 2), device=DEV))
         return c.upstream
     return of
@@ -214,8 +214,9 @@ def case_activation(c, name):
     n = c.rng.choice((1, 3, 4, 5, 7, 33, 1000, 4097, 65537))
     shape = c.lead(1000000, n) + (n,)
     scale = c.rng.choice((1.0, 4.0, 12.0))
-    c.note(name, "x", shape, "scale", scale)
-    x = c.layout(c.uniform(shape, -scale, scale))
+    dtype = c.rng.choice((torch.float32, torch.bfloat16))
+    c.note(name, "x", shape, "scale", scale, str(dtype)[6:])
+    x = c.layout(c.uniform(shape, -scale, scale, dtype))
     f_lab, f_torch = (lab.gelu, F.gelu) if name == "gelu" else (lab.swish, F.silu)
     return check(run_both(f_lab, f_torch, (x,), upstream(c)))
 
@@ -362,6 +363,7 @@ def case_bad_inputs(c):
                 (ValueError, lambda: lab.attention(q.cpu(), q.cpu(), q.cpu()))],
         "dtype": [(TypeError, lambda: lab.layer_norm(x.double(), w, b)),
                   (TypeError, lambda: lab.swish(x.to(torch.int32))),
+                  (TypeError, lambda: lab.gelu(x.half())),
                   (TypeError, lambda: lab.cross_entropy(x, labels.float())),
                   (TypeError, lambda: lab.weighted_sum(x, w.half())),
                   (TypeError, lambda: lab.attention(q, q, q, precision="bf16")),

@@ -102,22 +102,45 @@ FLAT = [(1,), (3,), (4097,), (1000003,), (8, 128, 3072)]
 @pytest.mark.parametrize("shape", FLAT)
 @pytest.mark.parametrize("name", ["gelu", "swish"])
 @pytest.mark.parametrize("role", ["optimized", "baseline"])
-def test_activation_forward_and_gradient(shape, name, role):
-    x = rand(*shape, lo=-6, hi=6, seed=6)
-    dy = rand(*shape, seed=7)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_activation_forward_and_gradient(shape, name, role, dtype):
+    # bf16: the program of the variant's name + "_bf16" runs (fp32 arithmetic on bf16 storage); the
+    # output and the gradient are bf16, as PyTorch's, against PyTorch's own bf16 error.
+    x = rand(*shape, lo=-6, hi=6, seed=6, dtype=dtype)
+    dy = rand(*shape, seed=7, dtype=dtype)
     fn = getattr(lab, name)
     torch_fn = F.gelu if name == "gelu" else F.silu
     a = x.clone().requires_grad_()
     y = fn(a, variant="%s_%s" % (role, name))
     y.backward(dy)
+    assert y.dtype == dtype and a.grad.dtype == dtype
     r = x.double().requires_grad_()
     y64 = torch_fn(r)
     y64.backward(dy.double())
     t = x.clone().requires_grad_()
-    y32 = torch_fn(t)
-    y32.backward(dy)
-    assert_close(name, y, y64, y32)
+    y_low = torch_fn(t)
+    y_low.backward(dy)
+    assert_close(name, y, y64, y_low)
     assert_close("d" + name, a.grad, r.grad, t.grad)
+
+
+@pytest.mark.parametrize("name", ["gelu", "swish"])
+def test_bf16_activation_is_fp32_arithmetic_rounded_once(name):
+    # Element by element: the lab's bf16 result is the float64 value rounded to bf16, give or take
+    # fp32's arithmetic: within half a bf16 ulp (2^-8 relative) plus fp32's 1e-5. A 1% error in
+    # any element fails.
+    x = rand(1 << 20, lo=-6, hi=6, seed=9, dtype=torch.bfloat16)
+    dy = rand(1 << 20, seed=10, dtype=torch.bfloat16)
+    a = x.clone().requires_grad_()
+    y = getattr(lab, name)(a)
+    y.backward(dy)
+    r = x.double().requires_grad_()
+    y64 = (F.gelu if name == "gelu" else F.silu)(r)
+    y64.backward(dy.double())
+    for got, ref in ((y, y64), (a.grad, r.grad)):
+        err = (got.double() - ref).abs()
+        bound = 1e-5 + (2.0 ** -8 + 1e-5) * ref.abs()
+        assert (err <= bound).all().item(), "worst %.3g of its bound" % (err / bound).max().item()
 
 
 def test_gelu_tanh_is_the_tanh_approximation():
@@ -468,6 +491,9 @@ def test_bad_inputs_raise_clear_errors():
         (ValueError, "precision must be", lambda: lab.attention(*(rand(1, 1, 64, 64) for _ in range(3)),
                                                                 precision="fp8")),
         (ValueError, "must be a CUDA tensor", lambda: lab.gelu(torch.ones(3))),
+        (TypeError, "x must be Float or BFloat16 \\(it is Half\\)", lambda: lab.gelu(x.half())),
+        (ValueError, "no variant 'optimized_gelu_tanh_bf16' of gelu_bf16",
+         lambda: lab.gelu(x.bfloat16(), variant="optimized_gelu_tanh")),
         (ValueError, "w must have shape", lambda: lab.weighted_sum(x, w[:100])),
         (TypeError, "w must be Float", lambda: lab.weighted_sum(x, w.double())),
         (ValueError, "at least one dimension", lambda: lab.weighted_sum(torch.ones((), device=DEV), w[:1])),
@@ -553,6 +579,7 @@ def _opcheck_cases():
         (ops.layernorm_forward, (x.requires_grad_(), w.requires_grad_(), b.requires_grad_(), "optimized_layernorm")),
         (ops.gelu_forward, (rand(1000, lo=-6, hi=6).requires_grad_(), "optimized_gelu")),
         (ops.swish_forward, (rand(1000, lo=-6, hi=6).requires_grad_(), "optimized_swish")),
+        (ops.gelu_forward, (rand(1001, lo=-6, hi=6, dtype=torch.bfloat16).requires_grad_(), "optimized_gelu")),
         (ops.cross_entropy_forward, (rand(6, 40, seed=5).requires_grad_(), labels, -100, "optimized_cross_entropy")),
         (ops.attention_forward, (q.requires_grad_(), k.requires_grad_(), v.requires_grad_(), True, "fp32")),
         (ops.weighted_sum_forward, (rand(6, 40, seed=6).requires_grad_(), rand(40, seed=7).requires_grad_(),
@@ -560,7 +587,7 @@ def _opcheck_cases():
     ]
 
 
-@pytest.mark.parametrize("case", range(6))
+@pytest.mark.parametrize("case", range(7))
 def test_opcheck(case):
     op, args = _opcheck_cases()[case]
     torch.library.opcheck(op, args)

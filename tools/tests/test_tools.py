@@ -657,6 +657,7 @@ class ResultTablesInReadmes(unittest.TestCase):
         ("python/README.md", "ops", "python/results/ops_h100.md"),
         ("python/README.md", "ops-strided", "python/results/ops_strided_h100.md"),
         ("python/README.md", "ops-hopper", "python/results/ops_hopper_h200.md"),
+        ("python/README.md", "ops-bf16", "python/results/ops_bf16_h200.md"),
         ("python/README.md", "dropin", "python/results/gpt2_dropin_h100.md"),
         ("ch04_compile_vs_fused/gpt2/README.md", "seed002-h200",
          "ch04_compile_vs_fused/results/seed002_h200/compiled_transformer_benchmark.md"),
