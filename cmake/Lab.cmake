@@ -164,6 +164,13 @@ function(lab_chapter short)
   if(kernel_test_sources)
     lab_chapter_gtest_binary(${short} kernels lab_chapter_test_main "gpu;${short}" 300 ${kernel_test_sources})
   endif()
+  # The chapter's CPU tests (tests/cpu/*): its host-side pieces (tiles, plans, references, the
+  # checks' own arithmetic), which need neither a GPU nor a variant, in a binary labelled cpu
+  # (chNN_cpu): CI runs them, and a GPU machine's `ctest -L gpu` does not spend device time on them.
+  file(GLOB cpu_test_sources CONFIGURE_DEPENDS "${root}/tests/cpu/*.cu" "${root}/tests/cpu/*.cpp")
+  if(cpu_test_sources)
+    lab_chapter_gtest_binary(${short} cpu lab_chapter_cpu_main "cpu;${short}" 300 ${cpu_test_sources})
+  endif()
   # The chapter's fuzz binary: every variant on random shapes near its check shapes, under fresh
   # seeds (LAB_FUZZ_CASES a variant, default 60). `ctest -L fuzz` runs them all.
   if(variant_sources)

@@ -127,7 +127,7 @@ HeadReference reference_head(const float* q, const float* k, const float* v, con
 // kBf16EmulationFactor = 2 (as FlashAttention-3's tests hold their kernels to twice a reference
 // implementation's error) times the square root of their sum. At the check shapes a 1% error in
 // half of a gradient's elements is 2 to 20 allowances away, and the fp32 stand-in of the kernels'
-// arithmetic (tests/attention_reference_test.cpp) within 0.5 of one.
+// arithmetic (tests/cpu/attention_reference_test.cpp) within 0.5 of one.
 //
 // One gradient's model, over one head or several (+=): the sums' variance, and each possible
 // flip's probability p and the w it adds to the squared distance if it happens.
