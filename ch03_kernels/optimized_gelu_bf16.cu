@@ -1,11 +1,40 @@
-// Optimized GELU on bf16 storage: one kernel reads eight bf16 (16 bytes) a thread, widens them to
-// fp32 in registers, applies GELU in fp32 and writes the eight results rounded to bf16. Memory sees
-// x once and y once, 4 bytes an element (the baseline moves 20, its casts going through memory),
-// and half of what the fp32 topic moves: the same arithmetic at the bf16 copy rate.
+// Optimized GELU on bf16 storage: step 1's kernel (eight bf16 a thread, fp32 in registers, one
+// read and one write) with a cheaper erfc. At 4 bytes an element the copy takes less time than
+// erfcf's instructions, so the arithmetic is what is left to cut. The output is rounded to bf16,
+// 8 significant bits, so erfc needs far fewer than fp32's 24: this one (Numerical Recipes' erfcc,
+// a Chebyshev fit in t = 1 / (1 + |z|/2)) is
+//   erfc(|z|) = t exp(-z^2 + P(t)),   P a polynomial of degree 9,   relative error < 1.2e-7,
+// and erfc(z) = 2 - erfc(|z|) for z < 0: one reciprocal, nine FMAs, one exponential and no branch.
+// Emulated in fp32 over every bf16 x in [-12, 12], its GELU is within 2.7e-6 (relative) of the exact
+// one for |x| <= 6 and within 9e-6 beyond: hundreds of times inside the rounding to bf16
+// (2^-8 = 3.9e-3), which is what the check's bound allows. NaN stays NaN, +inf gives inf and -inf NaN, as
+// PyTorch's GELU does.
 // Run: make ch03 && ./ch03_kernels/optimized_gelu_bf16
 #include "activations.cuh"
 
-LAB_VARIANT(GeluBf16, optimized, "one kernel: bf16 in, fp32 in registers, bf16 out (16-byte packs)") {
-  ew::map_packs<<<ew::pack_blocks(p.n), ew::kThreads, 0, stream>>>(act::GeluOp{}, p.x.data(), p.y.data(), p.n);
+namespace {
+struct GeluCheapErfc {
+  __device__ float operator()(float x) const {
+    const float z = -x * 0.70710678118654752f;  // gelu(x) = 0.5 x erfc(z)
+    const float a = fabsf(z);
+    const float t = __fdividef(1.f, fmaf(0.5f, a, 1.f));
+    float p = 0.17087277f;
+    p = fmaf(t, p, -0.82215223f);
+    p = fmaf(t, p, 1.48851587f);
+    p = fmaf(t, p, -1.13520398f);
+    p = fmaf(t, p, 0.27886807f);
+    p = fmaf(t, p, -0.18628806f);
+    p = fmaf(t, p, 0.09678418f);
+    p = fmaf(t, p, 0.37409196f);
+    p = fmaf(t, p, 1.00002368f);
+    p = fmaf(t, p, -1.26551223f);
+    const float e = t * __expf(fmaf(-a, a, p));  // erfc(|z|)
+    return 0.5f * x * (z >= 0.f ? e : 2.f - e);
+  }
+};
+}  // namespace
+
+LAB_VARIANT(GeluBf16, optimized, "step 1 with a cheaper erfc (a degree-9 fit, 1.2e-7 relative: enough for bf16)") {
+  ew::map_packs<<<ew::pack_blocks(p.n), ew::kThreads, 0, stream>>>(GeluCheapErfc{}, p.x.data(), p.y.data(), p.n);
   LAB_CHECK_LAUNCH();
 }

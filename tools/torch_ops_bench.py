@@ -10,8 +10,10 @@ before it, the median of --reps calls after warm-up):
     --no-check; its median from its Google Benchmark JSON (cold L2, as here);
   - eager: PyTorch's own operator (F.layer_norm, F.gelu, F.cross_entropy, SDPA ...; a backward as
     torch.autograd.grad on the graph the forward built);
-  - compile: torch.compile (default mode) of the same function (for a backward, of its formula
-    written out: what inductor generates for it); attention has none (SDPA is PyTorch's kernel).
+  - compile: torch.compile of the same function (for a backward, of its formula written out: what
+    inductor generates for it), in each of --compile-modes; the column is the fastest mode's time,
+    the mode named beside it when more than one was timed (the JSON keeps every mode's time).
+    Attention has none (SDPA is PyTorch's kernel).
   - adamw (one step over n parameters in one flat tensor): eager is torch.optim.AdamW(fused=True),
     PyTorch's fastest, compile torch.compile of its foreach step; its C++ counterpart is the fused
     GPT-2 step's optimizer, which has no program of its own.
@@ -20,7 +22,7 @@ the GPU before the start event, long enough for the call to be queued behind it;
 a call is reported apart (host_us: enqueueing one call, measured on the CPU).
 
   python3 tools/torch_ops_bench.py [--ops layernorm,cross_entropy,...] [--build build] [--reps 20]
-      [--json out.json] [--markdown out.md] [--quick]
+      [--compile-modes default,max-autotune] [--json out.json] [--markdown out.md] [--quick]
 
 Columns: ms for each; lab/C++ (1.00: the binding adds nothing; the target is within 5%), and
 eager/lab and compile/lab (above 1: the lab is faster). Exit status 0; 2 for a bad argument, no
@@ -73,20 +75,26 @@ OPS = {
     "attention_backward": ("ch04_compile_vs_fused", "optimized_attention_backward_fused", ["8x16x4096x64x0"]),
     "attention_backward_3xtf32": ("ch04_compile_vs_fused", "optimized_attention_backward_fused_3xtf32",
                                   ["8x16x4096x64x0"]),
-    "attention_backward_bf16": ("ch04_compile_vs_fused", "optimized_attention_backward_fused_wgmma",
+    "attention_backward_bf16": ("ch04_compile_vs_fused", "optimized_attention_backward_fused_wgmma_split_dq",
                                 ["8x16x4096x64x0", "8x16x4096x128x0"]),
-    "attention_backward_bf16_causal": ("ch04_compile_vs_fused", "optimized_attention_backward_fused_wgmma",
+    "attention_backward_bf16_causal": ("ch04_compile_vs_fused", "optimized_attention_backward_fused_wgmma_split_dq",
                                        ["4x12x1024x64x1", "8x16x4096x128x1"]),
     # No program of its own: the fused GPT-2 step runs it (parameters: GPT-2 small's 124M, and 16M).
     "adamw": (None, None, ["16777216", "124439808"]),
 }
 
 
-def cases(torch, lab, op, shape):
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def cases(torch, lab, op, shape, compile_mode="default"):
     """{implementation: callable} for one op and shape (inputs made here, as the programs make them)."""
     F = torch.nn.functional
     ops = torch.ops.cuda_perf_lab
     dims = [int(v) for v in shape.split("x")]
+
+    def compiled(f):
+        return torch.compile(f, mode=compile_mode)
 
     def rand(*s, lo=-1.0, hi=1.0, dtype=torch.float32, grad=False):
         return torch.empty(*s, device="cuda").uniform_(lo, hi).to(dtype).requires_grad_(grad)
@@ -96,7 +104,7 @@ def cases(torch, lab, op, shape):
         x, w, b = rand(n, d, lo=-2, hi=4), rand(d, lo=0.5, hi=1.5), rand(d, lo=-0.5, hi=0.5)
         f = lambda x, w, b: F.layer_norm(x, (d,), w, b, 1e-5)  # noqa: E731
         return {"lab": lambda: ops.layernorm_forward(x, w, b, "optimized_layernorm"), "eager": lambda: f(x, w, b),
-                "compile": (torch.compile(f), (x, w, b))}
+                "compile": (compiled(f), (x, w, b))}
     if op == "layernorm_backward":
         n, d = dims
         x, w, b = rand(n, d, lo=-2, hi=4, grad=True), rand(d, lo=0.5, hi=1.5, grad=True), rand(d, grad=True)
@@ -113,7 +121,7 @@ def cases(torch, lab, op, shape):
 
         return {"lab": lambda: ops.layernorm_backward(dy, xd, wd, mean, rstd, "optimized_layernorm_backward"),
                 "eager": lambda: torch.autograd.grad(y, (x, w, b), dy, retain_graph=True),
-                "compile": (torch.compile(formula), (dy, xd, wd, mean, rstd))}
+                "compile": (compiled(formula), (dy, xd, wd, mean, rstd))}
     if op.split("_")[0] in ("gelu", "swish"):
         name, backward = op.split("_")[0], "backward" in op
         dtype = torch.bfloat16 if op.endswith("_bf16") else torch.float32
@@ -121,7 +129,7 @@ def cases(torch, lab, op, shape):
         x = rand(dims[0], lo=-6, hi=6, dtype=dtype)
         if not backward:
             return {"lab": lambda: getattr(ops, name + "_forward")(x, "optimized_" + name), "eager": lambda: fn(x),
-                    "compile": (torch.compile(fn), (x,))}
+                    "compile": (compiled(fn), (x,))}
         xg, dy = x.clone().requires_grad_(), rand(dims[0], dtype=dtype)
         y = fn(xg)
 
@@ -135,14 +143,14 @@ def cases(torch, lab, op, shape):
 
         return {"lab": lambda: getattr(ops, name + "_backward")(dy, x, "optimized_%s_backward" % name),
                 "eager": lambda: torch.autograd.grad(y, xg, dy, retain_graph=True),
-                "compile": (torch.compile(formula), (dy, x))}
+                "compile": (compiled(formula), (dy, x))}
     if op in ("cross_entropy", "cross_entropy_backward"):
         n, c = dims
         logits, labels = rand(n, c, lo=-8, hi=8), torch.randint(0, c, (n,), device="cuda")
         if op == "cross_entropy":
             return {"lab": lambda: ops.cross_entropy_forward(logits, labels, -100, "optimized_cross_entropy"),
                     "eager": lambda: F.cross_entropy(logits, labels),
-                    "compile": (torch.compile(F.cross_entropy), (logits, labels))}
+                    "compile": (compiled(F.cross_entropy), (logits, labels))}
         lg = logits.clone().requires_grad_()
         loss = F.cross_entropy(lg, labels)
         _, lse, count = ops.cross_entropy_forward(logits, labels, -100, "optimized_cross_entropy")
@@ -156,7 +164,7 @@ def cases(torch, lab, op, shape):
         return {"lab": lambda: ops.cross_entropy_backward(one, logits, labels, lse, count, -100,
                                                           "optimized_cross_entropy_backward"),
                 "eager": lambda: torch.autograd.grad(loss, lg, retain_graph=True),
-                "compile": (torch.compile(formula), (one, logits, labels, lse))}
+                "compile": (compiled(formula), (one, logits, labels, lse))}
     if op == "adamw":
         n = dims[0]
         p, g = rand(n), rand(n, lo=-1e-2, hi=1e-2)
@@ -169,7 +177,7 @@ def cases(torch, lab, op, shape):
             return torch.optim.AdamW([q], lr=1e-3, **kw).step
 
         return {"lab": lambda: ops.adamw_(p, g, m, v, next(steps), 1e-3, 0.9, 0.999, 1e-8, 0.01),
-                "eager": torch_step(fused=True), "compile": (torch.compile(torch_step(foreach=True)), ())}
+                "eager": torch_step(fused=True), "compile": (compiled(torch_step(foreach=True)), ())}
     # attention
     b, h, s, d, causal = dims
     causal = bool(causal)
@@ -191,6 +199,49 @@ def cases(torch, lab, op, shape):
     og = sdpa(qg, kg, vg, is_causal=causal)
     return {"lab": lambda: ops.attention_backward(do, q, k, v, o, lse, causal, precision),
             "eager": lambda: torch.autograd.grad(og, (qg, kg, vg), do, retain_graph=True)}
+
+
+def modes_error(modes):
+    """Why a --compile-modes list is refused (None: it is not): unknown or repeated modes, or none."""
+    unknown = [m for m in modes if m not in COMPILE_MODES]
+    if unknown:
+        return "--compile-modes: unknown mode(s) %s (from: %s)" % (", ".join(unknown), ", ".join(COMPILE_MODES))
+    if not modes:
+        return "--compile-modes: no mode"
+    if len(set(modes)) != len(modes):
+        return "--compile-modes: a mode named twice"
+    return None
+
+
+def fastest_compile(row):
+    """The row's compile time is its fastest mode's (the peer's best configuration), the mode named."""
+    if row.get("compile_modes_ms"):
+        row["compile_mode"] = min(row["compile_modes_ms"], key=row["compile_modes_ms"].get)
+        row["compile_ms"] = row["compile_modes_ms"][row["compile_mode"]]
+
+
+def markdown(rows, modes, device, version, reps):
+    """The rows as the READMEs' table; with more than one compile mode, each cell names its fastest."""
+    def cell(v, f):
+        return f % v if v else "-"
+
+    out = ["Measured by `tools/torch_ops_bench.py` on %s, torch %s: median of %d calls, L2 flushed before each; "
+           "the C++ column is the program's own median.\n\n" % (device, version, reps)]
+    named = len(modes) > 1
+    if named:
+        out.append("torch.compile: the fastest of the modes %s, named in its cell.\n\n" %
+                   ", ".join("`%s`" % m for m in modes))
+    out.append("| op | shape | lab through PyTorch | C++ program | lab / C++ | eager | torch.compile "
+               "| eager / lab | compile / lab |\n|---|---|---|---|---|---|---|---|---|\n")
+    for r in rows:
+        comp = cell(r.get("compile_ms"), "%.4g ms")
+        if named and r.get("compile_mode"):
+            comp += " (%s)" % r["compile_mode"]
+        out.append("| %s | %s | %s ms | %s ms | %s | %s ms | %s | %s | %s |\n" % (
+            r["op"], r["shape"], cell(r["lab_ms"], "%.4g"), cell(r["cpp_ms"], "%.4g"),
+            cell(r["lab_over_cpp"], "%.3f"), cell(r.get("eager_ms"), "%.4g"),
+            comp, cell(r["eager_over_lab"], "%.2fx"), cell(r["compile_over_lab"], "%.2fx")))
+    return "".join(out)
 
 
 def cpp_median_ms(build, folder, program, shape):
@@ -218,14 +269,19 @@ def main():
     p.add_argument("--build", default=os.path.join(ROOT, "build"), help="the CMake build folder (C++ programs)")
     p.add_argument("--reps", type=int, default=20, help="timed calls a measurement (median)")
     p.add_argument("--quick", action="store_true", help="the first shape of each op only")
+    p.add_argument("--compile-modes", default="default",
+                   help="torch.compile modes to time, comma-separated (default, reduce-overhead, max-autotune, "
+                        "max-autotune-no-cudagraphs); the compile column is the fastest")
     p.add_argument("--json", help="write the rows as JSON here")
     p.add_argument("--markdown", help="write the table as Markdown here")
     a = p.parse_args()
     ops_wanted = [o for o in a.ops.split(",") if o]
     bad = [o for o in ops_wanted if o not in OPS]
-    if bad or a.reps < 1:
-        print("torch_ops_bench.py: error: %s" % ("unknown op(s): " + ", ".join(bad) if bad else "--reps below 1"),
-              file=sys.stderr)
+    modes = [m for m in a.compile_modes.split(",") if m]
+    why = ("unknown op(s): " + ", ".join(bad) if bad else modes_error(modes) or
+           ("--reps below 1" if a.reps < 1 else None))
+    if why:
+        print("torch_ops_bench.py: error: %s" % why, file=sys.stderr)
         return 2
     torch = torch_gpt2.cuda_torch("torch_ops_bench.py")
     lab = torch and import_bridge("torch_ops_bench.py")
@@ -240,18 +296,25 @@ def main():
     for op in ops_wanted:
         folder, program, shapes = OPS[op]
         for shape in shapes[:1] if a.quick else shapes:
-            impls = cases(torch, lab, op, shape)
             row = {"op": op, "shape": shape, "program": program}
-            for name, fn in impls.items():
-                if isinstance(fn, tuple):
-                    f, args = fn
-                    fn = (lambda f=f, args=args: f(*args))
-                t = time_call(torch, fn, flush, a.reps)
-                row[name + "_ms"] = t.median_ms
-                if name == "lab":
-                    row["host_us"] = t.host_us
-            del impls
-            torch.cuda.empty_cache()
+            for i, mode in enumerate(modes):  # the first mode with every implementation, the rest compile alone
+                impls = cases(torch, lab, op, shape, mode)
+                for name, fn in impls.items():
+                    if i > 0 and name != "compile":
+                        continue
+                    if isinstance(fn, tuple):
+                        f, args = fn
+                        fn = (lambda f=f, args=args: f(*args))
+                    t = time_call(torch, fn, flush, a.reps)
+                    if name == "compile":
+                        row.setdefault("compile_modes_ms", {})[mode] = t.median_ms
+                    else:
+                        row[name + "_ms"] = t.median_ms
+                    if name == "lab":
+                        row["host_us"] = t.host_us
+                del impls
+                torch.cuda.empty_cache()
+            fastest_compile(row)
             row["cpp_ms"] = cpp_median_ms(a.build, folder, program, shape)
 
             def ratio(x, y):
@@ -269,22 +332,10 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "reps": a.reps,
-                       "rows": rows}, f, indent=1)
+                       "compile_modes": modes, "rows": rows}, f, indent=1)
     if a.markdown:
-        def cell(v, f):
-            return f % v if v else "-"
         with open(a.markdown, "w") as f:
-            f.write("Measured by `tools/torch_ops_bench.py` on %s, torch %s: median of %d calls, L2 flushed before "
-                    "each; the C++ column is the program's own median.\n\n" % (torch.cuda.get_device_name(0),
-                                                                                 torch.__version__, a.reps))
-            f.write("| op | shape | lab through PyTorch | C++ program | lab / C++ | eager | torch.compile "
-                    "| eager / lab | compile / lab |\n|---|---|---|---|---|---|---|---|---|\n")
-            for r in rows:
-                f.write("| %s | %s | %s ms | %s ms | %s | %s ms | %s | %s | %s |\n" % (
-                    r["op"], r["shape"], cell(r["lab_ms"], "%.4g"), cell(r["cpp_ms"], "%.4g"),
-                    cell(r["lab_over_cpp"], "%.3f"), cell(r.get("eager_ms"), "%.4g"),
-                    cell(r.get("compile_ms"), "%.4g ms"), cell(r["eager_over_lab"], "%.2fx"),
-                    cell(r["compile_over_lab"], "%.2fx")))
+            f.write(markdown(rows, modes, torch.cuda.get_device_name(0), torch.__version__, a.reps))
     return 0
 
 

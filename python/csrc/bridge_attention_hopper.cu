@@ -2,8 +2,9 @@
 // ch04's attention/forward/08_optimized_attention_fused_overlap.cu (flashtma::Overlapped, the
 // chapter's fastest forward at one block a query tile) with O written in bf16 straight into
 // scaled_dot_product_attention's layout, and the backward of
-// attention/backward/05_optimized_attention_backward_fused_wgmma.cu (flashtma::bwd) with dK and dV
-// written in bf16 the same way; the GPT-2 steps run the same two (gpt2/fused/hopper_attention.cuh).
+// attention/backward/06_optimized_attention_backward_fused_wgmma_split_dq.cu (flashtma::bwd, dQ split
+// by columns at d = 128) with dK and dV written in bf16 the same way; the GPT-2 steps run the same
+// two (gpt2/fused/hopper_attention.cuh).
 // Head sizes 64 and 128 on an sm_90 GPU, with this file compiled for sm_90a; the bridge runs the
 // mma.sync kernels (flash_bf16.cuh) otherwise.
 // lab-arch: sm_90a

@@ -726,6 +726,50 @@ class TorchSweepModes(unittest.TestCase):
             self.assertIn("--mode", r.stderr)
 
 
+class TorchOpsBenchModes(unittest.TestCase):
+    """torch_ops_bench.py --compile-modes: every mode timed, the fastest the yardstick and named."""
+
+    def setUp(self):
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        import torch_ops_bench
+
+        self.tob = torch_ops_bench
+        self.tool = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "torch_ops_bench.py")
+
+    def test_a_bad_mode_is_refused_before_torch(self):
+        for bad in ("fast", "default,default", ",", "max_autotune"):
+            r = subprocess.run([sys.executable, self.tool, "--compile-modes", bad], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 2, bad)
+            self.assertIn("--compile-modes", r.stderr, bad)
+
+    def test_the_fastest_mode_is_the_yardstick(self):
+        row = {"op": "gelu_bf16", "shape": "16", "lab_ms": 1.0, "cpp_ms": 1.0, "lab_over_cpp": 1.0,
+               "eager_ms": 2.0, "eager_over_lab": 2.0,
+               "compile_modes_ms": {"default": 1.5, "max-autotune-no-cudagraphs": 0.8}}
+        self.tob.fastest_compile(row)
+        self.assertEqual((row["compile_mode"], row["compile_ms"]), ("max-autotune-no-cudagraphs", 0.8))
+        row["compile_over_lab"] = row["compile_ms"] / row["lab_ms"]
+        md = self.tob.markdown([row], ["default", "max-autotune-no-cudagraphs"], "GPU", "2.11", 20)
+        self.assertIn("the fastest of the modes `default`, `max-autotune-no-cudagraphs`", md)
+        self.assertIn("| 0.8 ms (max-autotune-no-cudagraphs) | 2.00x | 0.80x |", md)
+        # One mode: the cell names none (the header says which).
+        one = dict(row, compile_modes_ms={"default": 1.5})
+        self.tob.fastest_compile(one)
+        md = self.tob.markdown([one], ["default"], "GPU", "2.11", 20)
+        self.assertIn("| 1.5 ms |", md)
+        self.assertNotIn("(default)", md)
+
+    def test_the_committed_bf16_table_is_its_json(self):
+        """python/results/ops_bf16_h200.md is markdown() of the JSON beside it (its rows as timed)."""
+        base = os.path.join(REPO, "python", "results", "ops_bf16_h200")
+        with open(base + ".json") as f:
+            run = json.load(f)
+        modes = run.get("compile_modes") or sorted({m for r in run["rows"] for m in r.get("compile_modes_ms", {})},
+                                                   key=self.tob.COMPILE_MODES.index)
+        with open(base + ".md") as f:
+            self.assertEqual(self.tob.markdown(run["rows"], modes, run["device"], run["torch"], run["reps"]), f.read())
+
+
 class TorchSpin(unittest.TestCase):
     """time_call's spin before each call outlasts the call's CPU work (measured in the warm-up), so
     the events time the GPU's work and not waiting for launches; a fake torch records the spins."""

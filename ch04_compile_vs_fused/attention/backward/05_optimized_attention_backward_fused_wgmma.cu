@@ -22,42 +22,13 @@
 // Tolerance: bf16, as the previous step.
 // lab-arch: sm_90a
 // Run: make ch04 && ./ch04_compile_vs_fused/optimized_attention_backward_fused_wgmma --shape 8x16x4096x128x0
-// The kernel and its launch are in hopper/backward_wgmma.cuh (the GPT-2 step of the Hopper attention
-// launches it too).
+// The kernel, its launch and the variant class (flashtma::bwd::Backward, its state: the saved
+// forward, the bf16 inputs, the tensor maps) are in hopper/backward_wgmma.cuh, which the next step
+// and the GPT-2 steps of the Hopper attention share; this step runs it with dQ unsplit.
 #include "attention/hopper/backward_wgmma.cuh"
 
 namespace {
-
-// The variant's state: O, lse and delta as the forward leaves them, the bf16 copies of Q, K, V and
-// dO (made before timing), and the tensor maps over them (K and V by 128 keys, Q and dO by 64
-// queries).
-struct Wgmma {
-  using Topic = AttentionBackward;
-  attn::SavedOutput saved;
-  attn::Bf16Inputs in16;
-  flashtma::bwd::Maps maps;
-  const float* mapped_dq = nullptr;  // the dQ buffer maps.dq describes
-  Wgmma(const AttentionBackward::Problem& p, cudaStream_t stream)
-      : saved(p, stream), in16(p, stream, p.dout.data()) {
-    const attn::Dims& a = p.dims;
-    if (a.d != 64 && a.d != 128) return;  // supports() says N/A
-    flashtma::bwd::prepare(a.d, a.causal);
-  }
-  static lab::Declared declared() { return {.precision = "bf16"}; }
-  static std::string supports(const lab::Shape& s, const lab::DeviceFacts& dev) { return flashtma::supports(s, dev); }
-
-  void run(AttentionBackward::Problem& p, cudaStream_t stream) {
-    const attn::Dims& a = p.dims;
-    saved.prologue(a, p.dout.data(), p.dq.data(), stream);  // delta, and dQ = 0 for the reductions
-    if (p.dq.data() != mapped_dq) {  // the maps over Q, K, V, dO and this dQ (host work only)
-      maps = flashtma::bwd::maps(in16.q.data(), in16.k.data(), in16.v.data(), in16.dout.data(), p.dq.data(), a.bh(),
-                                 a.seq, a.d);
-      mapped_dq = p.dq.data();
-    }
-    flashtma::bwd::launch(maps, saved.lse.data(), saved.delta.data(), p.dk.data(), p.dv.data(), a.bh(), a.seq, a.d,
-                          a.causal, a.scale(), stream);
-  }
-};
+using Wgmma = flashtma::bwd::Backward</*SplitDq=*/false>;
 }  // namespace
 
 LAB_VARIANT_CLASS_STEP(Wgmma, LAB_STEP,

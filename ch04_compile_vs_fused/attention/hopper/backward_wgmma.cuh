@@ -1,9 +1,12 @@
 // The Hopper attention backward's kernel (flash_backward_wgmma) and its host side: the tensor maps
 // over bf16 Q, K, V and dO by head and the fp32 dQ it adds to, the shared-memory attribute, the
-// launch. Three files launch it: backward/05_optimized_attention_backward_fused_wgmma.cu, where the
-// lesson is told (its opening comment), and the GPT-2 steps that run the Hopper attention
-// (gpt2/fused/hopper_attention.cuh: gpt2/steps/08_optimized_gpt2_step_fused_bf16_hopper.cu, and
-// 09_optimized_gpt2_step_fused_bf16_rows.cu with dK and dV into the products' rows, KVRows).
+// launch, and the variant class (Backward) of the two steps that run it alone:
+// backward/05_optimized_attention_backward_fused_wgmma.cu, where the lesson is told (its opening
+// comment), and 06_optimized_attention_backward_fused_wgmma_split_dq.cu (dQ's product split by
+// columns across the consumers: kSplitDq). The GPT-2 steps that run the Hopper attention launch it
+// too (gpt2/fused/hopper_attention.cuh: gpt2/steps/08_optimized_gpt2_step_fused_bf16_hopper.cu, and
+// 09_optimized_gpt2_step_fused_bf16_rows.cu with dK and dV into the products' rows, KVRows), and
+// so does the package (python/csrc/bridge_attention_hopper.cu), both with dQ split where it applies.
 // Q, K, V, dO: bf16 [bh][seq][d]; lse (natural log, as the forwards write it) and delta =
 // rowsum(dO o O) fp32 [bh][seq]; dQ fp32 [bh][seq][d], added to (zero it first); dK, dV fp32
 // [bh][seq][d], written (or bf16 rows with their column sums: KVRows). d is 64 or 128.
@@ -18,24 +21,34 @@
 namespace flashtma::bwd {
 // The block: Cn consumer warpgroups of 64 keys and a producer warpgroup; 64-query tiles in kStages
 // stages. Shared memory at d = 128: K and V 64 KB, the ring 64 KB, each of the two consumers' dS^T
-// 8 KB and dQ partial 32 KB: 210 KB of the 227. At d = 64 three consumers (192 keys, the default)
+// 8 KB and dQ partial 32 KB: 210 KB of the 227 (with dQ split, two dS^T buffers and a 16 KB
+// partial each: 194 KB). At d = 64 three consumers (192 keys, the default)
 // share each Q and dO tile, at 160 registers each (dV and dK take 64); two (128 keys, 240
 // registers each) make more, smaller blocks, which fill a small grid's last wave better: the GPT-2
 // steps' attention takes two (gpt2/fused/hopper_attention.cuh, kBackwardConsumers).
-template <int D, int Cn = (D == 64 ? 3 : 2)>
+template <int D, int Cn = (D == 64 ? 3 : 2), bool Split = true>
 struct Bwd {
   static_assert(Cn == 2 || (Cn == 3 && D == 64), "two consumers, or three at d = 64");
   static constexpr int kConsumers = Cn, kBc = 64 * kConsumers, kBr = 64, kRegions = D / 64;
   static constexpr int kThreads = 128 * (kConsumers + 1);
   static constexpr int kStages = 2;
   static constexpr int kKVBytes = kBc * D * 2, kTileBytes = kBr * D * 2;  // K or V; Q or dO (bf16)
-  // A consumer's dS^T (bf16), and its dQ partial (fp32, d / 32 regions of 64 rows x 128 bytes,
-  // 128-byte swizzled as the TMA reads them).
-  static constexpr int kDsBytes = 64 * kBr * 2, kDqBytes = kBr * D * 4;
+  // dQ split by columns (Split, at d = 128 with two consumers; step 6's change): each consumer makes
+  // d / 2 of dQ's columns over all the block's keys, reading both consumers' dS^T, so that the
+  // block adds one 64 x d tile a query tile to dQ instead of one a consumer (half the TMA
+  // reductions into L2). The consumers then hand dS^T to each other: two buffers each (by the
+  // tile's parity), and an mbarrier each that says a buffer is written. Otherwise (step 5, and
+  // d = 64) each consumer makes all of d over its own keys.
+  static constexpr bool kSplitDq = Split && D == 128 && kConsumers == 2;
+  static constexpr int kDsBuffers = kSplitDq ? 2 : 1, kDqCols = kSplitDq ? D / kConsumers : D;
+  // A consumer's dS^T (bf16), and its dQ partial (fp32, kDqCols / 32 regions of 64 rows x 128
+  // bytes, 128-byte swizzled as the TMA reads them).
+  static constexpr int kDsBytes = 64 * kBr * 2, kDqBytes = kBr * kDqCols * 4;
   static constexpr int kConsumerRegs = kConsumers == 2 ? 240 : 160, kProducerRegs = 24;
   static constexpr int kRowsBytes = 2 * kBr * 4;  // a consumer's copy of the tile's lse and delta
   static constexpr int kSmemBytes = 1024 + 2 * kKVBytes + 2 * kStages * kTileBytes +
-                                    kConsumers * (kDsBytes + kDqBytes + kRowsBytes) + 8 * (1 + 2 * kStages);
+                                    kConsumers * (kDsBuffers * kDsBytes + kDqBytes + kRowsBytes) +
+                                    8 * (1 + 2 * kStages + (kSplitDq ? 2 * kConsumers : 0));
   static_assert((kConsumers * kConsumerRegs + kProducerRegs) * 128 <= 65536, "the register file");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
 };
@@ -90,22 +103,25 @@ inline Order order_for(int bh, int tiles, int seq, int d, bool causal) {
 #if defined(LAB_SM90A)
 namespace tma = lab::tma;
 
-template <int D, int Cn>
+template <int D, int Cn, bool Split>
 struct Smem {
-  using C = Bwd<D, Cn>;
+  using C = Bwd<D, Cn, Split>;
   std::uint8_t *k, *v, *q, *dout, *ds, *dq;
   float* rows;  // per consumer: lse (log2 units) then delta, kBr each
   std::uint64_t *kv_full, *full, *empty;
+  std::uint64_t* ds_full;  // kSplitDq: [consumer][parity], its dS^T buffer written
+  // Consumer c's dS^T buffer for the tile of parity b.
+  __device__ std::uint8_t* ds_of(int c, int b) const { return ds + (c * C::kDsBuffers + b) * C::kDsBytes; }
   __device__ explicit Smem(std::uint8_t* raw) {
     k = raw + ((1024 - tma::smem_address(raw) % 1024) % 1024);
     v = k + C::kKVBytes;
     q = v + C::kKVBytes;                      // kStages Q tiles
     dout = q + C::kStages * C::kTileBytes;    // kStages dO tiles
-    ds = dout + C::kStages * C::kTileBytes;   // per consumer
-    dq = ds + C::kConsumers * C::kDsBytes;    // per consumer
+    ds = dout + C::kStages * C::kTileBytes;   // per consumer, kDsBuffers each
+    dq = ds + C::kConsumers * C::kDsBuffers * C::kDsBytes;  // per consumer
     rows = reinterpret_cast<float*>(dq + C::kConsumers * C::kDqBytes);
     kv_full = reinterpret_cast<std::uint64_t*>(rows + C::kConsumers * 2 * C::kBr);
-    full = kv_full + 1, empty = full + C::kStages;
+    full = kv_full + 1, empty = full + C::kStages, ds_full = empty + C::kStages;
   }
 };
 
@@ -114,17 +130,17 @@ __device__ __forceinline__ void group_sync(int consumer) {
   asm volatile("bar.sync %0, 128;\n" ::"r"(1 + consumer) : "memory");
 }
 
-template <int D, bool Causal, int Cn>
-__global__ void __launch_bounds__(Bwd<D, Cn>::kThreads, 1)
+template <int D, bool Causal, int Cn, bool Split>
+__global__ void __launch_bounds__(Bwd<D, Cn, Split>::kThreads, 1)
     flash_backward_wgmma(const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap kmap,
                          const __grid_constant__ CUtensorMap vmap, const __grid_constant__ CUtensorMap dmap,
                          const __grid_constant__ CUtensorMap dqmap, const float* __restrict__ lse,
                          const float* __restrict__ delta,
                          float* __restrict__ dk, float* __restrict__ dv, int seq, float scale, float scale_log2,
                          const KVRows out, const Order order) {
-  using C = Bwd<D, Cn>;
+  using C = Bwd<D, Cn, Split>;
   extern __shared__ std::uint8_t smem_raw[];
-  const Smem<D, Cn> sh(smem_raw);
+  const Smem<D, Cn, Split> sh(smem_raw);
   const Order::Place at = order.place(int(blockIdx.x));
   const int key0 = at.tile * C::kBc, head = at.head;
   const int tiles = (seq + C::kBr - 1) / C::kBr, first = Causal ? key0 / C::kBr : 0;  // earlier queries see no key here
@@ -132,6 +148,8 @@ __global__ void __launch_bounds__(Bwd<D, Cn>::kThreads, 1)
   if (threadIdx.x == 0) {
     tma::init(sh.kv_full, 1);
     for (int st = 0; st < C::kStages; ++st) tma::init(sh.full + st, 1), tma::init(sh.empty + st, 4 * C::kConsumers);
+    if constexpr (C::kSplitDq)
+      for (int b = 0; b < 2 * C::kConsumers; ++b) tma::init(sh.ds_full + b, 4);  // a warp each
     tma::fence_init();
   }
   __syncthreads();
@@ -165,7 +183,7 @@ __global__ void __launch_bounds__(Bwd<D, Cn>::kThreads, 1)
     const int krow0 = keyw + 16 * warp + g;       // this lane's keys: krow0, krow0 + 8
     const std::uint8_t* kw = sh.k + 64 * consumer * 128;  // its rows of K and V in each region
     const std::uint8_t* vw = sh.v + 64 * consumer * 128;
-    std::uint8_t* ds = sh.ds + consumer * C::kDsBytes;
+    std::uint8_t* ds = sh.ds_of(consumer, 0);  // with kSplitDq, the tile's parity picks the buffer
     std::uint8_t* dqs = sh.dq + consumer * C::kDqBytes;
     float* rows = sh.rows + consumer * 2 * C::kBr;  // lse (log2 units), then delta
     const int me = int(threadIdx.x % 128);
@@ -177,6 +195,7 @@ __global__ void __launch_bounds__(Bwd<D, Cn>::kThreads, 1)
 
     for (int i = first; i < tiles; ++i) {
       const int n = i - first, st = n % C::kStages, row0 = i * C::kBr;
+      if constexpr (C::kSplitDq) ds = sh.ds_of(consumer, n & 1);
       const std::uint8_t* qt = sh.q + st * C::kTileBytes;
       const std::uint8_t* dot = sh.dout + st * C::kTileBytes;
       // The tile's lse (log2 units) and delta, one value a thread, to shared memory once the products
@@ -233,7 +252,12 @@ __global__ void __launch_bounds__(Bwd<D, Cn>::kThreads, 1)
         }
       }
       wgmma::fence_proxy_async();  // the stores, before wgmma reads dS^T through the async proxy
-      group_sync(consumer);
+      if constexpr (C::kSplitDq) {  // both consumers' dQ products read it: say it is written
+        __syncwarp();
+        if (lane == 0) tma::arrive(sh.ds_full + 2 * consumer + (n & 1));
+      } else {
+        group_sync(consumer);
+      }
 
       // dV += P^T dO, dK += dS^T Q (16 queries a wgmma, dO and Q read N-major).
       wgmma::fence();
@@ -255,23 +279,30 @@ __global__ void __launch_bounds__(Bwd<D, Cn>::kThreads, 1)
       // once the previous tile's reduction has read the buffer.
       if (leader) tma::bulk_wait_read<0>();
       group_sync(consumer);
+      // kSplitDq: this consumer's kDqCols columns of dQ over the block's kBc keys, from both
+      // consumers' dS^T of this tile (written once their mbarriers' phases for this parity
+      // complete: a buffer's phase is n / 2) and K's rows of the whole block.
+      if constexpr (C::kSplitDq)
+        for (int c = 0; c < C::kConsumers; ++c) tma::wait(sh.ds_full + 2 * c + (n & 1), unsigned(n / 2) & 1);
 #pragma unroll
-      for (int half = 0; half < D / 64; ++half) {
+      for (int half = 0; half < C::kDqCols / 64; ++half) {
         float dq_acc[1][8][4];
         float(&dqd)[32] = reinterpret_cast<float(&)[32]>(dq_acc);
         wgmma::fence();
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
-          wgmma::mma_ss<1, 1>(dqd, wgmma::descriptor_mn(ds + kk * 2048, 0),
-                              wgmma::descriptor_mn(sh.k + half * C::kBc * 128 + (64 * consumer + 16 * kk) * 128, 0),
-                              kk > 0);
+        for (int kk = 0; kk < (C::kSplitDq ? C::kBc : 64) / 16; ++kk) {
+          const std::uint8_t* a = C::kSplitDq ? sh.ds_of(kk / 4, n & 1) + (kk % 4) * 2048 : ds + kk * 2048;
+          const int key = C::kSplitDq ? 16 * kk : 64 * consumer + 16 * kk, region = C::kSplitDq ? consumer : half;
+          wgmma::mma_ss<1, 1>(dqd, wgmma::descriptor_mn(a, 0),
+                              wgmma::descriptor_mn(sh.k + region * C::kBc * 128 + key * 128, 0), kk > 0);
+        }
         wgmma::commit();
         wgmma::wait<0>();
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int r = 16 * warp + g + 8 * h;
 #pragma unroll
-          for (int nn = 0; nn < 8; ++nn) {  // column 64 half + 8 nn + 2 t: region, 16-byte chunk, word
+          for (int nn = 0; nn < 8; ++nn) {  // column 64 half + 8 nn + 2 t of the partial: region, 16-byte chunk, word
             const int col = 64 * half + 8 * nn + 2 * t, chunk = (col % 32) / 4;
             *reinterpret_cast<float2*>(dqs + (col / 32) * (C::kBr * 128) + r * 128 + ((chunk ^ (r % 8)) * 16) +
                                        (col % 4) * 4) =
@@ -282,9 +313,10 @@ __global__ void __launch_bounds__(Bwd<D, Cn>::kThreads, 1)
       tma::fence_proxy_async();
       group_sync(consumer);
       if (leader) {  // a reduction a region of 32 columns; the TMA drops the rows past seq
+        const int col0 = C::kSplitDq ? C::kDqCols * consumer : 0;
 #pragma unroll
-        for (int region = 0; region < D / 32; ++region)
-          tma::reduce_add_tile(&dqmap, dqs + region * C::kBr * 128, 32 * region, row0, head);
+        for (int region = 0; region < C::kDqCols / 32; ++region)
+          tma::reduce_add_tile(&dqmap, dqs + region * C::kBr * 128, col0 + 32 * region, row0, head);
         tma::bulk_commit();
       }
     }
@@ -315,6 +347,9 @@ __global__ void __launch_bounds__(Bwd<D, Cn>::kThreads, 1)
       // warp's sum in shared memory (the consumer's dS^T buffer, free once its last product has
       // completed: the loop's last group_sync), and after the warpgroup's barrier one thread a
       // column adds the four warps' sums: one atomic a column a warpgroup.
+      // With kSplitDq the other consumer may still read this consumer's last dS^T: the buffer of the
+      // other parity is free (its last reader, the other's previous dQ, came before the last wait).
+      if constexpr (C::kSplitDq) ds = sh.ds_of(consumer, (tiles - first) & 1);
       float* part = reinterpret_cast<float*>(ds);  // [warp][dK, dV][D]
 #pragma unroll
       for (int nn = 0; nn < D / 8; ++nn)
@@ -372,9 +407,12 @@ inline int consumers_for(int d, int consumers) {
 // The five tensor maps a launch reads and adds through: Q and dO by 64 queries, K and V by a
 // block's keys (64 a consumer), dQ in boxes of 32 columns by 64 queries (fp32, 128-byte swizzled)
 // for the reductions; and the consumers the launch runs, which the K and V boxes were made for.
+// split_dq: dQ's product split by columns across the consumers where it applies (Bwd::kSplitDq);
+// false runs step 5's kernel (each consumer all of dQ's columns over its own keys).
 struct Maps {
   CUtensorMap q{}, k{}, v{}, dout{}, dq{};
   int consumers = 0;
+  bool split_dq = true;
 };
 inline Maps maps(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const __nv_bfloat16* dout,
                  float* dq, int bh, int seq, int d, int consumers = 0) {
@@ -402,17 +440,30 @@ void with_consumers(int d, bool causal, int consumers, F&& f) {
   });
 }
 
+// with_consumers's f(d, causal, consumers, split) with split an integral constant too: split_dq
+// where it changes the kernel (d = 128, two consumers), false elsewhere (one kernel, not two).
+template <class F>
+void with_split(int d, bool causal, int consumers, bool split_dq, F&& f) {
+  with_consumers(d, causal, consumers, [&](auto dc, auto cc, auto nc) {
+    if constexpr (Bwd<decltype(dc)::value, decltype(nc)::value, true>::kSplitDq) {
+      if (split_dq) return f(dc, cc, nc, std::true_type{});
+    }
+    f(dc, cc, nc, std::false_type{});
+  });
+}
+
 // The kernel's shared memory, set once before launches. Static, as flash_tma.cuh's prepare() and
 // launch() are (see there): each translation unit prepares and launches its own copy of the kernel.
-static inline void prepare(int d, bool causal, int consumers = 0) {
+static inline void prepare(int d, bool causal, int consumers = 0, bool split_dq = true) {
 #if defined(LAB_SM90A)
-  with_consumers(d, causal, consumers_for(d, consumers), [&](auto dc, auto cc, auto nc) {
+  with_split(d, causal, consumers_for(d, consumers), split_dq, [&](auto dc, auto cc, auto nc, auto sc) {
     constexpr int D = decltype(dc)::value, Cn = decltype(nc)::value;
-    LAB_CHECK(cudaFuncSetAttribute(flash_backward_wgmma<D, decltype(cc)::value, Cn>,
-                                   cudaFuncAttributeMaxDynamicSharedMemorySize, Bwd<D, Cn>::kSmemBytes));
+    constexpr bool Split = decltype(sc)::value;
+    LAB_CHECK(cudaFuncSetAttribute(flash_backward_wgmma<D, decltype(cc)::value, Cn, Split>,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, Bwd<D, Cn, Split>::kSmemBytes));
   });
 #else
-  (void)d, (void)causal, (void)consumers;
+  (void)d, (void)causal, (void)consumers, (void)split_dq;
 #endif
 }
 
@@ -422,11 +473,12 @@ static inline void prepare(int d, bool causal, int consumers = 0) {
 static inline void launch(const Maps& m, const float* lse, const float* delta, float* dk, float* dv, int bh, int seq, int d,
                    bool causal, float scale, cudaStream_t stream, const KVRows& out = {}) {
 #if defined(LAB_SM90A)
-  with_consumers(d, causal, consumers_for(d, m.consumers), [&](auto dc, auto cc, auto nc) {
+  with_split(d, causal, consumers_for(d, m.consumers), m.split_dq, [&](auto dc, auto cc, auto nc, auto sc) {
     constexpr int D = decltype(dc)::value, Cn = decltype(nc)::value;
-    using C = Bwd<D, Cn>;
+    constexpr bool Split = decltype(sc)::value;
+    using C = Bwd<D, Cn, Split>;
     const Order order = order_for(bh, (seq + C::kBc - 1) / C::kBc, seq, d, causal);
-    flash_backward_wgmma<D, decltype(cc)::value, Cn><<<unsigned(bh) * order.tiles, C::kThreads, C::kSmemBytes, stream>>>(
+    flash_backward_wgmma<D, decltype(cc)::value, Cn, Split><<<unsigned(bh) * order.tiles, C::kThreads, C::kSmemBytes, stream>>>(
         m.q, m.k, m.v, m.dout, m.dq, lse, delta, dk, dv, seq, scale, scale * flash::kLog2e, out, order);
     LAB_CHECK(cudaGetLastError());
   });
@@ -436,5 +488,38 @@ static inline void launch(const Maps& m, const float* lse, const float* delta, f
   throw lab::Error("the Hopper attention backward is not built for sm_90a");
 #endif
 }
+
+// A backward variant on this kernel, the class its step file registers (05: SplitDq false, 06:
+// true): its state is O, lse and delta as the forward leaves them, the bf16 copies of Q, K, V and
+// dO (made before timing), and the tensor maps over them (K and V by the block's keys, Q and dO by
+// 64 queries).
+template <bool SplitDq>
+struct Backward {
+  using Topic = AttentionBackward;
+  attn::SavedOutput saved;
+  attn::Bf16Inputs in16;
+  Maps maps;
+  const float* mapped_dq = nullptr;  // the dQ buffer maps.dq describes
+  Backward(const AttentionBackward::Problem& p, cudaStream_t stream)
+      : saved(p, stream), in16(p, stream, p.dout.data()) {
+    const attn::Dims& a = p.dims;
+    if (a.d != 64 && a.d != 128) return;  // supports() says N/A
+    prepare(a.d, a.causal, 0, SplitDq);
+  }
+  static lab::Declared declared() { return {.precision = "bf16"}; }
+  static std::string supports(const lab::Shape& s, const lab::DeviceFacts& dev) { return flashtma::supports(s, dev); }
+
+  void run(AttentionBackward::Problem& p, cudaStream_t stream) {
+    const attn::Dims& a = p.dims;
+    saved.prologue(a, p.dout.data(), p.dq.data(), stream);  // delta, and dQ = 0 for the reductions
+    if (p.dq.data() != mapped_dq) {  // the maps over Q, K, V, dO and this dQ (host work only)
+      maps = bwd::maps(in16.q.data(), in16.k.data(), in16.v.data(), in16.dout.data(), p.dq.data(), a.bh(), a.seq, a.d);
+      maps.split_dq = SplitDq;
+      mapped_dq = p.dq.data();
+    }
+    launch(maps, saved.lse.data(), saved.delta.data(), p.dk.data(), p.dv.data(), a.bh(), a.seq, a.d, a.causal,
+           a.scale(), stream);
+  }
+};
 
 }  // namespace flashtma::bwd
