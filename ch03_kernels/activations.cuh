@@ -60,6 +60,52 @@ struct SwishOp {
   }
 };
 
+// erfc(z) to the precision a bf16 result needs, for the bf16 GELUs' final variants (the fp32 topics
+// keep erfcf, held to fp32's bound). Numerical Recipes' erfcc, a Chebyshev fit in
+// t = 1 / (1 + |z|/2): erfc(|z|) = t exp(-z^2 + P(t)), P of degree 9, relative error below 1.2e-7;
+// erfc(z) = 2 - erfc(|z|) for z < 0. One reciprocal, nine FMAs, one exponential, no branch (the
+// select is a predicated move). On the device the reciprocal and the exponential are the fast
+// approximations (__fdividef, __expf); on the host (the CPU test that holds every bf16 input to
+// the check's bound, tests/cpu/activations_bf16_check_test.cu) their correctly rounded forms.
+__host__ __device__ inline float erfc_bf16(float z) {
+  const float a = fabsf(z);
+#if defined(__CUDA_ARCH__)
+  const float t = __fdividef(1.f, fmaf(0.5f, a, 1.f));
+#else
+  const float t = 1.f / fmaf(0.5f, a, 1.f);
+#endif
+  float p = 0.17087277f;
+  p = fmaf(t, p, -0.82215223f);
+  p = fmaf(t, p, 1.48851587f);
+  p = fmaf(t, p, -1.13520398f);
+  p = fmaf(t, p, 0.27886807f);
+  p = fmaf(t, p, -0.18628806f);
+  p = fmaf(t, p, 0.09678418f);
+  p = fmaf(t, p, 0.37409196f);
+  p = fmaf(t, p, 1.00002368f);
+  p = fmaf(t, p, -1.26551223f);
+#if defined(__CUDA_ARCH__)
+  const float e = t * __expf(fmaf(-a, a, p));
+#else
+  const float e = t * std::exp(fmaf(-a, a, p));
+#endif
+  return z >= 0.f ? e : 2.f - e;
+}
+
+// GELU and its gradient on erfc_bf16 (the bf16 topics' final variants): gelu(x) = 0.5 x erfc(z),
+// gelu'(x) = 0.5 erfc(z) + x phi(x), z = -x / sqrt 2.
+struct GeluBf16Op {
+  __host__ __device__ float operator()(float x) const { return 0.5f * x * erfc_bf16(-x * 0.70710678118654752f); }
+  __host__ __device__ float operator()(float x, float dy) const {
+#if defined(__CUDA_ARCH__)
+    const float pdf = 0.39894228040143268f * __expf(-0.5f * x * x);
+#else
+    const float pdf = 0.39894228040143268f * std::exp(-0.5f * x * x);
+#endif
+    return dy * fmaf(x, pdf, 0.5f * erfc_bf16(-x * 0.70710678118654752f));
+  }
+};
+
 // What a topic's storage type changes: its name, its bytes, and the check's bound (above).
 template <class T>
 struct Storage {

@@ -8,33 +8,12 @@
 // Emulated in fp32 over every bf16 x in [-12, 12], its GELU is within 2.7e-6 (relative) of the exact
 // one for |x| <= 6 and within 9e-6 beyond: hundreds of times inside the rounding to bf16
 // (2^-8 = 3.9e-3), which is what the check's bound allows. NaN stays NaN, +inf gives inf and -inf NaN, as
-// PyTorch's GELU does.
+// PyTorch's GELU does. The function is act::erfc_bf16 (activations.cuh), which the backward's final
+// variant shares.
 // Run: make ch03 && ./ch03_kernels/optimized_gelu_bf16
 #include "activations.cuh"
 
-namespace {
-struct GeluCheapErfc {
-  __device__ float operator()(float x) const {
-    const float z = -x * 0.70710678118654752f;  // gelu(x) = 0.5 x erfc(z)
-    const float a = fabsf(z);
-    const float t = __fdividef(1.f, fmaf(0.5f, a, 1.f));
-    float p = 0.17087277f;
-    p = fmaf(t, p, -0.82215223f);
-    p = fmaf(t, p, 1.48851587f);
-    p = fmaf(t, p, -1.13520398f);
-    p = fmaf(t, p, 0.27886807f);
-    p = fmaf(t, p, -0.18628806f);
-    p = fmaf(t, p, 0.09678418f);
-    p = fmaf(t, p, 0.37409196f);
-    p = fmaf(t, p, 1.00002368f);
-    p = fmaf(t, p, -1.26551223f);
-    const float e = t * __expf(fmaf(-a, a, p));  // erfc(|z|)
-    return 0.5f * x * (z >= 0.f ? e : 2.f - e);
-  }
-};
-}  // namespace
-
 LAB_VARIANT(GeluBf16, optimized, "step 1 with a cheaper erfc (a degree-9 fit, 1.2e-7 relative: enough for bf16)") {
-  ew::map_packs<<<ew::pack_blocks(p.n), ew::kThreads, 0, stream>>>(GeluCheapErfc{}, p.x.data(), p.y.data(), p.n);
+  ew::map_packs<<<ew::pack_blocks(p.n), ew::kThreads, 0, stream>>>(act::GeluBf16Op{}, p.x.data(), p.y.data(), p.n);
   LAB_CHECK_LAUNCH();
 }

@@ -57,7 +57,8 @@
 # against its check; and in step 16's loss kernel in flight, the gradient 1% high for every second
 # logit, against the kernels' own tests; and in step 17, which rounds the weights ahead on the side
 # stream, each stage's copy written into the block before's, against its check; and the
-# activations on bf16 storage with every second element 1% high (GELU's forward, Swish's backward).
+# activations on bf16 storage with every second element 1% high (GELU's forward and backward,
+# Swish's backward).
 # Exit status 0 when every bug was caught (with --scales: at the first scale listed; with
 # --check-patterns: when every text was found once); 2 for a bad argument.
 set -u
@@ -235,6 +236,9 @@ plant label_logit ch03_kernels/optimized_cross_entropy.cu optimized_cross_entrop
 plant gelu_bf16_odd common/lab/elementwise.cuh optimized_gelu_bf16 \
   'b.v[k] = from_f32<Out>(f(to_f32(a.v[k])));' 'b.v[k] = from_f32<Out>((k & 1 ? 1.01f : 1.f) * f(to_f32(a.v[k])));'
 plant swish_backward_bf16_odd common/lab/elementwise.cuh optimized_swish_backward_bf16 \
+  'b.v[k] = from_f32<Out>(f(to_f32(a.v[k]), to_f32(g.v[k])));' \
+  'b.v[k] = from_f32<Out>((k & 1 ? 1.01f : 1.f) * f(to_f32(a.v[k]), to_f32(g.v[k])));'
+plant gelu_backward_bf16_odd common/lab/elementwise.cuh optimized_gelu_backward_bf16 \
   'b.v[k] = from_f32<Out>(f(to_f32(a.v[k]), to_f32(g.v[k])));' \
   'b.v[k] = from_f32<Out>((k & 1 ? 1.01f : 1.f) * f(to_f32(a.v[k]), to_f32(g.v[k])));'
 plant baseline_label_logit ch03_kernels/baseline_cross_entropy.cu baseline_cross_entropy \
