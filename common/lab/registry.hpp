@@ -149,6 +149,11 @@ struct TopicInfo {
   std::function<std::string(const Shape&)> validate;
   // Whether a timed shape can be checked against the reference at all (beyond the cost limits).
   std::function<bool(const Shape&)> verifiable;
+  // Whether its check judges a variant by the variant's declared tolerance (Problem::tolerance_or):
+  // the topic's `static constexpr bool reads_declared_tolerance = true`. A variant that declares a
+  // tolerance for a topic whose check does not read it is refused (Registry::add): its own bound
+  // would be printed and never applied.
+  bool reads_tolerance = false;
   std::string folder() const;  // "ch01_basics"
 };
 
@@ -176,7 +181,8 @@ class Registry {
   const TopicInfo& add_topic(TopicInfo t);
   // Adds a variant. Registration runs before main (LAB_VARIANT's static initializer), where a
   // throw would abort the program with no exit status of its own, so a variant refused (its
-  // program name taken, its role and step another variant's, no prepare step) is set aside with
+  // program name taken, its role and step another variant's, no prepare step, a tolerance its
+  // topic's check does not read) is set aside with
   // the reason, and the lookups below throw Error (exit status 2) with every reason, from main.
   const Variant& add(Variant v);
   std::vector<const Variant*> variants() const;  // in topic, role, step order
@@ -197,7 +203,7 @@ std::string program_name_from_path(std::string_view path);
 
 // The topic's description for the registry, from its static members:
 //   name, chapter, dims(), sweep(), checks(), work(shape), Problem(shape, rng), optional validate(shape),
-//   verifiable(shape) and switches().
+//   verifiable(shape), switches() and reads_declared_tolerance.
 template <class T>
 TopicInfo topic_info() {
   TopicInfo t;
@@ -205,6 +211,7 @@ TopicInfo topic_info() {
   t.chapter = T::chapter;
   t.dims = T::dims();
   if constexpr (requires { T::switches(); }) t.switches = T::switches();
+  if constexpr (requires { T::reads_declared_tolerance; }) t.reads_tolerance = T::reads_declared_tolerance;
   t.sweep = T::sweep();
   t.checks = T::checks();
   t.work = [](const Shape& s) { return T::work(s); };

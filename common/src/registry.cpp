@@ -133,6 +133,10 @@ const Variant& Registry::add(Variant v) {
   else if (!v.topic) problem = "variant '" + v.program + "' has no topic";
   else if (registered(v.program)) problem = "variant '" + v.program + "' registered twice";
   else if (!v.prepare) problem = "variant '" + v.program + "' has no prepare step";
+  else if (v.declared.tolerance && !v.topic->reads_tolerance)
+    problem = "variant '" + v.program + "' declares a tolerance (" + v.declared.tolerance->name + "), which topic '" +
+              v.topic->name + "''s check does not read (it would be judged by the topic's own bound): the topic " +
+              "reads it with Problem::tolerance_or and says so with `static constexpr bool reads_declared_tolerance = true`";
   // One baseline, one library and one final optimized variant a topic, and each step number once:
   // the order compare runs and the README lists them is the step order, so a tie is a mistake.
   if (problem.empty())

@@ -15,11 +15,16 @@ struct FakeTopic {
   static lab::Work work(const lab::Shape& s) { return {.bytes = 8.0 * s[0] * s[1], .flops = 2.0 * s[0] * s[1]}; }
   static std::string validate(const lab::Shape& s) { return s[1] > 1000 ? "at most 1000 columns" : ""; }
   static bool verifiable(const lab::Shape& s) { return s[0] != 7; }  // a topic's own limit
+  static constexpr bool reads_declared_tolerance = true;               // its check takes a variant's bound
   struct Problem : lab::Problem {
     std::int64_t rows = 0;
     Problem(const lab::Shape& s, lab::Rng&) : rows(s[0]) {}
     void poison(cudaStream_t) override {}
-    lab::Verdict verify() override { return {}; }
+    lab::Verdict verify() override {
+      lab::Verdict v;
+      v.tol = tolerance_or(lab::Tolerance::fp32());  // the bound it would judge by
+      return v;
+    }
   };
 };
 

@@ -210,6 +210,40 @@ TEST(Registry, AVariantClassOwnsItsStateAndDeclaresWhatItIs) {
   EXPECT_TRUE(plain.prepare(*q, nullptr)->counters(*q, 1.0).empty());
 }
 
+// A topic whose check holds every variant to its own bound (it never calls tolerance_or).
+struct OwnBoundTopic : FakeTopic {
+  static constexpr const char* name = "own_bound";
+  static constexpr bool reads_declared_tolerance = false;
+};
+struct DeclaresATolerance {
+  using Topic = OwnBoundTopic;
+  void run(OwnBoundTopic::Problem&, cudaStream_t) {}
+  static lab::Declared declared() { return {.tolerance = lab::Tolerance::per_element(5e-4, 1e-5, "loose")}; }
+};
+
+TEST(Registry, AToleranceTheTopicDoesNotReadIsRefused) {
+  // Declared where the topic's check reads it: taken, and the problem judges by it.
+  lab::Registry reg;
+  const lab::Variant& ok = lab::register_variant_class<CountingVariant>(reg, "optimized_counting", lab::Role::optimized,
+                                                                        lab::kFinalStep, "counts");
+  EXPECT_TRUE(ok.topic->reads_tolerance);
+  lab::Rng rng(1);
+  EXPECT_STREQ(ok.topic->make({3, 5}, rng, ok.declared)->verify().tol.name, "declared approximation");
+  EXPECT_NE(reg.find("optimized_counting"), nullptr);
+  // Declared where it does not: its bound would be printed (--describe) and never applied, so the
+  // program refuses to run, naming the variant, its tolerance and the topic.
+  lab::Registry strict;
+  lab::register_variant_class<DeclaresATolerance>(strict, "optimized_loose", lab::Role::optimized, lab::kFinalStep,
+                                                  "loose");
+  EXPECT_FALSE(lab::topic_info<OwnBoundTopic>().reads_tolerance);
+  expect_lookups_refused(strict, {"'optimized_loose' declares a tolerance (loose)", "topic 'own_bound'",
+                                  "reads_declared_tolerance"});
+  // The same topic with a variant that declares none registers.
+  lab::Registry plain;
+  lab::register_variant<OwnBoundTopic>(plain, "baseline_own", lab::Role::baseline, lab::kFinalStep, "plain", &fake_run);
+  EXPECT_NE(plain.find("baseline_own"), nullptr);
+}
+
 TEST(Registry, TwoVariantsInOneStepAreAnError) {
   lab::Registry reg;
   lab::register_variant<FakeTopic>(reg, "optimized_a", lab::Role::optimized, 1, "a", &fake_run);
