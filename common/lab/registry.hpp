@@ -182,8 +182,8 @@ class Registry {
   // Adds a variant. Registration runs before main (LAB_VARIANT's static initializer), where a
   // throw would abort the program with no exit status of its own, so a variant refused (its
   // program name taken, its role and step another variant's, no prepare step, a tolerance its
-  // topic's check does not read) is set aside with
-  // the reason, and the lookups below throw Error (exit status 2) with every reason, from main.
+  // topic's check does not read) is set aside with the reason, and the lookups below throw Error
+  // (exit status 2) with every reason, from main.
   const Variant& add(Variant v);
   std::vector<const Variant*> variants() const;  // in topic, role, step order
   const Variant* find(std::string_view program) const;

@@ -89,7 +89,6 @@ TEST(ActivationsBf16Check, TheCheaperErfcPassesEveryInput) {
   // error) instead of erfcf: over every bf16 x in [-12, 12] (dy as above for the gradient), their
   // results rounded to bf16 are held to the same bound, and come as near it as the correct
   // rounding does (the bound is the rounding's, which the fit's error hardly moves).
-  const std::vector<Case> exact = cases();
   const std::vector<float> x = bf16_values(-12.f, 12.f);
   std::vector<float> dy(x.size());
   for (std::size_t i = 0; i < x.size(); ++i) dy[i] = round_bf16(std::sin(0.37 * double(i)));
@@ -115,7 +114,6 @@ TEST(ActivationsBf16Check, TheCheaperErfcPassesEveryInput) {
     if (bad && off++ == 0) first = x[i];
   }
   EXPECT_EQ(off, 0) << "inputs past 1e-5, the first x = " << first;
-  EXPECT_EQ(exact[0].got.size(), fwd.got.size());
 }
 
 TEST(ActivationsBf16Check, OnePercentFails) {
