@@ -298,15 +298,23 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Split>::kThreads, 1)
         }
         wgmma::commit();
         wgmma::wait<0>();
+        // A float2 store is served a half-warp at a time (16 lanes, 128 bytes a wavefront). In the
+        // swizzled rows, lanes g and g ^ 1 of the same nn land in the same two 16-byte chunks (chunk
+        // 2 (nn % 4) + t / 2, XOR g: the pair {x, x ^ 1} for both), a 2-way conflict: four wavefronts
+        // a store instead of two. So the odd rows store their column groups in the order nn ^ 2:
+        // then the four rows of a half-warp take four different chunk pairs (a select of registers,
+        // no indexing).
+        const bool odd = g & 1;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int r = 16 * warp + g + 8 * h;
 #pragma unroll
-          for (int nn = 0; nn < 8; ++nn) {  // column 64 half + 8 nn + 2 t of the partial: region, 16-byte chunk, word
-            const int col = 64 * half + 8 * nn + 2 * t, chunk = (col % 32) / 4;
+          for (int nn = 0; nn < 8; ++nn) {  // column 64 half + 8 m + 2 t of the partial: region, 16-byte chunk, word
+            const int m = odd ? nn ^ 2 : nn, col = 64 * half + 8 * m + 2 * t, chunk = (col % 32) / 4;
+            const float a = odd ? dq_acc[0][nn ^ 2][2 * h] : dq_acc[0][nn][2 * h];
+            const float b = odd ? dq_acc[0][nn ^ 2][2 * h + 1] : dq_acc[0][nn][2 * h + 1];
             *reinterpret_cast<float2*>(dqs + (col / 32) * (C::kBr * 128) + r * 128 + ((chunk ^ (r % 8)) * 16) +
-                                       (col % 4) * 4) =
-                make_float2(dq_acc[0][nn][2 * h] * scale, dq_acc[0][nn][2 * h + 1] * scale);
+                                       (col % 4) * 4) = make_float2(a * scale, b * scale);
           }
         }
       }
