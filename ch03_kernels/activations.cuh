@@ -23,6 +23,7 @@
 
 #include "elementwise.cuh"
 #include "lab/lab.hpp"
+#include "lab/storage.hpp"
 
 namespace act {
 
@@ -106,30 +107,21 @@ struct GeluBf16Op {
   }
 };
 
-// What a topic's storage type changes: its name, its bytes, and the check's bound (above).
+// What a topic's storage type changes: its name, its bytes, and the check's bound (above; the
+// rounding's share is lab::StorageOf's, common/lab/storage.hpp).
 template <class T>
-struct Storage {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, __nv_bfloat16>);
-  static constexpr bool bf16 = std::is_same_v<T, __nv_bfloat16>;
+struct Storage : lab::StorageOf<T> {
+  using Base = lab::StorageOf<T>;
   template <class Op>
   static constexpr const char* name() {
-    return bf16 ? Op::name_bf16 : Op::name;
+    return Base::bf16 ? Op::name_bf16 : Op::name;
   }
   template <class Op>
   static constexpr const char* backward_name() {
-    return bf16 ? Op::backward_name_bf16 : Op::backward_name;
+    return Base::bf16 ? Op::backward_name_bf16 : Op::backward_name;
   }
   // fp32's bound, and for bf16 the rounding of the result on top: |rounded - v| <= 2^-8 |v|.
-  static lab::Tolerance tolerance() {
-    const lab::Tolerance f = lab::Tolerance::fp32();
-    if constexpr (!bf16) return f;
-    return {f.atol, f.rtol + 0x1p-8, f.max_rel_l2 + 0x1p-8, "fp32 arithmetic, bf16 output"};
-  }
-  static std::vector<float> to_float(const std::vector<T>& v) {
-    std::vector<float> out(v.size());
-    for (std::size_t i = 0; i < v.size(); ++i) out[i] = lab::to_f32(v[i]);
-    return out;
-  }
+  static lab::Tolerance tolerance() { return Base::rounded(lab::Tolerance::fp32(), "fp32 arithmetic, bf16 output"); }
 };
 
 }  // namespace act

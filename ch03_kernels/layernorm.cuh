@@ -8,6 +8,11 @@
 // A handful of operations an element against 8 bytes moved forward (12 backward): memory-bound at
 // every D, so the yardstick is the copy bandwidth. What decides the speed is how many times each
 // row crosses memory: the baselines' kernels read x three times; the optimized ones once.
+// The forward also exists on bf16 storage (layernorm_bf16: x, gamma, beta and y bf16, mean and
+// rstd fp32, the arithmetic fp32, as PyTorch's layer_norm on bf16 tensors): the storage twins of
+// the forward's variant files (lab-storage, common/lab/storage.hpp), half the bytes. Its check:
+// the reference in double from the bf16 inputs (exact in fp32), fp32's bound, and y's one rounding
+// to bf16 (2^-8 of the value) on top.
 #pragma once
 
 #include <cmath>
@@ -15,6 +20,7 @@
 #include <vector>
 
 #include "lab/lab.hpp"
+#include "lab/storage.hpp"
 #include "rows.cuh"
 
 namespace ln {
@@ -74,6 +80,37 @@ inline ForwardSlack forward_slack(const std::vector<float>& x, const RowStats& s
   return s;
 }
 
+// The forward's reference from the inputs as the kernel sees them (fp32 values; bf16 ones widened,
+// exactly): y, mean and rstd in double, and the rounding a correct fp32 forward may make in each
+// (the checks' slack). rounding: the relative error of y's rounding to its storage (0 for fp32,
+// 2^-8 for bf16): the tolerance holds its share of the reference (StorageOf::rounded), y_slack its
+// share of the fp32 errors, which that rounding may enlarge too.
+struct ForwardReference {
+  RowStats stats;
+  std::vector<double> y, y_slack, mean_slack, rstd_slack;
+};
+inline ForwardReference forward_reference(const std::vector<float>& hx, const std::vector<float>& hg,
+                                          const std::vector<float>& hb, int rows, int dim, double rounding) {
+  ForwardReference out{reference_stats(hx, rows, dim), std::vector<double>(hx.size()), std::vector<double>(hx.size()),
+                       {}, std::vector<double>(rows)};
+  const RowStats& st = out.stats;
+  const ForwardSlack sl = forward_slack(hx, st, rows, dim);
+  for (int r = 0; r < rows; ++r)
+    for (int j = 0; j < dim; ++j) {
+      const std::size_t i = std::size_t(r) * dim + j;
+      const double c = hx[i] - st.mean[r], n = std::fabs(c) * st.rstd[r] * std::fabs(hg[j]);
+      out.y[i] = c * st.rstd[r] * hg[j] + hb[j];
+      // The mean's error moves every element of the row; rstd's scales it; then five roundings
+      // (the subtraction, two products, the shift, and one for an FMA's order).
+      out.y_slack[i] = (st.rstd[r] * std::fabs(hg[j]) * sl.mean[r] + n * sl.rstd_rel[r] +
+                        5 * lab::fp32::kUnitRoundoff * (n + std::fabs(hb[j]))) *
+                       (1 + rounding);
+    }
+  out.mean_slack = sl.mean;
+  for (int r = 0; r < rows; ++r) out.rstd_slack[r] = sl.rstd_rel[r] * st.rstd[r];
+  return out;
+}
+
 }  // namespace ln
 
 // The shapes both directions share. Sweep: three the users' benchmarks name (a transformer's
@@ -94,17 +131,23 @@ struct LayerNormShapes {
   }
 };
 
-struct LayerNorm : LayerNormShapes {
-  static constexpr const char* name = "layernorm";
+// T: the storage of x, gamma, beta and y (float or bf16); mean and rstd are fp32 either way.
+template <class T>
+struct LayerNormOf : LayerNormShapes {
+  using S = lab::StorageOf<T>;
+  static constexpr const char* name = S::bf16 ? "layernorm_bf16" : "layernorm";
+  // y's bound: fp32's, and in bf16 y's one rounding on top (with ForwardReference's slack).
+  static lab::Tolerance y_tolerance() { return S::rounded(lab::Tolerance::fp32(), "fp32 arithmetic, bf16 output"); }
   static lab::Work work(const lab::Shape& s) {
-    const double n = double(s[0]), d = double(s[1]);
+    const double n = double(s[0]), d = double(s[1]), b = sizeof(T);
     // x, gamma, beta in; y, mean, rstd out
-    return {.bytes = 4.0 * (2 * n * d + 2 * d + 2 * n), .flops = 0, .written = 4.0 * (n * d + 2 * n)};
+    return {.bytes = b * (2 * n * d + 2 * d) + 4.0 * 2 * n, .flops = 0, .written = b * n * d + 4.0 * 2 * n};
   }
 
   struct Problem : lab::Problem {
     int rows, dim;
-    lab::DeviceBuffer<float> x, gamma, beta, y, mean, rstd;
+    lab::DeviceBuffer<T> x, gamma, beta, y;
+    lab::DeviceBuffer<float> mean, rstd;
     Problem(const lab::Shape& s, lab::Rng& rng)
         : rows(static_cast<int>(s[0])),
           dim(static_cast<int>(s[1])),
@@ -125,28 +168,20 @@ struct LayerNorm : LayerNormShapes {
       lab::poison(rstd, s);
     }
     lab::Verdict verify() override {
-      const auto hx = x.download(), hg = gamma.download(), hb = beta.download();
-      const ln::RowStats st = ln::reference_stats(hx, rows, dim);
-      const ln::ForwardSlack sl = ln::forward_slack(hx, st, rows, dim);
-      std::vector<double> ry(hx.size()), sy(hx.size());
-      for (int r = 0; r < rows; ++r)
-        for (int j = 0; j < dim; ++j) {
-          const std::size_t i = std::size_t(r) * dim + j;
-          const double c = hx[i] - st.mean[r], n = std::fabs(c) * st.rstd[r] * std::fabs(hg[j]);
-          ry[i] = c * st.rstd[r] * hg[j] + hb[j];
-          // The mean's error moves every element of the row; rstd's scales it; then five roundings
-          // (the subtraction, two products, the shift, and one for an FMA's order).
-          sy[i] = st.rstd[r] * std::fabs(hg[j]) * sl.mean[r] + n * sl.rstd_rel[r] +
-                  5 * lab::fp32::kUnitRoundoff * (n + std::fabs(hb[j]));
-        }
-      std::vector<double> srstd(rows);
-      for (int r = 0; r < rows; ++r) srstd[r] = sl.rstd_rel[r] * st.rstd[r];
-      lab::Verdict v = lab::compare(y.download(), ry, lab::Tolerance::fp32(), "y", {rows, dim}, sy);
-      v.also(lab::compare(mean.download(), st.mean, lab::Tolerance::fp32(), "mean", {}, sl.mean));
-      return v.also(lab::compare(rstd.download(), st.rstd, lab::Tolerance::fp32(), "rstd", {}, srstd));
+      const auto hx = S::to_float(x.download()), hg = S::to_float(gamma.download()), hb = S::to_float(beta.download());
+      const ln::ForwardReference ref = ln::forward_reference(hx, hg, hb, rows, dim, S::kRounding);
+      lab::Verdict v = lab::compare(S::to_float(y.download()), ref.y, y_tolerance(), "y", {rows, dim}, ref.y_slack);
+      v.also(lab::compare(mean.download(), ref.stats.mean, lab::Tolerance::fp32(), "mean", {}, ref.mean_slack));
+      return v.also(lab::compare(rstd.download(), ref.stats.rstd, lab::Tolerance::fp32(), "rstd", {}, ref.rstd_slack));
     }
   };
 };
+
+// The forward on the storage this file is compiled for (lab::Stored: a storage twin's bf16), and
+// on each storage by name.
+using LayerNorm = LayerNormOf<lab::Stored>;
+using LayerNormFp32 = LayerNormOf<float>;
+using LayerNormBf16 = LayerNormOf<__nv_bfloat16>;
 
 struct LayerNormBackward : LayerNormShapes {
   static constexpr const char* name = "layernorm_backward";

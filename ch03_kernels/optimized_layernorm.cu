@@ -6,20 +6,24 @@
 // rows.cuh's list that holds D; D not a multiple of 4 uses the same kernel with 4-byte loads. A
 // row longer than the largest tile (32768 floats) does not fit in registers: the variant declares
 // it N/A rather than running another kernel under its name.
+// On bf16 storage (the twin, optimized_layernorm_bf16) the same kernel reads and writes half the
+// bytes: four bf16 (8 bytes) a load, widened to fp32 in registers, y rounded once on the store.
 // Run: make ch03 && ./ch03_kernels/optimized_layernorm
+// lab-storage: bf16
 #include "layernorm.cuh"
 
 namespace {
 template <int kLanes, int kItems, int V>
 __global__ void __launch_bounds__(rows::block_threads<kLanes>())
-    layernorm_rows(const float* __restrict__ x, const float* __restrict__ gamma, const float* __restrict__ beta,
-                   float* __restrict__ y, float* __restrict__ mean, float* __restrict__ rstd, int rows, int dim) {
+    layernorm_rows(const lab::Stored* __restrict__ x, const lab::Stored* __restrict__ gamma,
+                   const lab::Stored* __restrict__ beta, lab::Stored* __restrict__ y, float* __restrict__ mean,
+                   float* __restrict__ rstd, int rows, int dim) {
   using Chunk = rows::Chunk<V>;
   __shared__ float scratch[32];
   const int lane = threadIdx.x % kLanes;
   const std::size_t row = std::size_t(blockIdx.x) * rows::rows_per_block<kLanes>() + threadIdx.x / kLanes;
   if (row >= std::size_t(rows)) return;  // a whole warp (or, for a block per row, the whole block)
-  const float* xr = x + row * dim;
+  const lab::Stored* xr = x + row * dim;
   Chunk v[kItems];
   float sum = 0.f;
 #pragma unroll
@@ -77,4 +81,4 @@ struct OnePass {
 };
 }  // namespace
 
-LAB_VARIANT_CLASS(OnePass, optimized, "one pass: the row in registers (a warp or a block per row), float4 loads");
+LAB_VARIANT_CLASS(OnePass, optimized, "one pass: the row in registers (a warp or a block per row), four values a load");

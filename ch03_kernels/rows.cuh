@@ -17,6 +17,7 @@
 #include <string>
 #include <type_traits>
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include "lab/check.hpp"
@@ -76,7 +77,8 @@ __device__ __forceinline__ float group_reduce(float v, Op op, float* scratch) {
 template <int kLanes>
 __device__ __forceinline__ float group_sum(float v, float* scratch) { return group_reduce<kLanes>(v, Sum{}, scratch); }
 
-// V consecutive floats, 16-byte aligned when V = 4.
+// V consecutive values, held as floats: stored as floats (16-byte aligned when V = 4) or as bf16
+// (8-byte aligned when V = 4; widened on the load, rounded to nearest on the store).
 template <int V>
 struct Chunk {
   float v[V];
@@ -97,6 +99,29 @@ struct Chunk {
     } else {
 #pragma unroll
       for (int i = 0; i < V; ++i) p[i] = v[i];
+    }
+  }
+  __device__ __forceinline__ static Chunk load(const __nv_bfloat16* p) {
+    Chunk c;
+    if constexpr (V == 4) {
+      const uint2 t = *reinterpret_cast<const uint2*>(p);
+      const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&t.x));
+      const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&t.y));
+      c.v[0] = a.x, c.v[1] = a.y, c.v[2] = b.x, c.v[3] = b.y;
+    } else {
+#pragma unroll
+      for (int i = 0; i < V; ++i) c.v[i] = __bfloat162float(p[i]);
+    }
+    return c;
+  }
+  __device__ __forceinline__ void store(__nv_bfloat16* p) const {
+    if constexpr (V == 4) {
+      const __nv_bfloat162 a = __floats2bfloat162_rn(v[0], v[1]), b = __floats2bfloat162_rn(v[2], v[3]);
+      *reinterpret_cast<uint2*>(p) =
+          make_uint2(*reinterpret_cast<const unsigned*>(&a), *reinterpret_cast<const unsigned*>(&b));
+    } else {
+#pragma unroll
+      for (int i = 0; i < V; ++i) p[i] = __float2bfloat16_rn(v[i]);
     }
   }
 };

@@ -58,7 +58,7 @@
 # logit, against the kernels' own tests; and in step 17, which rounds the weights ahead on the side
 # stream, each stage's copy written into the block before's, against its check; and the
 # activations on bf16 storage with every second element 1% high (GELU's forward and backward,
-# Swish's backward).
+# Swish's backward), and LayerNorm's on bf16 storage (the optimized forward's twin) likewise.
 # Exit status 0 when every bug was caught (with --scales: at the first scale listed; with
 # --check-patterns: when every text was found once); 2 for a bad argument.
 set -u
@@ -233,6 +233,8 @@ plant label_logit ch03_kernels/optimized_cross_entropy.cu optimized_cross_entrop
 # element of a pack 1% high, in the forward map (GELU on bf16) and the backward's (Swish's
 # backward on bf16). Each output is rounded to bf16 after it: the check allows that rounding,
 # 2^-8, and no more.
+plant layernorm_bf16_odd ch03_kernels/optimized_layernorm.cu optimized_layernorm_bf16 \
+  'out.v[i] = (v[k].v[i] - mu) * rs * g.v[i] + b.v[i];' 'out.v[i] = (i & 1 ? 1.01f : 1.f) * ((v[k].v[i] - mu) * rs * g.v[i] + b.v[i]);'
 plant gelu_bf16_odd common/lab/elementwise.cuh optimized_gelu_bf16 \
   'b.v[k] = from_f32<Out>(f(to_f32(a.v[k])));' 'b.v[k] = from_f32<Out>((k & 1 ? 1.01f : 1.f) * f(to_f32(a.v[k])));'
 plant swish_backward_bf16_odd common/lab/elementwise.cuh optimized_swish_backward_bf16 \

@@ -399,11 +399,19 @@ const Variant& register_variant_class(Registry& reg, std::string program, Role r
 #define LAB_STEP lab_step_is_defined_only_for_a_numbered_file_in_a_ladder_folder
 #endif
 
-#define LAB_DETAIL_VARIANT(Topic, role, step, description, ...)                                            \
-  static void lab_variant_run(Topic::Problem& p, cudaStream_t stream);                                      \
-  [[maybe_unused]] static const ::lab::Variant* lab_variant_registration = &::lab::register_variant<Topic>( \
-      ::lab::Registry::global(), ::lab::program_name_from_path(__FILE__), ::lab::Role::role, step,          \
-      description, &lab_variant_run, ::lab::Declared{__VA_ARGS__});                                        \
+// A storage twin's program name ends in its storage (common/lab/storage.hpp: a variant file compiled
+// once more with LAB_STORAGE_BF16 is the program <name>_bf16).
+#if defined(LAB_STORAGE_BF16)
+#define LAB_STORAGE_SUFFIX "_bf16"
+#else
+#define LAB_STORAGE_SUFFIX ""
+#endif
+
+#define LAB_DETAIL_VARIANT(Topic, role, step, description, ...)                                              \
+  static void lab_variant_run(Topic::Problem& p, cudaStream_t stream);                                        \
+  [[maybe_unused]] static const ::lab::Variant* lab_variant_registration = &::lab::register_variant<Topic>(   \
+      ::lab::Registry::global(), ::lab::program_name_from_path(__FILE__) + LAB_STORAGE_SUFFIX,                \
+      ::lab::Role::role, step, description, &lab_variant_run, ::lab::Declared{__VA_ARGS__});                 \
   static void lab_variant_run([[maybe_unused]] Topic::Problem& p, [[maybe_unused]] cudaStream_t stream)
 
 // Registers this file's variant of Topic and opens its run function, whose parameters are
@@ -423,7 +431,8 @@ const Variant& register_variant_class(Registry& reg, std::string program, Role r
 
 #define LAB_DETAIL_VARIANT_CLASS(Class, role, step, description)                                                  \
   [[maybe_unused]] static const ::lab::Variant* lab_variant_registration = &::lab::register_variant_class<Class>( \
-      ::lab::Registry::global(), ::lab::program_name_from_path(__FILE__), ::lab::Role::role, step, description)
+      ::lab::Registry::global(), ::lab::program_name_from_path(__FILE__) + LAB_STORAGE_SUFFIX, ::lab::Role::role,  \
+      step, description)
 
 // Registers a variant written as a class, for a variant with state or declarations (see
 // register_variant_class): its members are its workspace, made by its constructor before timing.
