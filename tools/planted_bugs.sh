@@ -319,8 +319,7 @@ plant attn_wgmma_backward_1pct ch04_compile_vs_fused/attention/hopper/backward_w
 # dQ's odd columns 1% high as the split step's consumers write their halves of the partial.
 plant attn_split_dq_1pct ch04_compile_vs_fused/attention/hopper/backward_wgmma.cuh \
   optimized_attention_backward_fused_wgmma_split_dq \
-  'make_float2(dq_acc[0][nn][2 * h] * scale, dq_acc[0][nn][2 * h + 1] * scale)' \
-  'make_float2(dq_acc[0][nn][2 * h] * scale, 1.01f * dq_acc[0][nn][2 * h + 1] * scale)'
+  'make_float2(a * scale, b * scale)' 'make_float2(a * scale, 1.01f * b * scale)'
 plant attn_3xtf32_backward_1pct ch04_compile_vs_fused/attention/kernels/flash_3xtf32.cuh \
   optimized_attention_backward_fused_3xtf32 \
   'make_float2(dk_acc[dn][2 * h] * scale, dk_acc[dn][2 * h + 1] * scale)' \
