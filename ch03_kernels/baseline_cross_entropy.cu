@@ -3,35 +3,38 @@
 // thread per row takes log, adds the max back and subtracts the label's logit (the gather; a row
 // labelled ignore_index gets 0 and is not counted), then the mean over the rows counted. Two full
 // reads of the logits where one is the minimum, and four launches.
+// On bf16 and fp16 storage (the twins, baseline_cross_entropy_bf16 and _fp16) the same four kernels
+// widen each logit as they read it; the losses and the mean stay fp32.
 // Run: make ch03 && ./ch03_kernels/baseline_cross_entropy
+// lab-storage: bf16 fp16
 #include "losses.cuh"
 
 namespace {
 constexpr int kThreads = 256;
 
-__global__ void row_max(const float* __restrict__ logits, float* __restrict__ out, int classes) {
+__global__ void row_max(const lab::Stored* __restrict__ logits, float* __restrict__ out, int classes) {
   __shared__ float scratch[32];
-  const float* row = logits + std::size_t(blockIdx.x) * classes;
+  const lab::Stored* row = logits + std::size_t(blockIdx.x) * classes;
   float m = -INFINITY;
-  for (int j = threadIdx.x; j < classes; j += kThreads) m = fmaxf(m, row[j]);
+  for (int j = threadIdx.x; j < classes; j += kThreads) m = fmaxf(m, lab::to_f32(row[j]));
   m = rows::group_reduce<kThreads>(m, rows::Max{}, scratch);
   if (threadIdx.x == 0) out[blockIdx.x] = m;
 }
 
-__global__ void row_sum_exp(const float* __restrict__ logits, const float* __restrict__ row_max,
+__global__ void row_sum_exp(const lab::Stored* __restrict__ logits, const float* __restrict__ row_max,
                             float* __restrict__ out, int classes) {
   __shared__ float scratch[32];
-  const float* row = logits + std::size_t(blockIdx.x) * classes;
+  const lab::Stored* row = logits + std::size_t(blockIdx.x) * classes;
   const float m = row_max[blockIdx.x];
   float s = 0.f;
-  for (int j = threadIdx.x; j < classes; j += kThreads) s += __expf(row[j] - m);
+  for (int j = threadIdx.x; j < classes; j += kThreads) s += __expf(lab::to_f32(row[j]) - m);
   s = rows::group_sum<kThreads>(s, scratch);
   if (threadIdx.x == 0) out[blockIdx.x] = s;
 }
 
 // row_loss holds the row maxima on entry and the losses on exit; row_sum the sums of exp; counted
 // gets 1 for a row that counts, 0 for one labelled ignore_index (its loss 0).
-__global__ void gather_loss(const float* __restrict__ logits, const std::int32_t* __restrict__ labels,
+__global__ void gather_loss(const lab::Stored* __restrict__ logits, const std::int32_t* __restrict__ labels,
                             const float* __restrict__ row_sum, float* __restrict__ row_loss,
                             std::uint8_t* __restrict__ counted, long long* bad_row, int rows, int classes,
                             int ignore_index) {
@@ -40,7 +43,7 @@ __global__ void gather_loss(const float* __restrict__ logits, const std::int32_t
   const int label = labels[r];
   const loss::Label kind = loss::label_kind(label, classes, ignore_index, r, bad_row);
   row_loss[r] = kind == loss::Label::kUsed
-                    ? row_loss[r] + __logf(row_sum[r]) - logits[std::size_t(r) * classes + label]
+                    ? row_loss[r] + __logf(row_sum[r]) - lab::to_f32(logits[std::size_t(r) * classes + label])
                 : kind == loss::Label::kBad ? NAN
                                             : 0.f;
   counted[r] = kind != loss::Label::kIgnored;

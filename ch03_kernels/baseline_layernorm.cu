@@ -3,10 +3,11 @@
 // again), then y element by element (x read a third time, mean and rstd gathered per element).
 // Every kernel is coalesced; the cost is the passes: 3 reads of x and one write of y, where one
 // read and one write are the minimum.
-// On bf16 storage (the twin, baseline_layernorm_bf16) the same three kernels widen each value as
-// they read it and round y as they write it: 3 reads of x and a write of y, in half the bytes.
+// On bf16 and fp16 storage (the twins, baseline_layernorm_bf16 and _fp16) the same three kernels
+// widen each value as they read it and round y as they write it: 3 reads of x and a write of y, in
+// half the bytes.
 // Run: make ch03 && ./ch03_kernels/baseline_layernorm
-// lab-storage: bf16
+// lab-storage: bf16 fp16
 #include "lab/launch.hpp"
 #include "layernorm.cuh"
 

@@ -8,11 +8,13 @@
 // A handful of operations an element against 8 bytes moved forward (12 backward): memory-bound at
 // every D, so the yardstick is the copy bandwidth. What decides the speed is how many times each
 // row crosses memory: the baselines' kernels read x three times; the optimized ones once.
-// The forward also exists on bf16 storage (layernorm_bf16: x, gamma, beta and y bf16, mean and
-// rstd fp32, the arithmetic fp32, as PyTorch's layer_norm on bf16 tensors): the storage twins of
-// the forward's variant files (lab-storage, common/lab/storage.hpp), half the bytes. Its check:
-// the reference in double from the bf16 inputs (exact in fp32), fp32's bound, and y's one rounding
-// to bf16 (2^-8 of the value) on top.
+// Both directions also exist on bf16 and fp16 storage (layernorm_bf16, layernorm_fp16: x, gamma,
+// beta and y in 16 bits; layernorm_backward_bf16, layernorm_backward_fp16: x, gamma, dy, dx, dgamma
+// and dbeta; mean and rstd fp32 and the arithmetic fp32 in all, as PyTorch's layer_norm on bf16 and
+// fp16 tensors): the storage twins of the variant files that say so (lab-storage,
+// common/lab/storage.hpp), half the bytes. Their check: the reference in double from the 16-bit
+// inputs (exact in fp32), fp32's bound, and each output's one rounding on top (2^-8 of the value in
+// bf16, 2^-11 in fp16 with 2^-25 absolutely below fp16's normal range: lab::StorageOf).
 #pragma once
 
 #include <cmath>
@@ -83,14 +85,17 @@ inline ForwardSlack forward_slack(const std::vector<float>& x, const RowStats& s
 // The forward's reference from the inputs as the kernel sees them (fp32 values; bf16 ones widened,
 // exactly): y, mean and rstd in double, and the rounding a correct fp32 forward may make in each
 // (the checks' slack). rounding: the relative error of y's rounding to its storage (0 for fp32,
-// 2^-8 for bf16): the tolerance holds its share of the reference (StorageOf::rounded), y_slack its
-// share of the fp32 errors, which that rounding may enlarge too.
+// 2^-8 for bf16, 2^-11 for fp16): the tolerance holds its share of the reference
+// (StorageOf::rounded), y_slack its share of the fp32 errors, which that rounding may enlarge too,
+// and floor, the rounding's absolute bound below the storage's normal range (fp16's 2^-25), so that
+// the whole-output bound holds it too.
 struct ForwardReference {
   RowStats stats;
   std::vector<double> y, y_slack, mean_slack, rstd_slack;
 };
 inline ForwardReference forward_reference(const std::vector<float>& hx, const std::vector<float>& hg,
-                                          const std::vector<float>& hb, int rows, int dim, double rounding) {
+                                          const std::vector<float>& hb, int rows, int dim, double rounding,
+                                          double floor = 0) {
   ForwardReference out{reference_stats(hx, rows, dim), std::vector<double>(hx.size()), std::vector<double>(hx.size()),
                        {}, std::vector<double>(rows)};
   const RowStats& st = out.stats;
@@ -104,10 +109,59 @@ inline ForwardReference forward_reference(const std::vector<float>& hx, const st
       // (the subtraction, two products, the shift, and one for an FMA's order).
       out.y_slack[i] = (st.rstd[r] * std::fabs(hg[j]) * sl.mean[r] + n * sl.rstd_rel[r] +
                         5 * lab::fp32::kUnitRoundoff * (n + std::fabs(hb[j]))) *
-                       (1 + rounding);
+                           (1 + rounding) +
+                       floor;
     }
   out.mean_slack = sl.mean;
   for (int r = 0; r < rows; ++r) out.rstd_slack[r] = sl.rstd_rel[r] * st.rstd[r];
+  return out;
+}
+
+// The backward's reference from the inputs as the kernel sees them (fp32 values; bf16 ones widened,
+// exactly) and the saved mean and rstd: dx, dgamma and dbeta in double, and the rounding a correct
+// fp32 backward may make in each (the checks' slack). rounding and floor: as forward_reference's
+// (the outputs' rounding to their storage), which may enlarge the fp32 errors by its own share.
+// Slack: dx_j = rstd (g_j - s1 / D - xhat_j s2 / D) with s1 = sum g, s2 = sum g xhat, each a sum of
+// D terms that went through up to 4 roundings (x - mean, * rstd, dy * gamma, * xhat); the bound is
+// that sum's error on the magnitude of every part, plus six roundings of the combination. dgamma
+// and dbeta are column sums over the rows.
+struct BackwardReference {
+  std::vector<double> dx, dx_slack, dgamma, dgamma_slack, dbeta, dbeta_slack;
+};
+inline BackwardReference backward_reference(const std::vector<float>& hx, const std::vector<float>& hg,
+                                            const std::vector<float>& hdy, const std::vector<float>& hm,
+                                            const std::vector<float>& hr, int rows, int dim, double rounding,
+                                            double floor = 0) {
+  constexpr double u = lab::fp32::kUnitRoundoff;
+  const double e_row = lab::fp32::sum_error(dim + 4.0) + 6 * u;
+  BackwardReference out{std::vector<double>(hx.size()), std::vector<double>(hx.size()), std::vector<double>(dim),
+                        std::vector<double>(dim), std::vector<double>(dim), std::vector<double>(dim)};
+  std::vector<double> xhat(dim);
+  std::vector<lab::Sum> sdg(dim), sdb(dim);
+  for (int r = 0; r < rows; ++r) {
+    const std::size_t base = std::size_t(r) * dim;
+    lab::Sum s1, s2;
+    for (int j = 0; j < dim; ++j) {
+      xhat[j] = (double(hx[base + j]) - hm[r]) * hr[r];
+      const double g = double(hdy[base + j]) * hg[j];
+      s1.add(g), s2.add(g * xhat[j]);
+      sdg[j].add(double(hdy[base + j]) * xhat[j]);
+      sdb[j].add(hdy[base + j]);
+    }
+    for (int j = 0; j < dim; ++j) {
+      const double g = double(hdy[base + j]) * hg[j];
+      out.dx[base + j] = hr[r] * (g - s1.value / dim - xhat[j] * s2.value / dim);
+      out.dx_slack[base + j] = e_row * hr[r] *
+                               (std::fabs(g) + s1.magnitude / dim + std::fabs(xhat[j]) * s2.magnitude / dim) *
+                               (1 + rounding) +
+                           floor;
+    }
+  }
+  for (int j = 0; j < dim; ++j) {
+    out.dgamma[j] = sdg[j].value, out.dbeta[j] = sdb[j].value;
+    out.dgamma_slack[j] = lab::fp32::sum_error(rows + 4.0) * sdg[j].magnitude * (1 + rounding) + floor;
+    out.dbeta_slack[j] = lab::fp32::sum_error(rows + 1.0) * sdb[j].magnitude * (1 + rounding) + floor;
+  }
   return out;
 }
 
@@ -131,13 +185,13 @@ struct LayerNormShapes {
   }
 };
 
-// T: the storage of x, gamma, beta and y (float or bf16); mean and rstd are fp32 either way.
+// T: the storage of x, gamma, beta and y (float, bf16 or fp16); mean and rstd are fp32 in all.
 template <class T>
 struct LayerNormOf : LayerNormShapes {
   using S = lab::StorageOf<T>;
-  static constexpr const char* name = S::bf16 ? "layernorm_bf16" : "layernorm";
-  // y's bound: fp32's, and in bf16 y's one rounding on top (with ForwardReference's slack).
-  static lab::Tolerance y_tolerance() { return S::rounded(lab::Tolerance::fp32(), "fp32 arithmetic, bf16 output"); }
+  static constexpr const char* name = S::pick("layernorm", "layernorm_bf16", "layernorm_fp16");
+  // y's bound: fp32's, and in 16 bits y's one rounding on top (with ForwardReference's slack).
+  static lab::Tolerance y_tolerance() { return S::rounded(lab::Tolerance::fp32(), S::kArithmeticNote); }
   static lab::Work work(const lab::Shape& s) {
     const double n = double(s[0]), d = double(s[1]), b = sizeof(T);
     // x, gamma, beta in; y, mean, rstd out
@@ -169,7 +223,7 @@ struct LayerNormOf : LayerNormShapes {
     }
     lab::Verdict verify() override {
       const auto hx = S::to_float(x.download()), hg = S::to_float(gamma.download()), hb = S::to_float(beta.download());
-      const ln::ForwardReference ref = ln::forward_reference(hx, hg, hb, rows, dim, S::kRounding);
+      const ln::ForwardReference ref = ln::forward_reference(hx, hg, hb, rows, dim, S::kRounding, S::kFloor);
       lab::Verdict v = lab::compare(S::to_float(y.download()), ref.y, y_tolerance(), "y", {rows, dim}, ref.y_slack);
       v.also(lab::compare(mean.download(), ref.stats.mean, lab::Tolerance::fp32(), "mean", {}, ref.mean_slack));
       return v.also(lab::compare(rstd.download(), ref.stats.rstd, lab::Tolerance::fp32(), "rstd", {}, ref.rstd_slack));
@@ -177,14 +231,22 @@ struct LayerNormOf : LayerNormShapes {
   };
 };
 
-// The forward on the storage this file is compiled for (lab::Stored: a storage twin's bf16), and
-// on each storage by name.
+// The forward on the storage this file is compiled for (lab::Stored: a storage twin's bf16 or
+// fp16), and on each storage by name.
 using LayerNorm = LayerNormOf<lab::Stored>;
 using LayerNormFp32 = LayerNormOf<float>;
 using LayerNormBf16 = LayerNormOf<__nv_bfloat16>;
+using LayerNormFp16 = LayerNormOf<__half>;
 
-struct LayerNormBackward : LayerNormShapes {
-  static constexpr const char* name = "layernorm_backward";
+// T: the storage of x, gamma, dy, dx, dgamma and dbeta (float, bf16 or fp16); mean and rstd are
+// fp32 in all (the forward's, as PyTorch saves them).
+template <class T>
+struct LayerNormBackwardOf : LayerNormShapes {
+  using S = lab::StorageOf<T>;
+  static constexpr const char* name =
+      S::pick("layernorm_backward", "layernorm_backward_bf16", "layernorm_backward_fp16");
+  // Each output's bound: fp32's, and in 16 bits its one rounding on top (with the slack below).
+  static lab::Tolerance out_tolerance() { return S::rounded(lab::Tolerance::fp32(), S::kArithmeticNote); }
   // The forward's awkward shapes, and D = 1 to 3 once more: a row of one or two normalizes to
   // constants (0, or -1 and 1), so dx is zero up to rounding (dgamma exactly zero for D = 1): the
   // identically zero outputs are checked element by element, the near-zero ones by their slack.
@@ -201,14 +263,16 @@ struct LayerNormBackward : LayerNormShapes {
     return all;
   }
   static lab::Work work(const lab::Shape& s) {
-    const double n = double(s[0]), d = double(s[1]);
+    const double n = double(s[0]), d = double(s[1]), b = sizeof(T);
     // x, dy, gamma, mean, rstd in; dx, dgamma, dbeta out
-    return {.bytes = 4.0 * (3 * n * d + 3 * d + 2 * n), .flops = 0, .written = 4.0 * (n * d + 2 * d)};
+    return {.bytes = b * (3 * n * d + 3 * d) + 4.0 * 2 * n, .flops = 0, .written = b * (n * d + 2 * d)};
   }
 
   struct Problem : lab::Problem {
     int rows, dim;
-    lab::DeviceBuffer<float> x, gamma, dy, mean, rstd, dx, dgamma, dbeta;
+    lab::DeviceBuffer<T> x, gamma, dy;
+    lab::DeviceBuffer<float> mean, rstd;
+    lab::DeviceBuffer<T> dx, dgamma, dbeta;
     Problem(const lab::Shape& s, lab::Rng& rng)
         : rows(static_cast<int>(s[0])),
           dim(static_cast<int>(s[1])),
@@ -224,7 +288,7 @@ struct LayerNormBackward : LayerNormShapes {
       rng.uniform(gamma, 0.5f, 1.5f);
       rng.uniform(dy, -1.f, 1.f);
       // The forward's saved statistics, computed here in double and rounded to float once.
-      const ln::RowStats st = ln::reference_stats(x.download(), rows, dim);
+      const ln::RowStats st = ln::reference_stats(S::to_float(x.download()), rows, dim);
       const std::vector<float> hm(st.mean.begin(), st.mean.end()), hr(st.rstd.begin(), st.rstd.end());
       mean.upload(hm);
       rstd.upload(hr);
@@ -236,41 +300,21 @@ struct LayerNormBackward : LayerNormShapes {
       lab::poison(dbeta, s);
     }
     lab::Verdict verify() override {
-      const auto hx = x.download(), hg = gamma.download(), hdy = dy.download(), hm = mean.download(),
-                 hr = rstd.download();
-      // Slack: dx_j = rstd (g_j - s1 / D - xhat_j s2 / D) with s1 = sum g, s2 = sum g xhat, each a
-      // sum of D terms that went through up to 4 roundings (x - mean, * rstd, dy * gamma, * xhat);
-      // the bound is that sum's error on the magnitude of every part, plus six roundings of the
-      // combination. dgamma and dbeta are column sums over the rows.
-      constexpr double u = lab::fp32::kUnitRoundoff;
-      const double e_row = lab::fp32::sum_error(dim + 4.0) + 6 * u;
-      std::vector<double> rdx(hx.size()), sdx(hx.size()), xhat(dim);
-      std::vector<lab::Sum> sdg(dim), sdb(dim);
-      for (int r = 0; r < rows; ++r) {
-        const std::size_t base = std::size_t(r) * dim;
-        lab::Sum s1, s2;
-        for (int j = 0; j < dim; ++j) {
-          xhat[j] = (double(hx[base + j]) - hm[r]) * hr[r];
-          const double g = double(hdy[base + j]) * hg[j];
-          s1.add(g), s2.add(g * xhat[j]);
-          sdg[j].add(double(hdy[base + j]) * xhat[j]);
-          sdb[j].add(hdy[base + j]);
-        }
-        for (int j = 0; j < dim; ++j) {
-          const double g = double(hdy[base + j]) * hg[j];
-          rdx[base + j] = hr[r] * (g - s1.value / dim - xhat[j] * s2.value / dim);
-          sdx[base + j] = e_row * hr[r] * (std::fabs(g) + s1.magnitude / dim + std::fabs(xhat[j]) * s2.magnitude / dim);
-        }
-      }
-      std::vector<double> rdg(dim), rdb(dim), slack_g(dim), slack_b(dim);
-      for (int j = 0; j < dim; ++j) {
-        rdg[j] = sdg[j].value, rdb[j] = sdb[j].value;
-        slack_g[j] = lab::fp32::sum_error(rows + 4.0) * sdg[j].magnitude;
-        slack_b[j] = lab::fp32::sum_error(rows + 1.0) * sdb[j].magnitude;
-      }
-      lab::Verdict v = lab::compare(dx.download(), rdx, lab::Tolerance::fp32(), "dx", {rows, dim}, sdx);
-      v.also(lab::compare(dgamma.download(), rdg, lab::Tolerance::fp32(), "dgamma", {}, slack_g));
-      return v.also(lab::compare(dbeta.download(), rdb, lab::Tolerance::fp32(), "dbeta", {}, slack_b));
+      const auto hx = S::to_float(x.download()), hg = S::to_float(gamma.download()), hdy = S::to_float(dy.download()),
+                 hm = mean.download(), hr = rstd.download();
+      const ln::BackwardReference ref =
+          ln::backward_reference(hx, hg, hdy, hm, hr, rows, dim, S::kRounding, S::kFloor);
+      lab::Verdict v =
+          lab::compare(S::to_float(dx.download()), ref.dx, out_tolerance(), "dx", {rows, dim}, ref.dx_slack);
+      v.also(lab::compare(S::to_float(dgamma.download()), ref.dgamma, out_tolerance(), "dgamma", {}, ref.dgamma_slack));
+      return v.also(
+          lab::compare(S::to_float(dbeta.download()), ref.dbeta, out_tolerance(), "dbeta", {}, ref.dbeta_slack));
     }
   };
 };
+
+// The backward on the storage this file is compiled for, and on each storage by name.
+using LayerNormBackward = LayerNormBackwardOf<lab::Stored>;
+using LayerNormBackwardFp32 = LayerNormBackwardOf<float>;
+using LayerNormBackwardBf16 = LayerNormBackwardOf<__nv_bfloat16>;
+using LayerNormBackwardFp16 = LayerNormBackwardOf<__half>;

@@ -27,6 +27,7 @@
 
 #include "elementwise.cuh"
 #include "lab/lab.hpp"
+#include "lab/storage.hpp"
 #include "rows.cuh"
 
 namespace loss {
@@ -139,6 +140,37 @@ void sum_over(const float* values, std::size_t n, double divisor, float* out, cu
 void mean_over_counted(const float* values, const std::uint8_t* counted, std::size_t n, float* out, float* count,
                        cudaStream_t s);
 
+// The cross-entropy backward's reference: dlogits = g (exp(x - lse) - onehot) / k for a counted row,
+// 0 for an ignored one, in double from the logits as the kernel sees them (fp32 values; 16-bit ones
+// widened, exactly) and the saved lse; with the rounding a correct fp32 kernel may make in each.
+// Slack: p = exp(x - lse) with a = x - lse rounded (u |a|) and __expf's 2 + 1.2 |a| ulp: at most
+// (4 + 3.4 |a|) u of p; then the subtraction of the label's 1, and dloss / K (two roundings
+// whichever way it is formed) times that, u each. An ignored row is exactly 0. rounding: the
+// relative error of dlogits' rounding to its storage (0 for fp32, 2^-8 for bf16, 2^-11 for fp16),
+// which may enlarge that slack by its own share; floor: that rounding's absolute bound below the
+// storage's normal range (fp16's 2^-25), added to every element's slack so that the whole-output
+// bound holds it (in fp16 most of a wide row's dlogits are subnormal or zero).
+struct GradReference {
+  std::vector<double> dlogits, slack;
+};
+inline GradReference grad_reference(const std::vector<float>& hx, const std::vector<std::int32_t>& hl,
+                                    const std::vector<float>& hlse, double g, double k, int rows, int classes,
+                                    std::int32_t ignore_index, double rounding, double floor = 0) {
+  constexpr double u = lab::fp32::kUnitRoundoff;
+  GradReference out{std::vector<double>(hx.size(), 0.0), std::vector<double>(hx.size(), 0.0)};
+  for (int r = 0; r < rows; ++r) {
+    if (hl[r] == ignore_index) continue;
+    for (int j = 0; j < classes; ++j) {
+      const std::size_t i = std::size_t(r) * classes + j;
+      const double a = double(hx[i]) - hlse[r], p = std::exp(a), y = j == hl[r] ? 1.0 : 0.0;
+      out.dlogits[i] = g * (p - y) / k;
+      out.slack[i] =
+          std::fabs(g) * ((4 + 3.4 * std::fabs(a)) * u * p + 3 * u * std::fabs(p - y)) / k * (1 + rounding) + floor;
+    }
+  }
+  return out;
+}
+
 }  // namespace loss
 
 // What both cross-entropy topics hold and check.
@@ -162,19 +194,18 @@ struct CrossEntropyShapes {
   }
 };
 
-// Shared by both directions: logits, labels, the ignore_index, the bad-label slot, and the check
-// that reads it.
+// Shared by both directions and both storages: labels, the ignore_index, the bad-label slot, and
+// the check that reads it (CrossEntropyLogits adds the logits in their storage).
 struct CrossEntropyInputs : lab::Problem {
   static constexpr std::int32_t kIgnoreIndex = -100;  // PyTorch's default
   int rows, classes;
   std::int32_t ignore_index = kIgnoreIndex;  // a row with this label is not counted
-  lab::DeviceBuffer<float> logits;
   lab::DeviceBuffer<std::int32_t> labels;
   lab::DeviceBuffer<long long> bad_row;  // -1, or a row whose label is outside [0, classes) and not ignored
-  CrossEntropyInputs(const lab::Shape& s, lab::Rng& rng)
-      : rows(static_cast<int>(s[0])), classes(static_cast<int>(s[1])), logits(std::size_t(rows) * classes),
-        labels(rows), bad_row(1) {
-    rng.uniform(logits, -8.f, 8.f);  // e^16 between the largest and smallest: max subtraction matters
+  explicit CrossEntropyInputs(const lab::Shape& s)
+      : rows(static_cast<int>(s[0])), classes(static_cast<int>(s[1])), labels(rows), bad_row(1) {}
+  // The labels, drawn after the logits (CrossEntropyLogits).
+  void draw_labels(lab::Rng& rng) {
     rng.integers(labels, 0, classes);
     // About one row in 16 ignored, as padding marks it; never row 0, so that some row counts.
     std::vector<std::int32_t> hl = labels.download();
@@ -234,30 +265,51 @@ struct CrossEntropyInputs : lab::Problem {
   }
 };
 
-struct CrossEntropy : CrossEntropyShapes {
-  static constexpr const char* name = "cross_entropy";
+// The logits in their storage T (float, or bf16 or fp16: fp32 arithmetic on the widened values, as
+// PyTorch's cross_entropy on 16-bit logits), drawn before the labels.
+template <class T>
+struct CrossEntropyLogits : CrossEntropyInputs {
+  using S = lab::StorageOf<T>;
+  lab::DeviceBuffer<T> logits;
+  CrossEntropyLogits(const lab::Shape& s, lab::Rng& rng)
+      : CrossEntropyInputs(s), logits(std::size_t(rows) * classes) {
+    rng.uniform(logits, -8.f, 8.f);  // e^16 between the largest and smallest: max subtraction matters
+    draw_labels(rng);
+  }
+  CrossEntropyLogits(const lab::Shape& s, lab::Borrowed b) : CrossEntropyInputs(s, b) {}
+  std::vector<float> logits_host() { return S::to_float(logits.download()); }
+};
+
+// T: the logits' storage (float, bf16 or fp16). The loss, the count and each row's lse are fp32 in all
+// (PyTorch's 16-bit loss is this fp32 mean rounded once, a scalar).
+template <class T>
+struct CrossEntropyOf : CrossEntropyShapes {
+  static constexpr const char* name =
+      lab::StorageOf<T>::pick("cross_entropy", "cross_entropy_bf16", "cross_entropy_fp16");
   static lab::Work work(const lab::Shape& s) {
     const double n = double(s[0]), c = double(s[1]);
     // logits and labels in, the loss and the count out
-    return {.bytes = 4.0 * (n * c + n + 2), .flops = 0, .written = 8};
+    return {.bytes = sizeof(T) * n * c + 4.0 * (n + 2), .flops = 0, .written = 8};
   }
   // The loss and the count of rows counted always; each row's log-sum-exp from the variants that
   // declare it (.writes = {"lse"}): the statistic the backward reads, as a training step keeps it.
-  struct Problem : CrossEntropyInputs {
+  struct Problem : CrossEntropyLogits<T> {
+    using Base = CrossEntropyLogits<T>;
+    using Base::rows, Base::classes, Base::ignore_index, Base::labels;
     lab::DeviceBuffer<float> loss, count, lse;  // the mean; K; each row's lse
-    Problem(const lab::Shape& s, lab::Rng& rng) : CrossEntropyInputs(s, rng), loss(1), count(1), lse(rows) {}
-    Problem(const lab::Shape& s, lab::Borrowed b) : CrossEntropyInputs(s, b) {}
+    Problem(const lab::Shape& s, lab::Rng& rng) : Base(s, rng), loss(1), count(1), lse(rows) {}
+    Problem(const lab::Shape& s, lab::Borrowed b) : Base(s, b) {}
     void poison(cudaStream_t s) override {
       lab::poison(loss, s);
       lab::poison(count, s);
       lab::poison(lse, s);
     }
     lab::Verdict verify() override {
-      if (const std::string e = label_error(); !e.empty()) return label_failure("loss", e);
-      const auto hx = logits.download();
+      if (const std::string e = this->label_error(); !e.empty()) return this->label_failure("loss", e);
+      const auto hx = this->logits_host();
       const auto hl = labels.download();
       std::vector<double> lse_slack;
-      const auto lse_ref = reference_lse(hx, &lse_slack);
+      const auto lse_ref = this->reference_lse(hx, &lse_slack);
       // Each counted row's loss is lse - x[label] (its slack: lse's, and the subtraction's
       // rounding); the mean adds K of them in any order and divides by K.
       lab::Sum total;
@@ -268,63 +320,72 @@ struct CrossEntropy : CrossEntropyShapes {
         total.add(l);
         row_slack += lse_slack[r] + lab::fp32::kUnitRoundoff * std::fabs(l);
       }
-      const double k = double(counted(hl));
+      const double k = double(this->counted(hl));
       const std::vector<double> ref{total.value / k},
           slack{(row_slack + lab::fp32::sum_error(k + 1.0) * total.magnitude) / k};
       lab::Verdict v = lab::compare(loss.download(), ref, lab::Tolerance::fp32(), "loss", {}, slack);
       v.also(lab::compare(count.download(), std::vector<double>{k}, lab::Tolerance::exact(), "count"));
-      if (declared().writes_output("lse"))
+      if (this->declared().writes_output("lse"))
         v.also(lab::compare(lse.download(), lse_ref, lab::Tolerance::fp32(), "lse", {}, lse_slack));
       return v;
     }
   };
 };
 
-struct CrossEntropyBackward : CrossEntropyShapes {
-  static constexpr const char* name = "cross_entropy_backward";
+// T: the storage of the logits and of dlogits (float, bf16 or fp16); lse, dloss and the count fp32.
+template <class T>
+struct CrossEntropyBackwardOf : CrossEntropyShapes {
+  using S = lab::StorageOf<T>;
+  static constexpr const char* name =
+      S::pick("cross_entropy_backward", "cross_entropy_backward_bf16", "cross_entropy_backward_fp16");
+  // dlogits' bound: fp32's, and in 16 bits its one rounding on top (with the slack below: in fp16
+  // most of dlogits may lie below the normal range, (softmax - onehot) / K for many rows).
+  static lab::Tolerance dlogits_tolerance() { return S::rounded(lab::Tolerance::fp32(), S::kArithmeticNote); }
   static lab::Work work(const lab::Shape& s) {
     const double n = double(s[0]), c = double(s[1]);
     // logits, labels, lse, dloss and the count in; dlogits out
-    return {.bytes = 4.0 * (2 * n * c + 2 * n + 2), .flops = 0, .written = 4.0 * n * c};
+    return {.bytes = 2.0 * sizeof(T) * n * c + 4.0 * (2 * n + 2), .flops = 0, .written = sizeof(T) * n * c};
   }
   // dlogits = dloss (softmax(logits) - onehot(label)) / K for a counted row, 0 for an ignored one:
   // dloss is the gradient that reaches the mean loss (1 when the loss is the objective; a loss
   // scale, or a weight in a sum of losses), K the forward's count.
-  struct Problem : CrossEntropyInputs {
-    lab::DeviceBuffer<float> lse, dloss, count, dlogits;
-    Problem(const lab::Shape& s, lab::Rng& rng)
-        : CrossEntropyInputs(s, rng), lse(rows), dloss(1), count(1), dlogits(logits.size()) {
-      const auto r = reference_lse(logits.download());  // the forward's saved statistics
+  struct Problem : CrossEntropyLogits<T> {
+    using Base = CrossEntropyLogits<T>;
+    using Base::rows, Base::classes, Base::ignore_index, Base::labels, Base::logits;
+    lab::DeviceBuffer<float> lse, dloss, count;
+    lab::DeviceBuffer<T> dlogits;
+    Problem(const lab::Shape& s, lab::Rng& rng) : Base(s, rng), lse(rows), dloss(1), count(1), dlogits(logits.size()) {
+      const auto r = this->reference_lse(this->logits_host());  // the forward's saved statistics
       lse.upload(std::vector<float>(r.begin(), r.end()));
-      count.upload(std::vector<float>{float(counted(labels.download()))});
+      count.upload(std::vector<float>{float(this->counted(labels.download()))});
       rng.uniform(dloss, 0.5f, 2.f);
     }
-    Problem(const lab::Shape& s, lab::Borrowed b) : CrossEntropyInputs(s, b) {}
+    Problem(const lab::Shape& s, lab::Borrowed b) : Base(s, b) {}
     void poison(cudaStream_t s) override { lab::poison(dlogits, s); }
     lab::Verdict verify() override {
-      if (const std::string e = label_error(); !e.empty()) return label_failure("dlogits", e);
-      const auto hx = logits.download();
+      if (const std::string e = this->label_error(); !e.empty()) return this->label_failure("dlogits", e);
+      const auto hx = this->logits_host();
       const auto hl = labels.download();
       const auto hlse = lse.download();
       const double g = dloss.download()[0], k = count.download()[0];
-      // Slack: p = exp(x - lse) with a = x - lse rounded (u |a|) and __expf's 2 + 1.2 |a| ulp: at most
-      // (4 + 3.4 |a|) u of p; then the subtraction of the label's 1, and dloss / K (two roundings
-      // whichever way it is formed) times that, u each. An ignored row is exactly 0.
-      constexpr double u = lab::fp32::kUnitRoundoff;
-      std::vector<double> ref(hx.size(), 0.0), slack(hx.size(), 0.0);
-      for (int r = 0; r < rows; ++r) {
-        if (hl[r] == ignore_index) continue;
-        for (int j = 0; j < classes; ++j) {
-          const std::size_t i = std::size_t(r) * classes + j;
-          const double a = double(hx[i]) - hlse[r], p = std::exp(a), y = j == hl[r] ? 1.0 : 0.0;
-          ref[i] = g * (p - y) / k;
-          slack[i] = std::fabs(g) * ((4 + 3.4 * std::fabs(a)) * u * p + 3 * u * std::fabs(p - y)) / k;
-        }
-      }
-      return lab::compare(dlogits.download(), ref, lab::Tolerance::fp32(), "dlogits", {rows, classes}, slack);
+      const loss::GradReference ref =
+          loss::grad_reference(hx, hl, hlse, g, k, rows, classes, ignore_index, S::kRounding, S::kFloor);
+      return lab::compare(S::to_float(dlogits.download()), ref.dlogits, dlogits_tolerance(), "dlogits", {rows, classes},
+                          ref.slack);
     }
   };
 };
+
+// The cross-entropy on the storage this file is compiled for (lab::Stored: a storage twin's 16 bits),
+// and on each storage by name.
+using CrossEntropy = CrossEntropyOf<lab::Stored>;
+using CrossEntropyFp32 = CrossEntropyOf<float>;
+using CrossEntropyBf16 = CrossEntropyOf<__nv_bfloat16>;
+using CrossEntropyFp16 = CrossEntropyOf<__half>;
+using CrossEntropyBackward = CrossEntropyBackwardOf<lab::Stored>;
+using CrossEntropyBackwardFp32 = CrossEntropyBackwardOf<float>;
+using CrossEntropyBackwardBf16 = CrossEntropyBackwardOf<__nv_bfloat16>;
+using CrossEntropyBackwardFp16 = CrossEntropyBackwardOf<__half>;
 
 // Mean squared error over n elements (pred and target: any shape, flattened): the activations'
 // flat-array shapes (elementwise.cuh).

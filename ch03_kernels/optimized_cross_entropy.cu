@@ -18,7 +18,11 @@
 // at 65536 x 512) while the SM's next tile waited behind it; now it is paid once a block. The
 // logits cross memory once, where the unfused version reads them twice, and a launch and a pass
 // over N row losses are gone.
+// On bf16 and fp16 storage (the twins, optimized_cross_entropy_bf16 and _fp16) the same kernels read
+// half the bytes: four 16-bit logits a load (8 bytes), widened to fp32 in registers; everything
+// after is the same.
 // Run: make ch03 && ./ch03_kernels/optimized_cross_entropy
+// lab-storage: bf16 fp16
 #include "losses.cuh"
 
 namespace {
@@ -33,7 +37,7 @@ constexpr int kWideHeld = 8;
 // The row's log-sum-exp from its lanes' registers: the row loaded whole, its maximum, then one exp
 // an element. `picked` gets x[label] in the lane that holds it.
 template <int kLanes, int V, int kChunks>
-__device__ __forceinline__ float held_lse(const float* x, int lane, int classes, int label, float& picked,
+__device__ __forceinline__ float held_lse(const lab::Stored* x, int lane, int classes, int label, float& picked,
                                           float* sums) {
   using Chunk = rows::Chunk<V>;
   Chunk v[kChunks];
@@ -63,7 +67,7 @@ __device__ __forceinline__ float held_lse(const float* x, int lane, int classes,
 
 // The same for a row that streams by: the online softmax.
 template <int kLanes, int V>
-__device__ __forceinline__ float streamed_lse(const float* x, int lane, int classes, int label, float& picked,
+__device__ __forceinline__ float streamed_lse(const lab::Stored* x, int lane, int classes, int label, float& picked,
                                               loss::Online* scratch) {
   using Chunk = rows::Chunk<V>;
   loss::Online acc = loss::Online::empty();
@@ -89,8 +93,9 @@ __device__ __forceinline__ float streamed_lse(const float* x, int lane, int clas
 // blocks an SM, as many as the 4-chunk kernels' 48 registers gave five).
 template <int kLanes, int V, bool kWide = false>
 __global__ void __launch_bounds__(rows::block_threads<kLanes>(), kLanes > 32 || kWide ? 4 : 1)
-    online_loss(const float* __restrict__ logits, const std::int32_t* __restrict__ labels, float* __restrict__ lse,
-                float* __restrict__ block_loss, unsigned* __restrict__ block_counted, unsigned* __restrict__ finished,
+    online_loss(const lab::Stored* __restrict__ logits, const std::int32_t* __restrict__ labels,
+                float* __restrict__ lse, float* __restrict__ block_loss, unsigned* __restrict__ block_counted,
+                unsigned* __restrict__ finished,
                 float* __restrict__ loss_out, float* __restrict__ count_out, long long* seen_bad,
                 long long* __restrict__ bad_row, int rows, int classes, int ignore_index) {
   constexpr int kThreads = rows::block_threads<kLanes>();
@@ -111,7 +116,7 @@ __global__ void __launch_bounds__(rows::block_threads<kLanes>(), kLanes > 32 || 
     const std::size_t row = tile * kRows + threadIdx.x / kLanes;
     if (row >= std::size_t(rows)) continue;  // a whole row group (for a block per row, the whole block)
     const int label = labels[row];
-    const float* x = logits + row * classes;
+    const lab::Stored* x = logits + row * classes;
     float picked = 0.f;  // x[label], in the one lane whose chunk holds it
     float row_lse;
     // Below 32 lanes the row is always held (loss::row_lanes gives a row fewer lanes only when
@@ -249,4 +254,4 @@ struct OnePass {
 
 LAB_VARIANT_CLASS(OnePass, optimized,
                   "one kernel: short rows held in registers (max, then one exp an element), long rows online; "
-                  "float4 loads, 2 lanes to 512 threads a row, persistent blocks, the mean by the last block");
+                  "four values a load, 2 lanes to 512 threads a row, persistent blocks, the mean by the last block");

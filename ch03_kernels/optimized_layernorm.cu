@@ -6,10 +6,11 @@
 // rows.cuh's list that holds D; D not a multiple of 4 uses the same kernel with 4-byte loads. A
 // row longer than the largest tile (32768 floats) does not fit in registers: the variant declares
 // it N/A rather than running another kernel under its name.
-// On bf16 storage (the twin, optimized_layernorm_bf16) the same kernel reads and writes half the
-// bytes: four bf16 (8 bytes) a load, widened to fp32 in registers, y rounded once on the store.
+// On bf16 and fp16 storage (the twins, optimized_layernorm_bf16 and _fp16) the same kernel reads and
+// writes half the bytes: four 16-bit values (8 bytes) a load, widened to fp32 in registers, y
+// rounded once on the store.
 // Run: make ch03 && ./ch03_kernels/optimized_layernorm
-// lab-storage: bf16
+// lab-storage: bf16 fp16
 #include "layernorm.cuh"
 
 namespace {

@@ -7,7 +7,12 @@
 // second small kernel adds them in a fixed order. x and dy are read once, dx written once, where
 // the baseline reads them three times. Rows longer than 16384 floats (4096 when D is not a
 // multiple of 4) would not fit the shared-memory slabs: the variant declares them N/A.
+// On bf16 and fp16 storage (the twins, optimized_layernorm_backward_one_pass_bf16 and _fp16) the
+// same kernel reads x, dy and gamma in half the bytes (four 16-bit values a load, widened in
+// registers) and rounds dx once on the store; the slabs and partials stay fp32, and dgamma and
+// dbeta are rounded once at the end.
 // Run: make ch03 && ./ch03_kernels/optimized_layernorm_backward_one_pass
+// lab-storage: bf16 fp16
 #include "layernorm.cuh"
 
 namespace {
@@ -16,10 +21,10 @@ constexpr int kBackwardTiles = rows::tiles_through(512, 8);
 
 template <int kLanes, int kItems, int V>
 __global__ void __launch_bounds__(rows::block_threads<kLanes>())
-    layernorm_backward_rows(const float* __restrict__ x, const float* __restrict__ gamma,
+    layernorm_backward_rows(const lab::Stored* __restrict__ x, const lab::Stored* __restrict__ gamma,
                             const float* __restrict__ mean, const float* __restrict__ rstd,
-                            const float* __restrict__ dy, float* __restrict__ dx, float* __restrict__ partial,
-                            int rows, int dim) {
+                            const lab::Stored* __restrict__ dy, lab::Stored* __restrict__ dx,
+                            float* __restrict__ partial, int rows, int dim) {
   using Chunk = rows::Chunk<V>;
   constexpr int kRowsPerBlock = rows::rows_per_block<kLanes>();
   extern __shared__ float slabs[];  // kRowsPerBlock x [dgamma (dim) | dbeta (dim)]

@@ -18,10 +18,12 @@
 #include <type_traits>
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include "lab/check.hpp"
 #include "lab/device.hpp"
+#include "lab/elementwise.cuh"
 
 namespace rows {
 
@@ -77,8 +79,8 @@ __device__ __forceinline__ float group_reduce(float v, Op op, float* scratch) {
 template <int kLanes>
 __device__ __forceinline__ float group_sum(float v, float* scratch) { return group_reduce<kLanes>(v, Sum{}, scratch); }
 
-// V consecutive values, held as floats: stored as floats (16-byte aligned when V = 4) or as bf16
-// (8-byte aligned when V = 4; widened on the load, rounded to nearest on the store).
+// V consecutive values, held as floats: stored as floats (16-byte aligned when V = 4) or as bf16 or
+// fp16 (8-byte aligned when V = 4; widened on the load, rounded to nearest on the store).
 template <int V>
 struct Chunk {
   float v[V];
@@ -101,27 +103,29 @@ struct Chunk {
       for (int i = 0; i < V; ++i) p[i] = v[i];
     }
   }
-  __device__ __forceinline__ static Chunk load(const __nv_bfloat16* p) {
+  // 16-bit storage (bf16, fp16): an 8-byte access for four values.
+  template <class T>
+  __device__ __forceinline__ static Chunk load(const T* p) {
+    static_assert(sizeof(T) == 2, "bf16 or fp16");
     Chunk c;
     if constexpr (V == 4) {
       const uint2 t = *reinterpret_cast<const uint2*>(p);
-      const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&t.x));
-      const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&t.y));
+      const float2 a = lab::pair_to_f32<T>(t.x), b = lab::pair_to_f32<T>(t.y);
       c.v[0] = a.x, c.v[1] = a.y, c.v[2] = b.x, c.v[3] = b.y;
     } else {
 #pragma unroll
-      for (int i = 0; i < V; ++i) c.v[i] = __bfloat162float(p[i]);
+      for (int i = 0; i < V; ++i) c.v[i] = lab::to_f32(p[i]);
     }
     return c;
   }
-  __device__ __forceinline__ void store(__nv_bfloat16* p) const {
+  template <class T>
+  __device__ __forceinline__ void store(T* p) const {
+    static_assert(sizeof(T) == 2, "bf16 or fp16");
     if constexpr (V == 4) {
-      const __nv_bfloat162 a = __floats2bfloat162_rn(v[0], v[1]), b = __floats2bfloat162_rn(v[2], v[3]);
-      *reinterpret_cast<uint2*>(p) =
-          make_uint2(*reinterpret_cast<const unsigned*>(&a), *reinterpret_cast<const unsigned*>(&b));
+      *reinterpret_cast<uint2*>(p) = make_uint2(lab::pair_from_f32<T>(v[0], v[1]), lab::pair_from_f32<T>(v[2], v[3]));
     } else {
 #pragma unroll
-      for (int i = 0; i < V; ++i) p[i] = __float2bfloat16_rn(v[i]);
+      for (int i = 0; i < V; ++i) p[i] = lab::from_f32<T>(v[i]);
     }
   }
 };
@@ -174,14 +178,15 @@ constexpr int largest_tile() {
   return kTiles[kCount - 1].lanes * kTiles[kCount - 1].items * V;
 }
 
-// "" when a row of `dim` floats fits one of the first kCount tiles (float4 loads when dim is a
-// multiple of 4, single floats otherwise), else the reason a row-in-registers variant gives.
+// "" when a row of `dim` values fits one of the first kCount tiles (held as floats in registers,
+// whatever the storage; four a load when dim is a multiple of 4, one otherwise), else the reason a
+// row-in-registers variant gives.
 template <int kCount = kTileCount>
 std::string row_fits(long long dim) {
   const int cap = dim % 4 == 0 ? largest_tile<4, kCount>() : largest_tile<1, kCount>();
   if (dim <= cap) return "";
-  return "a row of " + std::to_string(dim) + " floats is longer than the largest register tile (" +
-         std::to_string(cap) + (dim % 4 == 0 ? " floats)" : " floats when D is not a multiple of 4)");
+  return "a row of " + std::to_string(dim) + " values is longer than the largest register tile (" +
+         std::to_string(cap) + (dim % 4 == 0 ? " values)" : " values when D is not a multiple of 4)");
 }
 
 // Blocks for a row-tiled kernel over `rows` rows, one tile per group of threads.
@@ -191,7 +196,9 @@ unsigned blocks_for_rows(std::size_t rows) {
 }
 
 // The second stage of a column reduction: out[c] = sum over p < parts of partial[p * pitch + c]
-// for c < cols, in a fixed order (deterministic), 32 columns a block, coalesced.
-void sum_partials(const float* partial, int parts, int cols, std::size_t pitch, float* out, cudaStream_t s);
+// for c < cols, in a fixed order (deterministic), 32 columns a block, coalesced. The sum is fp32;
+// a bf16 or fp16 out gets it rounded once. Out: float, __nv_bfloat16 or __half (rows.cu).
+template <class Out>
+void sum_partials(const float* partial, int parts, int cols, std::size_t pitch, Out* out, cudaStream_t s);
 
 }  // namespace rows

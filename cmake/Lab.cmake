@@ -101,9 +101,10 @@ function(lab_chapter short)
         set(step_definition "LAB_STEP=${ladder_step}")
       endif()
     endif()
-    # Its storage twins: a line "// lab-storage: bf16" compiles the same file once more with the
-    # topic's tensors in that type (LAB_STORAGE_BF16; common/lab/storage.hpp), as its own program,
-    # <program>_bf16 (the variant's name in the registry gets the same suffix).
+    # Its storage twins: a line "// lab-storage: bf16 fp16" compiles the same file once more for each
+    # storage it names, with the topic's tensors in that type (LAB_STORAGE_BF16, LAB_STORAGE_FP16;
+    # common/lab/storage.hpp), as its own program, <program>_bf16 and <program>_fp16 (the variant's
+    # name in the registry gets the same suffix).
     file(STRINGS "${src}" storage_line REGEX "^// lab-storage: " LIMIT_COUNT 1)
     string(REPLACE "// lab-storage: " "" storages "${storage_line}")
     separate_arguments(storages UNIX_COMMAND "${storages}")
@@ -112,11 +113,12 @@ function(lab_chapter short)
       if(storage STREQUAL "float")
         set(twin ${program})
         set(storage_definition "")
-      elseif(storage STREQUAL "bf16")
+      elseif(storage STREQUAL "bf16" OR storage STREQUAL "fp16")
         set(twin ${program}_${storage})
-        set(storage_definition "LAB_STORAGE_BF16=1")
+        string(TOUPPER "${storage}" upper)
+        set(storage_definition "LAB_STORAGE_${upper}=1")
       else()
-        message(FATAL_ERROR "${rel}: lab-storage names '${storage}': the storages are bf16")
+        message(FATAL_ERROR "${rel}: lab-storage names '${storage}': the storages are bf16 and fp16")
       endif()
       # The variant is compiled once and linked into its program and into the chapter's tests.
       add_library(${twin}_variant OBJECT "${src}")

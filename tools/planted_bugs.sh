@@ -58,7 +58,9 @@
 # logit, against the kernels' own tests; and in step 17, which rounds the weights ahead on the side
 # stream, each stage's copy written into the block before's, against its check; and the
 # activations on bf16 storage with every second element 1% high (GELU's forward and backward,
-# Swish's backward), and LayerNorm's on bf16 storage (the optimized forward's twin) likewise.
+# Swish's backward), and LayerNorm's on bf16 storage (the optimized forward's twin, and the
+# backward's one-pass step's twin: its dx) likewise, and the cross-entropy on bf16 logits (its
+# forward's label logit 0.1% high, its backward's every second gradient 1% high).
 # Exit status 0 when every bug was caught (with --scales: at the first scale listed; with
 # --check-patterns: when every text was found once); 2 for a bad argument.
 set -u
@@ -229,12 +231,29 @@ plant variance_divisor ch03_kernels/optimized_layernorm.cu optimized_layernorm \
   'rsqrtf(rows::group_sum<kLanes>(sq, scratch) / (dim - 1) + ln::kEps)'
 plant label_logit ch03_kernels/optimized_cross_entropy.cu optimized_cross_entropy \
   'kUsed ? row_lse - picked :' 'kUsed ? row_lse - 1.001f * picked :'
+# LayerNorm and the cross-entropy's gradient on 16-bit storage (the storage twins): every second
+# element 1% high. Each output is rounded to its storage after it: the check allows that rounding
+# (2^-8 in bf16, eight times less in fp16) and no more.
+for storage in bf16 fp16; do
+  plant layernorm_${storage}_odd ch03_kernels/optimized_layernorm.cu optimized_layernorm_$storage \
+    'out.v[i] = (v[k].v[i] - mu) * rs * g.v[i] + b.v[i];' 'out.v[i] = (i & 1 ? 1.01f : 1.f) * ((v[k].v[i] - mu) * rs * g.v[i] + b.v[i]);'
+  plant cross_entropy_backward_${storage}_odd ch03_kernels/optimized_cross_entropy_backward.cu \
+    optimized_cross_entropy_backward_$storage \
+    'out.v[i] = ok ? (__expf(v.v[i] - shift) - (c + i == label ? 1.f : 0.f)) * scale : NAN;' \
+    'out.v[i] = ok ? (i & 1 ? 1.01f : 1.f) * (__expf(v.v[i] - shift) - (c + i == label ? 1.f : 0.f)) * scale : NAN;'
+done
+plant layernorm_backward_bf16_odd ch03_kernels/optimized_layernorm_backward_one_pass.cu \
+  optimized_layernorm_backward_one_pass_bf16 \
+  'for (int i = 0; i < V; ++i) out.v[i] = rs * (gv[k].v[i] - mean_g - xv[k].v[i] * mean_gx);' \
+  'for (int i = 0; i < V; ++i) out.v[i] = (i & 1 ? 1.01f : 1.f) * rs * (gv[k].v[i] - mean_g - xv[k].v[i] * mean_gx);'
+# The cross-entropy's forward on bf16 logits: the label logit 0.1% high (its outputs are fp32 and
+# keep fp32's bound).
+plant label_logit_bf16 ch03_kernels/optimized_cross_entropy.cu optimized_cross_entropy_bf16 \
+  'kUsed ? row_lse - picked :' 'kUsed ? row_lse - 1.001f * picked :'
 # The activations on bf16 storage (lab::map_packs, common/lab/elementwise.cuh): every second
 # element of a pack 1% high, in the forward map (GELU on bf16) and the backward's (Swish's
 # backward on bf16). Each output is rounded to bf16 after it: the check allows that rounding,
 # 2^-8, and no more.
-plant layernorm_bf16_odd ch03_kernels/optimized_layernorm.cu optimized_layernorm_bf16 \
-  'out.v[i] = (v[k].v[i] - mu) * rs * g.v[i] + b.v[i];' 'out.v[i] = (i & 1 ? 1.01f : 1.f) * ((v[k].v[i] - mu) * rs * g.v[i] + b.v[i]);'
 plant gelu_bf16_odd common/lab/elementwise.cuh optimized_gelu_bf16 \
   'b.v[k] = from_f32<Out>(f(to_f32(a.v[k])));' 'b.v[k] = from_f32<Out>((k & 1 ? 1.01f : 1.f) * f(to_f32(a.v[k])));'
 plant swish_backward_bf16_odd common/lab/elementwise.cuh optimized_swish_backward_bf16 \
@@ -244,7 +263,8 @@ plant gelu_backward_bf16_odd common/lab/elementwise.cuh optimized_gelu_backward_
   'b.v[k] = from_f32<Out>(f(to_f32(a.v[k]), to_f32(g.v[k])));' \
   'b.v[k] = from_f32<Out>((k & 1 ? 1.01f : 1.f) * f(to_f32(a.v[k]), to_f32(g.v[k])));'
 plant baseline_label_logit ch03_kernels/baseline_cross_entropy.cu baseline_cross_entropy \
-  '- logits[std::size_t(r) * classes + label]' '- 1.01f * logits[std::size_t(r) * classes + label]'
+  '- lab::to_f32(logits[std::size_t(r) * classes + label])' \
+  '- 1.01f * lab::to_f32(logits[std::size_t(r) * classes + label])'
 plant baseline_count_all ch03_kernels/baseline_cross_entropy.cu baseline_cross_entropy \
   'counted[r] = kind != loss::Label::kIgnored;' 'counted[r] = 1;'
 plant baseline_one_hot ch03_kernels/baseline_cross_entropy_backward.cu baseline_cross_entropy_backward \

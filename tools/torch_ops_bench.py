@@ -55,8 +55,24 @@ OPS = {
     "gelu_backward_bf16": ("ch03_kernels", "optimized_gelu_backward_bf16", ["16777216", "268435456"]),
     "swish_bf16": ("ch03_kernels", "optimized_swish_bf16", ["16777216", "268435456"]),
     "swish_backward_bf16": ("ch03_kernels", "optimized_swish_backward_bf16", ["16777216", "268435456"]),
+    # LayerNorm on bf16: the storage twins of optimized_layernorm and of the backward's one-pass step
+    # (the TMA pipeline has no twin).
+    "layernorm_bf16": ("ch03_kernels", "optimized_layernorm_bf16", ["16384x768", "8192x4096", "4096x16384"]),
+    "layernorm_backward_bf16": ("ch03_kernels", "optimized_layernorm_backward_one_pass_bf16",
+                                ["16384x768", "8192x4096", "4096x16384"]),
+    # The same on fp16 storage (their twins _fp16).
+    "layernorm_fp16": ("ch03_kernels", "optimized_layernorm_fp16", ["16384x768", "8192x4096", "4096x16384"]),
+    "layernorm_backward_fp16": ("ch03_kernels", "optimized_layernorm_backward_one_pass_fp16",
+                                ["16384x768", "8192x4096", "4096x16384"]),
     "cross_entropy": ("ch03_kernels", "optimized_cross_entropy", ["8192x32768", "4096x50304"]),
     "cross_entropy_backward": ("ch03_kernels", "optimized_cross_entropy_backward", ["8192x32768", "4096x50304"]),
+    # bf16 logits: the storage twins (the loss, lse and count fp32; dlogits bf16).
+    "cross_entropy_bf16": ("ch03_kernels", "optimized_cross_entropy_bf16", ["8192x32768", "4096x50304"]),
+    "cross_entropy_backward_bf16": ("ch03_kernels", "optimized_cross_entropy_backward_bf16",
+                                    ["8192x32768", "4096x50304"]),
+    "cross_entropy_fp16": ("ch03_kernels", "optimized_cross_entropy_fp16", ["8192x32768", "4096x50304"]),
+    "cross_entropy_backward_fp16": ("ch03_kernels", "optimized_cross_entropy_backward_fp16",
+                                    ["8192x32768", "4096x50304"]),
     "attention": ("ch04_compile_vs_fused", "optimized_attention_fused", ["8x16x4096x64x0", "8x16x4096x128x0"]),
     "attention_3xtf32": ("ch04_compile_vs_fused", "optimized_attention_fused_3xtf32",
                          ["8x16x4096x64x0", "8x16x4096x128x0"]),
@@ -99,27 +115,36 @@ def cases(torch, lab, op, shape, compile_mode="default"):
     def rand(*s, lo=-1.0, hi=1.0, dtype=torch.float32, grad=False):
         return torch.empty(*s, device="cuda").uniform_(lo, hi).to(dtype).requires_grad_(grad)
 
-    if op == "layernorm":
+    base, ln_dtype = op, torch.float32  # an op on 16-bit storage ends in its storage
+    for suffix, t in (("_bf16", torch.bfloat16), ("_fp16", torch.float16)):
+        if op.endswith(suffix):
+            base, ln_dtype = op.removesuffix(suffix), t
+    if base == "layernorm":
         n, d = dims
-        x, w, b = rand(n, d, lo=-2, hi=4), rand(d, lo=0.5, hi=1.5), rand(d, lo=-0.5, hi=0.5)
+        x, w, b = (rand(n, d, lo=-2, hi=4, dtype=ln_dtype), rand(d, lo=0.5, hi=1.5, dtype=ln_dtype),
+                   rand(d, lo=-0.5, hi=0.5, dtype=ln_dtype))
         f = lambda x, w, b: F.layer_norm(x, (d,), w, b, 1e-5)  # noqa: E731
         return {"lab": lambda: ops.layernorm_forward(x, w, b, "optimized_layernorm"), "eager": lambda: f(x, w, b),
                 "compile": (compiled(f), (x, w, b))}
-    if op == "layernorm_backward":
+    if base == "layernorm_backward":
         n, d = dims
-        x, w, b = rand(n, d, lo=-2, hi=4, grad=True), rand(d, lo=0.5, hi=1.5, grad=True), rand(d, grad=True)
-        dy = rand(n, d)
+        x = rand(n, d, lo=-2, hi=4, dtype=ln_dtype, grad=True)
+        w, b = rand(d, lo=0.5, hi=1.5, dtype=ln_dtype, grad=True), rand(d, dtype=ln_dtype, grad=True)
+        dy = rand(n, d, dtype=ln_dtype)
         y = F.layer_norm(x, (d,), w, b, 1e-5)
         _, mean, rstd = ops.layernorm_forward(x.detach(), w.detach(), b.detach(), "optimized_layernorm")
         xd, wd = x.detach(), w.detach()
 
-        def formula(dy, x, w, mean, rstd):  # the backward written out, for torch.compile
+        def formula(dy, x, w, mean, rstd):  # the backward written out, for torch.compile: fp32, the
+            t = dy.dtype                    # results in the inputs' dtype (as PyTorch's own backward)
+            dy, x, w = dy.float(), x.float(), w.float()
             xhat = (x - mean[:, None]) * rstd[:, None]
             g = dy * w
             dx = rstd[:, None] * (g - g.mean(-1, keepdim=True) - xhat * (g * xhat).mean(-1, keepdim=True))
-            return dx, (dy * xhat).sum(0), dy.sum(0)
+            return dx.to(t), (dy * xhat).sum(0).to(t), dy.sum(0).to(t)
 
-        return {"lab": lambda: ops.layernorm_backward(dy, xd, wd, mean, rstd, "optimized_layernorm_backward"),
+        variant = "optimized_layernorm_backward" + ("_one_pass" if ln_dtype != torch.float32 else "")
+        return {"lab": lambda: ops.layernorm_backward(dy, xd, wd, mean, rstd, variant),
                 "eager": lambda: torch.autograd.grad(y, (x, w, b), dy, retain_graph=True),
                 "compile": (compiled(formula), (dy, xd, wd, mean, rstd))}
     if op.split("_")[0] in ("gelu", "swish"):
@@ -144,10 +169,11 @@ def cases(torch, lab, op, shape, compile_mode="default"):
         return {"lab": lambda: getattr(ops, name + "_backward")(dy, x, "optimized_%s_backward" % name),
                 "eager": lambda: torch.autograd.grad(y, xg, dy, retain_graph=True),
                 "compile": (compiled(formula), (dy, x))}
-    if op in ("cross_entropy", "cross_entropy_backward"):
+    if base in ("cross_entropy", "cross_entropy_backward"):
         n, c = dims
-        logits, labels = rand(n, c, lo=-8, hi=8), torch.randint(0, c, (n,), device="cuda")
-        if op == "cross_entropy":
+        dtype = ln_dtype
+        logits, labels = rand(n, c, lo=-8, hi=8, dtype=dtype), torch.randint(0, c, (n,), device="cuda")
+        if base == "cross_entropy":
             return {"lab": lambda: ops.cross_entropy_forward(logits, labels, -100, "optimized_cross_entropy"),
                     "eager": lambda: F.cross_entropy(logits, labels),
                     "compile": (compiled(F.cross_entropy), (logits, labels))}
@@ -156,10 +182,10 @@ def cases(torch, lab, op, shape, compile_mode="default"):
         _, lse, count = ops.cross_entropy_forward(logits, labels, -100, "optimized_cross_entropy")
         one = torch.ones((), device="cuda")
 
-        def formula(g, logits, labels, lse):
-            p = torch.exp(logits - lse[:, None])
+        def formula(g, logits, labels, lse):  # fp32, the gradient in the logits' dtype (as PyTorch's)
+            p = torch.exp(logits.float() - lse[:, None])
             p[torch.arange(logits.shape[0], device=logits.device), labels] -= 1
-            return p * (g / logits.shape[0])
+            return (p * (g / logits.shape[0])).to(logits.dtype)
 
         return {"lab": lambda: ops.cross_entropy_backward(one, logits, labels, lse, count, -100,
                                                           "optimized_cross_entropy_backward"),

@@ -1,7 +1,8 @@
 // A label outside [0, C) must give an error naming it, for every cross-entropy variant, forward
 // and backward: never a number, and never a read outside the logits (run under memcheck). A row
 // labelled ignore_index is not counted, whatever ignore_index is (a class too), and with every row
-// ignored the loss is NaN (0/0, as PyTorch's) and the gradient zero.
+// ignored the loss is NaN (0/0, as PyTorch's) and the gradient zero. On every storage: the fp32
+// topics and their 16-bit twins (cross_entropy_bf16, cross_entropy_backward_bf16, and _fp16).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -57,14 +58,42 @@ const BadLabel kCases[] = {
     {{2, 9000}, 1, 9000},      // a block per row
 };
 
+constexpr std::string_view kForwards[] = {CrossEntropyFp32::name, CrossEntropyBf16::name, CrossEntropyFp16::name};
+constexpr std::string_view kBackwards[] = {CrossEntropyBackwardFp32::name, CrossEntropyBackwardBf16::name,
+                                           CrossEntropyBackwardFp16::name};
+
 TEST(CrossEntropyLabels, ForwardReportsTheBadLabel) {
   LAB_REQUIRE_GPU();
-  for (const auto& c : kCases) expect_label_error("cross_entropy", c);
+  for (std::string_view topic : kForwards)
+    for (const auto& c : kCases) expect_label_error(topic, c);
 }
 
 TEST(CrossEntropyLabels, BackwardReportsTheBadLabel) {
   LAB_REQUIRE_GPU();
-  for (const auto& c : kCases) expect_label_error("cross_entropy_backward", c);
+  for (std::string_view topic : kBackwards)
+    for (const auto& c : kCases) expect_label_error(topic, c);
+}
+
+// The forward's loss and count, and the backward's count and dlogits (as floats), on any storage.
+template <template <class> class Topic, class F>
+decltype(auto) on_storage(lab::Problem& p, F&& f) {
+  if (auto* a = dynamic_cast<typename Topic<float>::Problem*>(&p)) return f(*a);
+  if (auto* b = dynamic_cast<typename Topic<__nv_bfloat16>::Problem*>(&p)) return f(*b);
+  return f(dynamic_cast<typename Topic<__half>::Problem&>(p));
+}
+float loss_of(lab::Problem& p, std::size_t i = 0) {
+  return on_storage<CrossEntropyOf>(p, [&](auto& q) { return i ? q.count.download()[0] : q.loss.download()[0]; });
+}
+lab::DeviceBuffer<float>& count_of_backward(lab::Problem& p) {
+  return on_storage<CrossEntropyBackwardOf>(p, [](auto& q) -> lab::DeviceBuffer<float>& { return q.count; });
+}
+std::vector<float> dlogits_of(lab::Problem& p) {
+  return on_storage<CrossEntropyBackwardOf>(
+      p, [](auto& q) { return std::remove_reference_t<decltype(q)>::S::to_float(q.dlogits.download()); });
+}
+bool is_backward(lab::Problem& p) {
+  return dynamic_cast<CrossEntropyBackwardFp32::Problem*>(&p) || dynamic_cast<CrossEntropyBackwardBf16::Problem*>(&p) ||
+         dynamic_cast<CrossEntropyBackwardFp16::Problem*>(&p);
 }
 
 // Runs every variant of `topic` at `shape` with its labels set by `relabel` (labels, ignore_index in
@@ -81,8 +110,8 @@ void with_labels(std::string_view topic, const lab::Shape& shape, Relabel&& rela
     auto labels = in.labels.download();
     relabel(labels, in.ignore_index);
     in.labels.upload(labels);
-    if (auto* b = dynamic_cast<CrossEntropyBackward::Problem*>(pr.problem.get()))
-      b->count.upload(std::vector<float>{float(in.counted(labels))});  // what the forward would give
+    if (is_backward(*pr.problem))  // what the forward would give
+      count_of_backward(*pr.problem).upload(std::vector<float>{float(in.counted(labels))});
     pr.problem->poison(stream);
     pr.instance->run(*pr.problem, stream);
     LAB_CHECK(cudaStreamSynchronize(stream));
@@ -94,7 +123,7 @@ void with_labels(std::string_view topic, const lab::Shape& shape, Relabel&& rela
 // row labelled 3, the rest drawn as usual; the check (which honours ignore_index) must pass.
 TEST(CrossEntropyLabels, IgnoreIndexMayBeAClass) {
   LAB_REQUIRE_GPU();
-  for (std::string_view topic : {"cross_entropy", "cross_entropy_backward"})
+  for (std::string_view topic : {kForwards[0], kForwards[1], kBackwards[0], kBackwards[1]})
     for (const lab::Shape& shape : {lab::Shape{40, 64}, lab::Shape{7, 33}, lab::Shape{5, 9000}})
       with_labels(
           topic, shape,
@@ -118,18 +147,18 @@ TEST(CrossEntropyLabels, EveryRowIgnored) {
     for (auto& l : labels) l = ignore;
   };
   for (const lab::Shape& shape : {lab::Shape{40, 64}, lab::Shape{3, 4096}, lab::Shape{2, 9000}}) {
-    with_labels("cross_entropy", shape, all_ignored, [](lab::Problem& p) {
-      auto& f = dynamic_cast<CrossEntropy::Problem&>(p);
-      EXPECT_TRUE(std::isnan(f.loss.download()[0]));
-      EXPECT_EQ(f.count.download()[0], 0.f);
-      EXPECT_EQ(f.label_error(), "");
-    });
-    with_labels("cross_entropy_backward", shape, all_ignored, [](lab::Problem& p) {
-      auto& b = dynamic_cast<CrossEntropyBackward::Problem&>(p);
-      const auto d = b.dlogits.download();
-      EXPECT_EQ(std::count(d.begin(), d.end(), 0.f), std::ptrdiff_t(d.size()));
-      EXPECT_EQ(b.label_error(), "");
-    });
+    for (std::string_view topic : kForwards)
+      with_labels(topic, shape, all_ignored, [](lab::Problem& p) {
+        EXPECT_TRUE(std::isnan(loss_of(p)));
+        EXPECT_EQ(loss_of(p, 1), 0.f);
+        EXPECT_EQ(dynamic_cast<CrossEntropyInputs&>(p).label_error(), "");
+      });
+    for (std::string_view topic : kBackwards)
+      with_labels(topic, shape, all_ignored, [](lab::Problem& p) {
+        const auto d = dlogits_of(p);
+        EXPECT_EQ(std::count(d.begin(), d.end(), 0.f), std::ptrdiff_t(d.size()));
+        EXPECT_EQ(dynamic_cast<CrossEntropyInputs&>(p).label_error(), "");
+      });
   }
 }
 

@@ -6,7 +6,7 @@
 //     such kernels stop near 80% of the copy rate on large arrays;
 //   map_vec4: 16-byte loads and stores, four elements a thread, grid-stride, the tail one by one:
 //     four times the bytes in flight and a quarter of the memory instructions, the copy rate.
-//   map_packs: the same for any storage type (fp32, bf16), input and output types apart: eight
+//   map_packs: the same for any storage type (fp32, bf16, fp16), input and output types apart: eight
 //     elements a thread an iteration (16 bytes of bf16, two float4 of fp32), each converted to
 //     fp32 in registers, f applied in fp32, the result rounded to the output's type (nearest).
 //     With f the identity it is a cast; with bf16 in and out it is the operation on bf16 storage
@@ -20,6 +20,7 @@
 #include <type_traits>
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 namespace lab {
 
@@ -73,12 +74,35 @@ __global__ void map_vec4(F f, const float* __restrict__ x, const float* __restri
 // Storage types: a value to fp32 (exact) and an fp32 value back (round to nearest even).
 __host__ __device__ inline float to_f32(float v) { return v; }
 __host__ __device__ inline float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+__host__ __device__ inline float to_f32(__half v) { return __half2float(v); }
 template <class T>
 __host__ __device__ inline T from_f32(float v) {
   if constexpr (std::is_same_v<T, float>)
     return v;
+  else if constexpr (std::is_same_v<T, __half>)
+    return __float2half_rn(v);
   else
     return __float2bfloat16_rn(v);
+}
+
+// Two 16-bit values (bf16 or fp16) packed in 32 bits, as fp32 (exact); and two fp32 values rounded
+// (to nearest, even) into such a pair: the halves of the 8- and 16-byte accesses of 16-bit storage.
+template <class T>
+__device__ __forceinline__ float2 pair_to_f32(unsigned u) {
+  if constexpr (std::is_same_v<T, __half>)
+    return __half22float2(*reinterpret_cast<const __half2*>(&u));
+  else
+    return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u));
+}
+template <class T>
+__device__ __forceinline__ unsigned pair_from_f32(float a, float b) {
+  if constexpr (std::is_same_v<T, __half>) {
+    const __half2 y = __floats2half2_rn(a, b);
+    return *reinterpret_cast<const unsigned*>(&y);
+  } else {
+    const __nv_bfloat162 y = __floats2bfloat162_rn(a, b);
+    return *reinterpret_cast<const unsigned*>(&y);
+  }
 }
 
 // f(x) = x: with map_packs, a cast from one storage type to another.

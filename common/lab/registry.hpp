@@ -400,9 +400,11 @@ const Variant& register_variant_class(Registry& reg, std::string program, Role r
 #endif
 
 // A storage twin's program name ends in its storage (common/lab/storage.hpp: a variant file compiled
-// once more with LAB_STORAGE_BF16 is the program <name>_bf16).
+// once more with LAB_STORAGE_BF16 is the program <name>_bf16, with LAB_STORAGE_FP16 <name>_fp16).
 #if defined(LAB_STORAGE_BF16)
 #define LAB_STORAGE_SUFFIX "_bf16"
+#elif defined(LAB_STORAGE_FP16)
+#define LAB_STORAGE_SUFFIX "_fp16"
 #else
 #define LAB_STORAGE_SUFFIX ""
 #endif

@@ -9,6 +9,7 @@
 #include <span>
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include "lab/memory.hpp"
@@ -51,8 +52,9 @@ LAB_HD inline std::int32_t int_in(std::uint64_t b, std::int32_t lo, std::int32_t
 
 // Device fills (one kernel each, on the given stream).
 void device_fill_uniform(float* p, std::size_t n, std::uint64_t key, float lo, float hi, cudaStream_t s);
-// bf16: the numbers the fp32 fill gives, rounded to nearest.
+// bf16, fp16: the numbers the fp32 fill gives, rounded to nearest.
 void device_fill_uniform(__nv_bfloat16* p, std::size_t n, std::uint64_t key, float lo, float hi, cudaStream_t s);
+void device_fill_uniform(__half* p, std::size_t n, std::uint64_t key, float lo, float hi, cudaStream_t s);
 void device_fill_normal(float* p, std::size_t n, std::uint64_t key, float mean, float stddev, cudaStream_t s);
 void device_fill_int(std::int32_t* p, std::size_t n, std::uint64_t key, std::int32_t lo, std::int32_t hi,
                      cudaStream_t s);
@@ -84,6 +86,9 @@ class Rng {
     device_fill_uniform(out.data(), out.size(), next_key(), lo, hi, s);
   }
   void uniform(DeviceBuffer<__nv_bfloat16>& out, float lo = -1.f, float hi = 1.f, cudaStream_t s = nullptr) {
+    device_fill_uniform(out.data(), out.size(), next_key(), lo, hi, s);
+  }
+  void uniform(DeviceBuffer<__half>& out, float lo = -1.f, float hi = 1.f, cudaStream_t s = nullptr) {
     device_fill_uniform(out.data(), out.size(), next_key(), lo, hi, s);
   }
   void normal(DeviceBuffer<float>& out, float mean = 0.f, float stddev = 1.f, cudaStream_t s = nullptr) {

@@ -1,15 +1,16 @@
 // The type a topic's tensors are stored in. A variant file whose kernels are the same for fp32 and
-// bf16 tensors (the arithmetic fp32 in registers either way) says so on a line of its own,
-//   // lab-storage: bf16
-// and cmake/Lab.cmake compiles it twice: as itself, and with LAB_STORAGE_BF16 as its storage twin,
-// the program <name>_bf16 (LAB_STORAGE_SUFFIX, lab/registry.hpp, which the registration appends
-// to the program's name). The file names its topic for the storage it is compiled for, through lab::Stored (a topic
-// templated on its storage: `using LayerNorm = LayerNormOf<lab::Stored>;`), so `diff` of a pair
-// shows one lesson for both storages and no kernel exists twice in the sources.
+// 16-bit tensors (the arithmetic fp32 in registers either way) says so on a line of its own,
+//   // lab-storage: bf16 fp16
+// and cmake/Lab.cmake compiles it once more for each storage named: as itself, and with
+// LAB_STORAGE_BF16 (LAB_STORAGE_FP16) as its storage twin, the program <name>_bf16 (<name>_fp16;
+// LAB_STORAGE_SUFFIX, lab/registry.hpp, which the registration appends to the program's name). The
+// file names its topic for the storage it is compiled for, through lab::Stored (a topic templated
+// on its storage: `using LayerNorm = LayerNormOf<lab::Stored>;`), so `diff` of a pair shows one
+// lesson for every storage and no kernel exists twice in the sources.
 //
 // Nothing with external linkage may depend on lab::Stored (an inline function or variable would
-// differ between the two objects of one file, which the chapter's test binary links together):
-// it is an alias, and the suffix a macro.
+// differ between the objects of one file, which the chapter's test binary links together): it is
+// an alias, and the suffix a macro.
 #pragma once
 
 #include <limits>
@@ -17,30 +18,49 @@
 #include <vector>
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include "lab/elementwise.cuh"
 #include "lab/verify.hpp"
 
 namespace lab {
 
-#if defined(LAB_STORAGE_BF16)
+#if defined(LAB_STORAGE_BF16) && defined(LAB_STORAGE_FP16)
+#error "a storage twin is bf16 or fp16, not both"
+#elif defined(LAB_STORAGE_BF16)
 using Stored = __nv_bfloat16;
+#elif defined(LAB_STORAGE_FP16)
+using Stored = __half;
 #else
 using Stored = float;
 #endif
 
-// What a storage type changes in a topic: its bytes, and the check's bound, which for bf16 adds
-// the output's one rounding to the nearest bf16 (8 significant bits: at most 2^-8 of the value)
-// to the arithmetic's own.
+// What a storage type changes in a topic: its bytes, its name, and the check's bound, which for a
+// 16-bit storage adds the output's one rounding to the arithmetic's own: to the nearest bf16 (8
+// significant bits) errs by at most 2^-8 of the value; to the nearest fp16 (11 bits) by 2^-11 of it
+// in fp16's normal range, and below it (|v| < 2^-14, the subnormals, spaced 2^-24) by at most 2^-25
+// absolutely: kFloor. (bf16's subnormals lie below 2^-126, where no topic's output falls.)
 template <class T>
 struct StorageOf {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, __nv_bfloat16>, "fp32 or bf16 storage");
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>,
+                "fp32, bf16 or fp16 storage");
   static constexpr bool bf16 = std::is_same_v<T, __nv_bfloat16>;
-  static constexpr double kRounding = bf16 ? 0x1p-8 : 0.0;  // relative, of one rounding to T
-  // base (the arithmetic's bound), with the output's rounding to T on top.
+  static constexpr bool fp16 = std::is_same_v<T, __half>;
+  static constexpr double kRounding = bf16 ? 0x1p-8 : fp16 ? 0x1p-11 : 0.0;  // relative, of one rounding to T
+  static constexpr double kFloor = fp16 ? 0x1p-25 : 0.0;                     // absolute, below T's normal range
+  // The name of a topic on this storage, from its three spellings (a constant: a topic's name is).
+  static constexpr const char* pick(const char* f32, const char* b16, const char* f16) {
+    return bf16 ? b16 : fp16 ? f16 : f32;
+  }
+  // "fp32 arithmetic, <T> output": a tolerance's name for a topic's outputs in T.
+  static constexpr const char* kArithmeticNote =
+      pick("fp32 arithmetic", "fp32 arithmetic, bf16 output", "fp32 arithmetic, fp16 output");
+  // base (the arithmetic's bound), with the output's rounding to T on top. A check with a slack
+  // vector adds kFloor to each element's slack too, so that the whole-output bound holds it (an
+  // output mostly below fp16's normal range: a gradient divided by many rows).
   static Tolerance rounded(Tolerance base, const char* name) {
-    if constexpr (!bf16) return base;
-    return {base.atol, base.rtol + kRounding, base.max_rel_l2 + kRounding, name};
+    if constexpr (std::is_same_v<T, float>) return base;
+    return {base.atol + kFloor, base.rtol + kRounding, base.max_rel_l2 + kRounding, name};
   }
   static std::vector<float> to_float(const std::vector<T>& v) {
     std::vector<float> out(v.size());

@@ -1,6 +1,7 @@
 // The lab's own kernels: random fills, the architecture probe, and the FMA-bound kernel behind the
 // measured FP32 peak; the cuBLAS GEMM rates behind a training step's MFU.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <algorithm>
 #include <vector>
@@ -25,7 +26,7 @@ int fill_blocks(std::size_t n) {
   return static_cast<int>(std::clamp<std::size_t>(want, 1, 65536));
 }
 
-// fp32 numbers, stored as T: for bf16, the same numbers rounded to nearest.
+// fp32 numbers, stored as T: for bf16 and fp16, the same numbers rounded to nearest.
 template <class T>
 __global__ void fill_uniform_kernel(T* p, std::size_t n, std::uint64_t key, float lo, float hi) {
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n; i += std::size_t{gridDim.x} * blockDim.x)
@@ -100,6 +101,12 @@ void device_fill_uniform(float* p, std::size_t n, std::uint64_t key, float lo, f
 }
 
 void device_fill_uniform(__nv_bfloat16* p, std::size_t n, std::uint64_t key, float lo, float hi, cudaStream_t s) {
+  if (!n) return;
+  fill_uniform_kernel<<<fill_blocks(n), kFillThreads, 0, s>>>(p, n, key, lo, hi);
+  LAB_CHECK_LAUNCH();
+}
+
+void device_fill_uniform(__half* p, std::size_t n, std::uint64_t key, float lo, float hi, cudaStream_t s) {
   if (!n) return;
   fill_uniform_kernel<<<fill_blocks(n), kFillThreads, 0, s>>>(p, n, key, lo, hi);
   LAB_CHECK_LAUNCH();

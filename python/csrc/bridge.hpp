@@ -33,14 +33,24 @@ std::size_t cached_states();
 // "" when the variant (a program name) runs the shape on the current device, otherwise why not.
 std::string supports(const std::string& program, const std::vector<std::int64_t>& dims);
 
+// The storage type of an operator's tensors (the arithmetic is fp32 in all).
+enum class Storage { f32, bf16, fp16 };
+// A storage twin's suffix: "" for f32, "_bf16", "_fp16" (cmake/Lab.cmake: a variant file with a line
+// "// lab-storage: bf16 fp16" is also the programs <name>_bf16 and <name>_fp16).
+const char* suffix(Storage storage);
+
 // Chapter 3 (see each topic's header for the arithmetic and layouts).
-void layernorm_forward(const std::string& variant, std::int64_t rows, std::int64_t dim, const float* x,
-                       const float* gamma, const float* beta, float* y, float* mean, float* rstd, cudaStream_t s);
-void layernorm_backward(const std::string& variant, std::int64_t rows, std::int64_t dim, const float* x,
-                        const float* gamma, const float* dy, const float* mean, const float* rstd, float* dx,
-                        float* dgamma, float* dbeta, cudaStream_t s);
-// The storage type of an operator's tensors (the arithmetic is fp32 either way).
-enum class Storage { f32, bf16 };
+// variant: a program of the fp32 topic ("optimized_layernorm"). On bf16 or fp16 storage its
+// storage twin runs, the program of the same name + "_bf16" or "_fp16" (of topic layernorm_bf16 or
+// layernorm_fp16): x, gamma, beta and y are __nv_bfloat16 or __half there, mean and rstd float in all.
+void layernorm_forward(const std::string& variant, Storage storage, std::int64_t rows, std::int64_t dim,
+                       const void* x, const void* gamma, const void* beta, void* y, float* mean, float* rstd,
+                       cudaStream_t s);
+// The backward on the same storages (x, gamma, dy, dx, dgamma and dbeta float, __nv_bfloat16 or
+// __half; mean and rstd float): on 16 bits the program of the variant's name + "_bf16" or "_fp16".
+void layernorm_backward(const std::string& variant, Storage storage, std::int64_t rows, std::int64_t dim,
+                        const void* x, const void* gamma, const void* dy, const float* mean, const float* rstd,
+                        void* dx, void* dgamma, void* dbeta, cudaStream_t s);
 // topic: "gelu" or "swish"; variant: a program of the fp32 topic ("optimized_gelu"). On bf16
 // storage the program of the same name + "_bf16" runs (optimized_gelu_bf16, of topic gelu_bf16);
 // x, dy and the output are float or __nv_bfloat16 as `storage` says.
@@ -53,12 +63,14 @@ void activation_backward(const std::string& topic, const std::string& variant, S
 // has no loss and a zero row of gradient. Any other label outside [0, classes) makes its row's loss
 // (and so the mean) NaN, and its row of the gradient NaN: never a fault. The backward writes
 // dloss (softmax - onehot) / count for every counted row.
-void cross_entropy_forward(const std::string& variant, std::int64_t rows, std::int64_t classes, const float* logits,
-                           const std::int32_t* labels, std::int32_t ignore_index, float* loss, float* count,
-                           float* lse, cudaStream_t s);
-void cross_entropy_backward(const std::string& variant, std::int64_t rows, std::int64_t classes, const float* logits,
-                            const std::int32_t* labels, std::int32_t ignore_index, const float* lse, const float* dloss,
-                            const float* count, float* dlogits, cudaStream_t s);
+// On bf16 or fp16 storage (logits and dlogits __nv_bfloat16 or __half) the programs of the
+// variant's name + "_bf16" or "_fp16"; loss, count, lse and dloss are float in all.
+void cross_entropy_forward(const std::string& variant, Storage storage, std::int64_t rows, std::int64_t classes,
+                           const void* logits, const std::int32_t* labels, std::int32_t ignore_index, float* loss,
+                           float* count, float* lse, cudaStream_t s);
+void cross_entropy_backward(const std::string& variant, Storage storage, std::int64_t rows, std::int64_t classes,
+                            const void* logits, const std::int32_t* labels, std::int32_t ignore_index, const float* lse,
+                            const float* dloss, const float* count, void* dlogits, cudaStream_t s);
 
 // The weighted sum y = x w (x rows x dim row-major, w and y vectors) and its backward:
 // dx = dy w^T, dw = x^T dy.

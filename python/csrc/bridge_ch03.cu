@@ -111,23 +111,65 @@ std::size_t cached_states() {
   return c.states.size();
 }
 
-void layernorm_forward(const std::string& variant, std::int64_t rows, std::int64_t dim, const float* x,
-                       const float* gamma, const float* beta, float* y, float* mean, float* rstd, cudaStream_t s) {
+namespace {
+template <class Topic>
+void layernorm_rows(const std::string& program, std::int64_t rows, std::int64_t dim, const void* x,
+                    const void* gamma, const void* beta, void* y, float* mean, float* rstd, cudaStream_t s) {
+  using T = std::remove_reference_t<decltype(*std::declval<typename Topic::Problem>().x.data())>;
   const std::size_t n = std::size_t(rows) * dim;
-  run<LayerNorm>(variant, lab::Shape{rows, dim}, s, [&](LayerNorm::Problem& p) {
-    p.x = view(x, n), p.gamma = view(gamma, dim), p.beta = view(beta, dim);
-    p.y = view(y, n), p.mean = view(mean, rows), p.rstd = view(rstd, rows);
+  run<Topic>(program, lab::Shape{rows, dim}, s, [&](typename Topic::Problem& p) {
+    p.x = view(static_cast<const T*>(x), n), p.gamma = view(static_cast<const T*>(gamma), dim);
+    p.beta = view(static_cast<const T*>(beta), dim), p.y = view(static_cast<T*>(y), n);
+    p.mean = view(mean, rows), p.rstd = view(rstd, rows);
+  });
+}
+}  // namespace
+
+const char* suffix(Storage storage) {
+  return storage == Storage::bf16 ? "_bf16" : storage == Storage::fp16 ? "_fp16" : "";
+}
+
+namespace {
+// f(topic) with the topic on the given storage: Of<float>, Of<__nv_bfloat16> or Of<__half>.
+template <template <class> class Of, class F>
+decltype(auto) on_storage(Storage storage, F&& f) {
+  if (storage == Storage::bf16) return f(std::type_identity<Of<__nv_bfloat16>>{});
+  if (storage == Storage::fp16) return f(std::type_identity<Of<__half>>{});
+  return f(std::type_identity<Of<float>>{});
+}
+}  // namespace
+
+void layernorm_forward(const std::string& variant, Storage storage, std::int64_t rows, std::int64_t dim,
+                       const void* x, const void* gamma, const void* beta, void* y, float* mean, float* rstd,
+                       cudaStream_t s) {
+  on_storage<LayerNormOf>(storage, [&](auto topic) {
+    layernorm_rows<typename decltype(topic)::type>(variant + suffix(storage), rows, dim, x, gamma, beta, y, mean,
+                                                   rstd, s);
   });
 }
 
-void layernorm_backward(const std::string& variant, std::int64_t rows, std::int64_t dim, const float* x,
-                        const float* gamma, const float* dy, const float* mean, const float* rstd, float* dx,
-                        float* dgamma, float* dbeta, cudaStream_t s) {
+namespace {
+template <class Topic>
+void layernorm_backward_rows(const std::string& program, std::int64_t rows, std::int64_t dim, const void* x,
+                             const void* gamma, const void* dy, const float* mean, const float* rstd, void* dx,
+                             void* dgamma, void* dbeta, cudaStream_t s) {
+  using T = std::remove_reference_t<decltype(*std::declval<typename Topic::Problem>().x.data())>;
   const std::size_t n = std::size_t(rows) * dim;
-  run<LayerNormBackward>(variant, lab::Shape{rows, dim}, s, [&](LayerNormBackward::Problem& p) {
-    p.x = view(x, n), p.gamma = view(gamma, dim), p.dy = view(dy, n);
-    p.mean = view(mean, rows), p.rstd = view(rstd, rows);
-    p.dx = view(dx, n), p.dgamma = view(dgamma, dim), p.dbeta = view(dbeta, dim);
+  run<Topic>(program, lab::Shape{rows, dim}, s, [&](typename Topic::Problem& p) {
+    p.x = view(static_cast<const T*>(x), n), p.gamma = view(static_cast<const T*>(gamma), dim);
+    p.dy = view(static_cast<const T*>(dy), n), p.mean = view(mean, rows), p.rstd = view(rstd, rows);
+    p.dx = view(static_cast<T*>(dx), n), p.dgamma = view(static_cast<T*>(dgamma), dim);
+    p.dbeta = view(static_cast<T*>(dbeta), dim);
+  });
+}
+}  // namespace
+
+void layernorm_backward(const std::string& variant, Storage storage, std::int64_t rows, std::int64_t dim,
+                        const void* x, const void* gamma, const void* dy, const float* mean, const float* rstd,
+                        void* dx, void* dgamma, void* dbeta, cudaStream_t s) {
+  on_storage<LayerNormBackwardOf>(storage, [&](auto topic) {
+    layernorm_backward_rows<typename decltype(topic)::type>(variant + suffix(storage), rows, dim, x, gamma, dy, mean,
+                                                            rstd, dx, dgamma, dbeta, s);
   });
 }
 
@@ -151,6 +193,7 @@ void binary(const std::string& variant, std::int64_t n, const void* x, const voi
 
 void activation_forward(const std::string& topic, const std::string& variant, Storage storage, std::int64_t n,
                         const void* x, void* y, cudaStream_t s) {
+  if (storage == Storage::fp16) throw std::invalid_argument("gelu and swish have no fp16 kernels in the lab");
   const bool bf16 = storage == Storage::bf16;
   const std::string program = bf16 ? variant + "_bf16" : variant;
   if (topic == Gelu::name) return bf16 ? unary<GeluBf16>(program, n, x, y, s) : unary<Gelu>(program, n, x, y, s);
@@ -160,6 +203,7 @@ void activation_forward(const std::string& topic, const std::string& variant, St
 
 void activation_backward(const std::string& topic, const std::string& variant, Storage storage, std::int64_t n,
                          const void* x, const void* dy, void* dx, cudaStream_t s) {
+  if (storage == Storage::fp16) throw std::invalid_argument("gelu and swish have no fp16 kernels in the lab");
   const bool bf16 = storage == Storage::bf16;
   const std::string program = bf16 ? variant + "_bf16" : variant;
   if (topic == Gelu::name)
@@ -170,27 +214,49 @@ void activation_backward(const std::string& topic, const std::string& variant, S
   throw std::invalid_argument("no activation '" + topic + "' (gelu, swish)");
 }
 
-void cross_entropy_forward(const std::string& variant, std::int64_t rows, std::int64_t classes, const float* logits,
-                           const std::int32_t* labels, std::int32_t ignore_index, float* loss, float* count,
-                           float* lse, cudaStream_t s) {
-  const lab::Variant* v = lab::Registry::global().find(variant);
+namespace {
+template <class Topic>
+void ce_forward(const std::string& program, std::int64_t rows, std::int64_t classes, const void* logits,
+                const std::int32_t* labels, std::int32_t ignore_index, float* loss, float* count, float* lse,
+                cudaStream_t s) {
+  using T = std::remove_reference_t<decltype(*std::declval<typename Topic::Problem>().logits.data())>;
+  const lab::Variant* v = lab::Registry::global().find(program);
   if (v && !v->declared.writes_output("lse"))
-    throw std::invalid_argument(variant + " does not write each row's lse, which the backward needs");
-  run<CrossEntropy>(variant, lab::Shape{rows, classes}, s, [&](CrossEntropy::Problem& p) {
+    throw std::invalid_argument(program + " does not write each row's lse, which the backward needs");
+  run<Topic>(program, lab::Shape{rows, classes}, s, [&](typename Topic::Problem& p) {
     p.ignore_index = ignore_index;
-    p.logits = view(logits, std::size_t(rows) * classes), p.labels = view(labels, rows);
+    p.logits = view(static_cast<const T*>(logits), std::size_t(rows) * classes), p.labels = view(labels, rows);
     p.loss = view(loss, 1), p.count = view(count, 1), p.lse = view(lse, rows);
   });
 }
-
-void cross_entropy_backward(const std::string& variant, std::int64_t rows, std::int64_t classes, const float* logits,
-                            const std::int32_t* labels, std::int32_t ignore_index, const float* lse, const float* dloss,
-                            const float* count, float* dlogits, cudaStream_t s) {
+template <class Topic>
+void ce_backward(const std::string& program, std::int64_t rows, std::int64_t classes, const void* logits,
+                 const std::int32_t* labels, std::int32_t ignore_index, const float* lse, const float* dloss,
+                 const float* count, void* dlogits, cudaStream_t s) {
+  using T = std::remove_reference_t<decltype(*std::declval<typename Topic::Problem>().logits.data())>;
   const std::size_t n = std::size_t(rows) * classes;
-  run<CrossEntropyBackward>(variant, lab::Shape{rows, classes}, s, [&](CrossEntropyBackward::Problem& p) {
+  run<Topic>(program, lab::Shape{rows, classes}, s, [&](typename Topic::Problem& p) {
     p.ignore_index = ignore_index;
-    p.logits = view(logits, n), p.labels = view(labels, rows), p.lse = view(lse, rows);
-    p.dloss = view(dloss, 1), p.count = view(count, 1), p.dlogits = view(dlogits, n);
+    p.logits = view(static_cast<const T*>(logits), n), p.labels = view(labels, rows), p.lse = view(lse, rows);
+    p.dloss = view(dloss, 1), p.count = view(count, 1), p.dlogits = view(static_cast<T*>(dlogits), n);
+  });
+}
+}  // namespace
+
+void cross_entropy_forward(const std::string& variant, Storage storage, std::int64_t rows, std::int64_t classes,
+                           const void* logits, const std::int32_t* labels, std::int32_t ignore_index, float* loss,
+                           float* count, float* lse, cudaStream_t s) {
+  on_storage<CrossEntropyOf>(storage, [&](auto topic) {
+    ce_forward<typename decltype(topic)::type>(variant + suffix(storage), rows, classes, logits, labels, ignore_index,
+                                               loss, count, lse, s);
+  });
+}
+void cross_entropy_backward(const std::string& variant, Storage storage, std::int64_t rows, std::int64_t classes,
+                            const void* logits, const std::int32_t* labels, std::int32_t ignore_index, const float* lse,
+                            const float* dloss, const float* count, void* dlogits, cudaStream_t s) {
+  on_storage<CrossEntropyBackwardOf>(storage, [&](auto topic) {
+    ce_backward<typename decltype(topic)::type>(variant + suffix(storage), rows, classes, logits, labels,
+                                                ignore_index, lse, dloss, count, dlogits, s);
   });
 }
 

@@ -77,25 +77,45 @@ void call(F&& f) {
 
 cudaStream_t stream_of(const Tensor& t) { return at::cuda::getCurrentCUDAStream(t.device().index()).stream(); }
 
-// ---- LayerNorm over the last dimension; eps is the lab's 1e-5 ----
+// A tensor's dtype as the bridge's storage type: float32, bfloat16 or float16 (half: whether the
+// operator has fp16 kernels), else a TypeError naming those it takes.
+bridge::Storage storage_of(const Tensor& x, const char* name = "x", bool half = true) {
+  TORCH_CHECK_VALUE(x.is_cuda(), name, " must be a CUDA tensor (it is on ", x.device(), ")");
+  const at::ScalarType t = x.scalar_type();
+  if (half) {
+    TORCH_CHECK_TYPE(t == at::kFloat || t == at::kBFloat16 || t == at::kHalf, name,
+                     " must be Float, BFloat16 or Half (it is ", t, ")");
+  } else {
+    TORCH_CHECK_TYPE(t == at::kFloat || t == at::kBFloat16, name, " must be Float or BFloat16 (it is ", t,
+                     t == at::kHalf ? ": this operator has no fp16 kernels in the lab)" : ")");
+  }
+  return t == at::kBFloat16 ? bridge::Storage::bf16 : t == at::kHalf ? bridge::Storage::fp16 : bridge::Storage::f32;
+}
+
+// ---- LayerNorm over the last dimension; eps is the lab's 1e-5. x, weight and bias float32,
+// bfloat16 or float16 (all three the same), y in x's dtype, mean and rstd float32, as PyTorch's
+// native layer_norm; fp32 arithmetic in all ----
 
 std::tuple<Tensor, Tensor, Tensor> layernorm_forward(const Tensor& x_arg, const Tensor& weight_arg,
                                                      const Tensor& bias_arg,
                                                      c10::string_view variant) {
-  const Tensor x = dense_input(x_arg, "x", at::kFloat);
-  const Tensor weight = dense_input(weight_arg, "weight", at::kFloat, &x);
-  const Tensor bias = dense_input(bias_arg, "bias", at::kFloat, &x);
+  const bridge::Storage storage = storage_of(x_arg);
+  const at::ScalarType dtype = x_arg.scalar_type();
+  const Tensor x = dense_input(x_arg, "x", dtype);
+  const Tensor weight = dense_input(weight_arg, "weight", dtype, &x);
+  const Tensor bias = dense_input(bias_arg, "bias", dtype, &x);
   TORCH_CHECK_VALUE(x.dim() >= 1, "x must have at least one dimension");
   const int64_t dim = x.size(-1), rows = dim ? x.numel() / dim : 0;
   check_shape(weight, "weight", {dim});
   check_shape(bias, "bias", {dim});
   const c10::cuda::CUDAGuard guard(x.device());
-  Tensor y = at::empty_like(x), mean = at::empty({rows}, x.options()), rstd = at::empty({rows}, x.options());
+  const auto f32 = x.options().dtype(at::kFloat);
+  Tensor y = at::empty_like(x), mean = at::empty({rows}, f32), rstd = at::empty({rows}, f32);
   if (x.numel() == 0) return {y, mean, rstd};
   call([&] {
-    bridge::layernorm_forward(std::string(variant), rows, dim, x.data_ptr<float>(), weight.data_ptr<float>(),
-                              bias.data_ptr<float>(), y.data_ptr<float>(), mean.data_ptr<float>(),
-                              rstd.data_ptr<float>(), stream_of(x));
+    bridge::layernorm_forward(std::string(variant), storage, rows, dim, x.data_ptr(), weight.data_ptr(),
+                              bias.data_ptr(), y.data_ptr(), mean.data_ptr<float>(), rstd.data_ptr<float>(),
+                              stream_of(x));
   });
   return {y, mean, rstd};
 }
@@ -104,9 +124,11 @@ std::tuple<Tensor, Tensor, Tensor> layernorm_backward(const Tensor& grad_y_arg, 
                                                       const Tensor& weight_arg,
                                                       const Tensor& mean_arg, const Tensor& rstd_arg,
                                                       c10::string_view variant) {
-  const Tensor x = dense_input(x_arg, "x", at::kFloat);
-  const Tensor grad_y = dense_input(grad_y_arg, "grad_y", at::kFloat, &x);
-  const Tensor weight = dense_input(weight_arg, "weight", at::kFloat, &x);
+  const bridge::Storage storage = storage_of(x_arg);
+  const at::ScalarType dtype = x_arg.scalar_type();
+  const Tensor x = dense_input(x_arg, "x", dtype);
+  const Tensor grad_y = dense_input(grad_y_arg, "grad_y", dtype, &x);
+  const Tensor weight = dense_input(weight_arg, "weight", dtype, &x);
   const Tensor mean = dense_input(mean_arg, "mean", at::kFloat, &x);
   const Tensor rstd = dense_input(rstd_arg, "rstd", at::kFloat, &x);
   TORCH_CHECK_VALUE(x.dim() >= 1, "x must have at least one dimension");
@@ -119,9 +141,9 @@ std::tuple<Tensor, Tensor, Tensor> layernorm_backward(const Tensor& grad_y_arg, 
   Tensor dx = at::empty_like(x), dweight = at::empty({dim}, x.options()), dbias = at::empty({dim}, x.options());
   if (x.numel() == 0) return {dx, dweight.zero_(), dbias.zero_()};
   call([&] {
-    bridge::layernorm_backward(std::string(variant), rows, dim, x.data_ptr<float>(), weight.data_ptr<float>(),
-                               grad_y.data_ptr<float>(), mean.data_ptr<float>(), rstd.data_ptr<float>(),
-                               dx.data_ptr<float>(), dweight.data_ptr<float>(), dbias.data_ptr<float>(), stream_of(x));
+    bridge::layernorm_backward(std::string(variant), storage, rows, dim, x.data_ptr(), weight.data_ptr(),
+                               grad_y.data_ptr(), mean.data_ptr<float>(), rstd.data_ptr<float>(), dx.data_ptr(),
+                               dweight.data_ptr(), dbias.data_ptr(), stream_of(x));
   });
   return {dx, dweight, dbias};
 }
@@ -129,16 +151,8 @@ std::tuple<Tensor, Tensor, Tensor> layernorm_backward(const Tensor& grad_y_arg, 
 // ---- GELU (erf form) and Swish, on float32 or bfloat16 tensors (fp32 arithmetic; the output in
 // the input's dtype, as PyTorch's) ----
 
-// x's dtype as the bridge's storage type: float32 or bfloat16, else a TypeError naming both.
-bridge::Storage activation_storage(const Tensor& x) {
-  TORCH_CHECK_VALUE(x.is_cuda(), "x must be a CUDA tensor (it is on ", x.device(), ")");
-  const at::ScalarType t = x.scalar_type();
-  TORCH_CHECK_TYPE(t == at::kFloat || t == at::kBFloat16, "x must be Float or BFloat16 (it is ", t, ")");
-  return t == at::kBFloat16 ? bridge::Storage::bf16 : bridge::Storage::f32;
-}
-
 Tensor activation_forward(const char* topic, const Tensor& x_arg, c10::string_view variant) {
-  const bridge::Storage storage = activation_storage(x_arg);
+  const bridge::Storage storage = storage_of(x_arg, "x", false);
   const Tensor x = dense_input(x_arg, "x", x_arg.scalar_type());
   const c10::cuda::CUDAGuard guard(x.device());
   Tensor y = at::empty_like(x);
@@ -151,7 +165,7 @@ Tensor activation_forward(const char* topic, const Tensor& x_arg, c10::string_vi
 }
 
 Tensor activation_backward(const char* topic, const Tensor& grad_y_arg, const Tensor& x_arg, c10::string_view variant) {
-  const bridge::Storage storage = activation_storage(x_arg);
+  const bridge::Storage storage = storage_of(x_arg, "x", false);
   const Tensor x = dense_input(x_arg, "x", x_arg.scalar_type());
   const Tensor grad_y = dense_input(grad_y_arg, "grad_y", x.scalar_type(), &x);
   check_shape(grad_y, "grad_y", x.sizes().vec());
@@ -174,25 +188,29 @@ Tensor swish_backward(const Tensor& g, const Tensor& x, c10::string_view v) {
   return activation_backward("swish", g, x, v);
 }
 
-// ---- Cross-entropy: logits (..., C), labels (...) int32 or int64; the mean over the rows whose
-// label is not ignore_index, as torch.nn.functional.cross_entropy(logits.reshape(-1, C),
-// labels.reshape(-1), ignore_index=ignore_index) ----
+// ---- Cross-entropy: logits (..., C) float32, bfloat16 or float16, labels (...) int32 or int64; the
+// mean over the rows whose label is not ignore_index, as torch.nn.functional.cross_entropy(
+// logits.reshape(-1, C), labels.reshape(-1), ignore_index=ignore_index). On 16-bit logits the
+// storage twins run (fp32 arithmetic): the loss, lse and count are float32 in all (the front end
+// rounds the loss to the logits' dtype, as PyTorch's), dlogits in the logits' dtype ----
 
 // The logits as rows x classes (any leading dimensions; a single row of shape (C) with a label of
-// shape ()), dense.
+// shape ()), dense, and their storage.
 struct CrossEntropyRows {
   Tensor logits;
   int64_t rows, classes;
+  bridge::Storage storage;
 };
 CrossEntropyRows ce_rows(const Tensor& logits_arg) {
-  const Tensor logits = dense_input(logits_arg, "logits", at::kFloat);
+  const bridge::Storage storage = storage_of(logits_arg, "logits");
+  const Tensor logits = dense_input(logits_arg, "logits", logits_arg.scalar_type());
   TORCH_CHECK_VALUE(logits.dim() >= 1, "logits must have a dimension of classes (they are a scalar)");
   const int64_t classes = logits.size(-1);
   int64_t rows = 1;
   for (int64_t i = 0; i + 1 < logits.dim(); ++i) rows *= logits.size(i);
   TORCH_CHECK_VALUE(classes > 0 || rows == 0,
                     "logits must have at least one class (they have shape " + dims_text(logits.sizes().vec()) + ")");
-  return {logits.reshape({rows, classes}), rows, classes};
+  return {logits.reshape({rows, classes}), rows, classes, storage};
 }
 
 // The labels as int32 of shape logits.shape[:-1] (int64 values past int32's range stay out of range
@@ -225,11 +243,11 @@ std::tuple<Tensor, Tensor, Tensor> cross_entropy_forward(const Tensor& logits_ar
   const CrossEntropyRows in = ce_rows(logits_arg);
   const c10::cuda::CUDAGuard guard(in.logits.device());
   const Tensor l32 = int32_labels(labels_arg, logits_arg, in.rows);
-  Tensor loss = at::empty({}, in.logits.options()), count = at::empty({}, in.logits.options()),
-         lse = at::empty({in.rows}, in.logits.options());
+  const auto f32 = in.logits.options().dtype(at::kFloat);
+  Tensor loss = at::empty({}, f32), count = at::empty({}, f32), lse = at::empty({in.rows}, f32);
   if (in.rows == 0) return {loss.fill_(NAN), lse, count.zero_()};  // the mean over no rows, as PyTorch's
   call([&] {
-    bridge::cross_entropy_forward(std::string(variant), in.rows, in.classes, in.logits.data_ptr<float>(),
+    bridge::cross_entropy_forward(std::string(variant), in.storage, in.rows, in.classes, in.logits.data_ptr(),
                                   l32.data_ptr<int32_t>(), ignore, loss.data_ptr<float>(), count.data_ptr<float>(),
                                   lse.data_ptr<float>(), stream_of(in.logits));
   });
@@ -253,9 +271,9 @@ Tensor cross_entropy_backward(const Tensor& grad_loss_arg, const Tensor& logits_
   Tensor dlogits = at::empty(logits_arg.sizes(), in.logits.options());
   if (in.rows == 0) return dlogits;
   call([&] {
-    bridge::cross_entropy_backward(std::string(variant), in.rows, in.classes, in.logits.data_ptr<float>(),
+    bridge::cross_entropy_backward(std::string(variant), in.storage, in.rows, in.classes, in.logits.data_ptr(),
                                    l32.data_ptr<int32_t>(), ignore, lse.data_ptr<float>(), grad_loss.data_ptr<float>(),
-                                   count.data_ptr<float>(), dlogits.data_ptr<float>(), stream_of(in.logits));
+                                   count.data_ptr<float>(), dlogits.data_ptr(), stream_of(in.logits));
   });
   return dlogits;
 }

@@ -19,7 +19,7 @@ LIB = "cuda_perf_lab::"
 @torch.library.register_fake(LIB + "layernorm_forward")
 def _(x, weight, bias, variant):
     rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
-    return x.new_empty(x.shape), x.new_empty(rows), x.new_empty(rows)
+    return x.new_empty(x.shape), x.new_empty(rows, dtype=torch.float32), x.new_empty(rows, dtype=torch.float32)
 
 
 @torch.library.register_fake(LIB + "layernorm_backward")
@@ -35,7 +35,8 @@ for _name in ("gelu", "swish"):
 @torch.library.register_fake(LIB + "cross_entropy_forward")
 def _(logits, labels, ignore_index, variant):
     rows = math.prod(logits.shape[:-1])
-    return logits.new_empty(()), logits.new_empty(rows), logits.new_empty(())
+    f32 = torch.float32  # the loss, lse and count, on 16-bit logits too
+    return logits.new_empty((), dtype=f32), logits.new_empty(rows, dtype=f32), logits.new_empty((), dtype=f32)
 
 
 @torch.library.register_fake(LIB + "cross_entropy_backward")
@@ -80,23 +81,40 @@ def _(param, grad, exp_avg, exp_avg_sq, step, lr, beta1, beta2, eps, weight_deca
 # ---- autograd ----
 
 
-def _backward_of(variant, topic, shape):
+def _in(t, dtype):
+    """t in dtype: t itself where it has it already. Not t.to(dtype), which returns t as an alias
+    there: with it, _CrossEntropyRows under torch.compile gave reduction="none" a zero gradient on
+    float32 logits (test_cross_entropy_compiles_with_ignored_rows failed on the H200; with t itself,
+    the code float32 ran before the 16-bit twins, it passes)."""
+    return t if t.dtype == dtype else t.to(dtype)
+
+
+def _twin_of(t):
+    """The suffix of the storage twins that run on t's dtype: "_bf16", "_fp16", or "" for float32."""
+    return {torch.bfloat16: "_bf16", torch.float16: "_fp16"}.get(t.dtype, "")
+
+
+def _backward_of(variant, topic, shape, twin=""):
     """The backward variant that goes with a forward variant: its program name + "_backward" when
     the extension has it (optimized_layernorm -> optimized_layernorm_backward), else the topic's
     optimized backward (optimized_gelu_tanh: the lab has no tanh-form backward; the erf form's
     derivative is within the approximation's own 5e-4 of it). Where that variant declares the
     shape N/A (the optimized LayerNorm backward's TMA pipeline takes rows of a multiple of 4 floats
     up to 8192, its one-pass step rows up to 16384, the forward 32768), the topic's other optimized
-    backward variants in name order, then its baseline backward, which runs every shape."""
+    backward variants in name order, then its baseline backward, which runs every shape.
+    twin: "_bf16" or "_fp16" for 16-bit tensors, where the backward runs storage twins (_twin_of):
+    the names are looked for with it, in the twins' topic (layernorm_backward_bf16, which has no twin
+    of the TMA pipeline: its one-pass step runs), and returned without it (the bridge appends it)."""
     from . import _C
 
     backward = topic + "_backward"
+    have = [v[:len(v) - len(twin)] for v in _C.variants(backward + twin) if v.endswith(twin)]
     name = variant + "_backward"
-    if name not in _C.variants(backward):
+    if name not in have:
         name = "optimized_" + backward
-    others = sorted(v for v in _C.variants(backward) if v.startswith("optimized_") and v != name)
+    others = sorted(v for v in have if v.startswith("optimized_") and v != name)
     for candidate in [name] + others:
-        if _C.supports(candidate, list(shape)) == "":
+        if _C.supports(candidate + twin, list(shape)) == "":
             return candidate
     return "baseline_" + backward
 
@@ -111,7 +129,7 @@ def _ln_setup(ctx, inputs, output):
 def _ln_backward(ctx, grad_y, _grad_mean, _grad_rstd):
     x, weight, mean, rstd = ctx.saved_tensors
     d = x.shape[-1]
-    backward = _backward_of(ctx.variant, "layernorm", (x.numel() // d if d else 0, d))
+    backward = _backward_of(ctx.variant, "layernorm", (x.numel() // d if d else 0, d), _twin_of(x))
     dx, dw, db = ops.layernorm_backward(grad_y.contiguous(), x, weight, mean, rstd, backward)
     return dx, dw, db, None
 
@@ -147,7 +165,7 @@ def _ce_setup(ctx, inputs, output):
 def _ce_backward(ctx, grad_loss, _grad_lse, _grad_count):
     logits, labels, lse, count = ctx.saved_tensors
     shape = (math.prod(logits.shape[:-1]), logits.shape[-1])
-    backward = _backward_of(ctx.variant, "cross_entropy", shape)
+    backward = _backward_of(ctx.variant, "cross_entropy", shape, _twin_of(logits))
     dlogits = ops.cross_entropy_backward(grad_loss.contiguous(), logits, labels, lse, count, ctx.ignore_index, backward)
     return dlogits, None, None, None
 
@@ -194,7 +212,11 @@ def layer_norm(x, weight, bias, eps=1e-5, variant="optimized_layernorm"):
     """LayerNorm over the last dimension of x with scale `weight` and shift `bias` (each of that
     dimension's size), as torch.nn.functional.layer_norm(x, (D,), weight, bias, 1e-5). The lab's
     kernels use eps = 1e-5; another eps raises ValueError. The backward runs `variant`'s
-    counterpart ("optimized_layernorm" -> "optimized_layernorm_backward")."""
+    counterpart ("optimized_layernorm" -> "optimized_layernorm_backward"). x, weight and bias
+    float32, bfloat16 or float16, all three the same, the result and the gradients in x's dtype: on
+    bf16 and fp16 the forward and the backward run the variants' storage twins
+    (optimized_layernorm_bf16, optimized_layernorm_backward_one_pass_bf16, and _fp16: fp32
+    arithmetic, 16 bits in and out)."""
     if eps != 1e-5:
         raise ValueError("layer_norm: the lab's kernels use eps = 1e-5 (got %r)" % (eps,))
     return ops.layernorm_forward(x, weight, bias, variant)[0]
@@ -204,12 +226,13 @@ def gelu(x, variant="optimized_gelu"):
     """GELU in its erf form, as torch.nn.functional.gelu(x) (variant "optimized_gelu_tanh" is the
     tanh approximation, within 5e-4 of it). x float32 or bfloat16, the result in x's dtype: on bf16
     the program of the variant's name + "_bf16" runs (optimized_gelu_bf16: fp32 arithmetic, bf16 in
-    and out)."""
+    and out). float16 raises TypeError: the lab has no fp16 GELU."""
     return ops.gelu_forward(x, variant)
 
 
 def swish(x, variant="optimized_swish"):
-    """Swish (SiLU), x * sigmoid(x), as torch.nn.functional.silu(x); x float32 or bfloat16, as gelu."""
+    """Swish (SiLU), x * sigmoid(x), as torch.nn.functional.silu(x); x float32 or bfloat16 (not
+    float16), as gelu."""
     return ops.swish_forward(x, variant)
 
 
@@ -227,13 +250,15 @@ class _CrossEntropyRows(torch.autograd.Function):
         in_range = (labels >= 0) & (labels < classes)
         safe = torch.where(in_range, labels, torch.zeros_like(labels)).long().unsqueeze(-1)
         nll = lse - logits.gather(-1, safe).squeeze(-1)
-        row = nll if label_smoothing == 0 else (1 - label_smoothing) * nll + label_smoothing * (lse - logits.mean(-1))
+        if label_smoothing != 0:  # the rows' mean logit in fp32, without an fp32 copy of 16-bit logits
+            nll = (1 - label_smoothing) * nll + label_smoothing * (lse - logits.mean(-1, dtype=torch.float32))
+        row = nll
         row = torch.where(counted, torch.where(in_range, row, torch.full_like(row, math.nan)), torch.zeros_like(row))
         ctx.save_for_backward(logits, labels, lse, count)
         ctx.ignore_index, ctx.reduction, ctx.label_smoothing = ignore_index, reduction, label_smoothing
         if reduction == "none":
-            return row
-        return row.sum() if reduction == "sum" else row.sum() / count
+            return _in(row, logits.dtype)
+        return _in(row.sum() if reduction == "sum" else row.sum() / count, logits.dtype)
 
     @staticmethod
     def backward(ctx, grad):
@@ -245,25 +270,27 @@ class _CrossEntropyRows(torch.autograd.Function):
         in_range = ((labels >= 0) & (labels < classes)).unsqueeze(-1)
         safe = torch.where(in_range, labels.unsqueeze(-1), torch.zeros_like(labels.unsqueeze(-1))).long()
         d = torch.exp(logits - lse.unsqueeze(-1)) - eps / classes
-        d = d.scatter_add(-1, safe, torch.full_like(safe, -(1 - eps), dtype=logits.dtype))
+        d = d.scatter_add(-1, safe, torch.full_like(safe, -(1 - eps), dtype=d.dtype))
         d = torch.where(in_range, d, torch.full_like(d, math.nan))
         d = torch.where(counted, d * (grad.unsqueeze(-1) if ctx.reduction == "none" else grad), torch.zeros_like(d))
-        return d, None, None, None, None, None
+        return _in(d, logits.dtype), None, None, None, None, None
 
 
 def cross_entropy(logits, labels, ignore_index=-100, reduction="mean", label_smoothing=0.0,
                   variant="optimized_cross_entropy"):
-    """The cross-entropy of float32 logits (..., C) against int64 (or int32) labels (...), as
-    torch.nn.functional.cross_entropy(logits.reshape(-1, C), labels.reshape(-1), ignore_index=...,
-    reduction=..., label_smoothing=...) (reshaped back for reduction="none"): the classes are the
-    last dimension, as a language model's logits (B, T, V) with labels (B, T), where PyTorch's own
+    """The cross-entropy of float32, bfloat16 or float16 logits (..., C) against int64 (or int32)
+    labels (...), as torch.nn.functional.cross_entropy(logits.reshape(-1, C), labels.reshape(-1),
+    ignore_index=..., reduction=..., label_smoothing=...) (reshaped back for reduction="none"): the
+    classes are the last dimension, as a language model's logits (B, T, V) with labels (B, T), where PyTorch's own
     function puts them second for more than two dimensions. A row labelled ignore_index has no loss
     and no gradient; "mean" divides by the rows that count (NaN when none does, as PyTorch). Any
     other label outside [0, C) gives NaN in its row (the kernels do not fault, and a check for it
     would cost a synchronization; PyTorch stops the process with a device assertion).
     "mean" and "sum" without smoothing run the lab's kernels alone; reduction="none" and
     label_smoothing > 0 run the lab's forward for each row's log-sum-exp and PyTorch's operations
-    for the rest."""
+    for the rest. On bf16 (fp16) logits the programs of the variant's name + "_bf16" ("_fp16") run
+    (the storage twins: fp32 arithmetic on the widened logits), the loss is rounded to the logits'
+    dtype once, and the gradient is in that dtype, as PyTorch's."""
     if reduction not in ("mean", "sum", "none"):
         raise ValueError("cross_entropy: reduction must be 'mean', 'sum' or 'none' (got %r)" % (reduction,))
     if not 0.0 <= label_smoothing <= 1.0:
@@ -271,9 +298,9 @@ def cross_entropy(logits, labels, ignore_index=-100, reduction="mean", label_smo
     if reduction == "none" or label_smoothing != 0.0:
         return _CrossEntropyRows.apply(logits, labels, ignore_index, reduction, float(label_smoothing), variant)
     loss, _lse, count = ops.cross_entropy_forward(logits, labels, ignore_index, variant)
-    if reduction == "mean":
-        return loss
-    return torch.where(count > 0, loss * count, torch.zeros_like(loss))  # the sum: 0 over no rows
+    if reduction == "sum":
+        loss = torch.where(count > 0, loss * count, torch.zeros_like(loss))  # the sum: 0 over no rows
+    return _in(loss, logits.dtype)  # fp32 on 16-bit logits, rounded once, as PyTorch's
 
 
 def weighted_sum(x, w, variant="optimized_weighted_sum"):

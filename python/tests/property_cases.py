@@ -171,10 +171,14 @@ def check(results, cancels=None):
 
 
 def upstream(c):
-    """The upstream gradient of an output: random in [0.5, 2], kept as c.upstream."""
+    """The upstream gradient of an output: random in [0.5, 2], kept as c.upstream; a value of the
+    output's dtype (a scalar's too), so that the float64 reference and both precisions take the
+    same number: a bf16 loss's upstream drawn in float32 would be rounded (2^-9) for the lab and
+    PyTorch's bf16 and not for float64, an error of the test's own, as large as the one bf16 output
+    rounding the lab makes."""
     def of(out):
         c.upstream = (c.uniform(out.shape, 0.5, 2.0, out.dtype) if out.dim()
-                      else torch.tensor(c.rng.uniform(0.5, 2), device=DEV))
+                      else torch.tensor(c.rng.uniform(0.5, 2), device=DEV).to(out.dtype))
         return c.upstream
     return of
 
@@ -183,10 +187,13 @@ def upstream(c):
 
 def case_layer_norm(c):
     d = c.rng.choice((1, 2, 3, 4, 5, 8, 31, 33, 64, 127, 128, 768, 1000, 1024, 4096, 4097, 8192, 20000))
-    shape = c.lead(400000, d) + (d,)
-    c.note("layer_norm x", shape)
-    x = c.layout(c.uniform(shape, -2, 4))
-    w, b = c.uniform((d,), 0.5, 1.5), c.uniform((d,), -0.5, 0.5)
+    dtype = c.rng.choice((torch.float32, torch.bfloat16, torch.float16))
+    # fp16 holds up to 65504: dbias sums the upstream gradient (up to 2) over the rows, so at most
+    # 15000 of them there, as a user of fp16 keeps a sum in range (PyTorch's would overflow as well).
+    shape = c.lead(400000 if dtype != torch.float16 else min(400000, 15000 * d), d) + (d,)
+    c.note("layer_norm x", shape, str(dtype)[6:])
+    x = c.layout(c.uniform(shape, -2, 4, dtype))
+    w, b = c.uniform((d,), 0.5, 1.5, dtype), c.uniform((d,), -0.5, 0.5, dtype)
     results = run_both(lambda x, w, b: lab.layer_norm(x, w, b), lambda x, w, b: F.layer_norm(x, (d,), w, b, 1e-5),
                        (x, w, b), upstream(c))
     # dx = rstd (g - mean(g) - xhat mean(g xhat)) cancels where the row is short or its values close
@@ -223,17 +230,24 @@ def case_activation(c, name):
 
 def case_cross_entropy(c):
     classes = c.rng.choice((1, 2, 3, 10, 64, 100, 1000, 4097, 32768, 50257, 100003))
-    lead = c.lead(2000000 if classes < 40000 else 600000, classes)
+    dtype = c.rng.choice((torch.float32, torch.bfloat16, torch.float16))
+    reduction = c.rng.choice(("mean", "sum", "none"))
+    limit = 2000000 if classes < 40000 else 600000
+    if dtype == torch.float16 and reduction == "sum":
+        # fp16 holds up to 65504: a sum of row losses (each at most 2 x 20 + log C, under 52) over
+        # at most 1000 rows stays in range (PyTorch's would overflow as well past it).
+        limit = min(limit, 1000 * classes)
+    lead = c.lead(limit, classes)
     if not lead and c.rng.random() < 0.7:
         lead = (c.rng.randint(1, 40),)  # (C,) logits alone now and then
     shape = lead + (classes,)
     ignore = -100 if c.rng.random() < 0.85 else c.rng.randrange(classes)
-    reduction = c.rng.choice(("mean", "sum", "none"))
     smoothing = c.rng.choice((0.0, 0.0, 0.0, 0.1, 0.3))
     label_dtype = c.rng.choice((torch.int64, torch.int32))
-    c.note("cross_entropy logits", shape, "ignore_index", ignore, reduction, "smoothing", smoothing, label_dtype)
+    c.note("cross_entropy logits", shape, str(dtype)[6:], "ignore_index", ignore, reduction, "smoothing", smoothing,
+           label_dtype)
     scale = c.rng.choice((1.0, 4.0, 20.0))
-    logits = c.layout(c.uniform(shape, -scale, scale))
+    logits = c.layout(c.uniform(shape, -scale, scale, dtype))
     labels = torch.randint(0, classes, lead, generator=c.gen, device=DEV)
     labels = torch.where(torch.rand(lead, generator=c.gen, device=DEV) < 0.1, torch.full_like(labels, ignore), labels)
     labels = labels.to(label_dtype)
@@ -362,6 +376,7 @@ def case_bad_inputs(c):
                 (ValueError, lambda: lab.weighted_sum(x, w.cpu())),
                 (ValueError, lambda: lab.attention(q.cpu(), q.cpu(), q.cpu()))],
         "dtype": [(TypeError, lambda: lab.layer_norm(x.double(), w, b)),
+                  (TypeError, lambda: lab.layer_norm(x.bfloat16(), w, b)),
                   (TypeError, lambda: lab.swish(x.to(torch.int32))),
                   (TypeError, lambda: lab.gelu(x.half())),
                   (TypeError, lambda: lab.cross_entropy(x, labels.float())),

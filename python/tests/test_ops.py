@@ -60,18 +60,22 @@ LN_SHAPES = [(1, 1), (3, 5), (7, 33), (300, 128), (64, 768), (33, 1000), (2, 409
 
 @pytest.mark.parametrize("shape", LN_SHAPES)
 @pytest.mark.parametrize("variant", ["optimized_layernorm", "baseline_layernorm"])
-def test_layernorm_forward_and_gradients(shape, variant):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_layernorm_forward_and_gradients(shape, variant, dtype):
     """(3, 5), (7, 33) and (2, 16384): the optimized backward (the TMA pipeline) declares them N/A
     (D not a multiple of 4, or wider than 8192), and autograd runs its one-pass step there; (2, 4097)
     and (2, 32768): that step declares them N/A too (its register tiles), and autograd runs the
-    baseline."""
+    baseline. bf16 and fp16: the storage twins run (+ "_bf16", "_fp16"; the backward's one-pass step
+    where the TMA pipeline would, which has no twin); y and the gradients in x's dtype, as
+    PyTorch's, against PyTorch's own error in that dtype."""
     d = shape[-1]
-    x = rand(*shape, lo=-2, hi=4, seed=1)
-    w, b = rand(d, lo=0.5, hi=1.5, seed=2), rand(d, lo=-0.5, hi=0.5, seed=3)
-    dy = rand(*shape, seed=4)
+    x = rand(*shape, lo=-2, hi=4, seed=1, dtype=dtype)
+    w, b = rand(d, lo=0.5, hi=1.5, seed=2, dtype=dtype), rand(d, lo=-0.5, hi=0.5, seed=3, dtype=dtype)
+    dy = rand(*shape, seed=4, dtype=dtype)
     leaves = [t.clone().requires_grad_() for t in (x, w, b)]
     y = lab.layer_norm(*leaves, variant=variant)
     y.backward(dy)
+    assert y.dtype == dtype and all(t.grad.dtype == dtype for t in leaves)
     ref = [t.double().requires_grad_() for t in (x, w, b)]
     y64 = F.layer_norm(ref[0], (d,), ref[1], ref[2], 1e-5)
     y64.backward(dy.double())
@@ -81,6 +85,29 @@ def test_layernorm_forward_and_gradients(shape, variant):
     assert_close("y", y, y64, y32)
     for name, a, r, t in zip(("dx", "dweight", "dbias"), leaves, ref, low):
         assert_close(name, a.grad, r.grad, t.grad)
+
+
+# Half an ulp of each 16-bit storage, relative: one rounding to nearest (bf16: 8 significant bits,
+# fp16: 11; fp16's values here stay in its normal range).
+HALF_ULP = {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_16bit_layernorm_is_fp32_arithmetic_rounded_once(dtype):
+    # Element by element: the lab's 16-bit y is the float64 LayerNorm of the 16-bit inputs rounded
+    # to that storage, give or take fp32's arithmetic: within half an ulp (2^-8 relative in bf16,
+    # 2^-11 in fp16) plus 1e-5 (the rows' sums of 768 terms in fp32 stay far inside it at these
+    # values). A 1% error in any element of magnitude above 1e-3 fails. mean and rstd are float32,
+    # as PyTorch's.
+    x = rand(4096, 768, lo=-2, hi=4, seed=11, dtype=dtype)
+    w = rand(768, lo=0.5, hi=1.5, seed=12, dtype=dtype)
+    b = rand(768, lo=-0.5, hi=0.5, seed=13, dtype=dtype)
+    y, mean, rstd = ops.layernorm_forward(x, w, b, "optimized_layernorm")
+    assert y.dtype == dtype and mean.dtype == rstd.dtype == torch.float32
+    ref = F.layer_norm(x.double(), (768,), w.double(), b.double(), 1e-5)
+    err = (y.double() - ref).abs()
+    bound = 1e-5 + (HALF_ULP[dtype] + 1e-5) * ref.abs()
+    assert (err <= bound).all().item(), "worst %.3g of its bound" % (err / bound).max().item()
 
 
 def test_layernorm_saves_mean_and_rstd():
@@ -161,9 +188,12 @@ CE_SHAPES = [(1, 1), (13, 1), (1, 2), (3, 5), (7, 33), (1000, 10), (64, 768), (5
 @pytest.mark.parametrize("shape", CE_SHAPES)
 @pytest.mark.parametrize("variant", ["optimized_cross_entropy"])
 @pytest.mark.parametrize("label_dtype", [torch.int64, torch.int32])
-def test_cross_entropy_and_gradient(shape, variant, label_dtype):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_cross_entropy_and_gradient(shape, variant, label_dtype, dtype):
+    # 16-bit logits: the storage twins run (+ "_bf16", "_fp16"); the loss and the gradient in the
+    # logits' dtype, as PyTorch's, against PyTorch's own error in that dtype.
     rows, classes = shape
-    x = rand(rows, classes, lo=-8, hi=8, seed=9)
+    x = rand(rows, classes, lo=-8, hi=8, seed=9, dtype=dtype)
     g = torch.Generator(device=DEV).manual_seed(10)
     labels = torch.randint(0, classes, (rows,), generator=g, device=DEV).to(label_dtype)
     a = x.clone().requires_grad_()
@@ -175,9 +205,30 @@ def test_cross_entropy_and_gradient(shape, variant, label_dtype):
     t = x.clone().requires_grad_()
     l32 = F.cross_entropy(t, labels.long())
     (l32 * 1.5).backward()
-    assert loss.shape == () and loss.dtype == torch.float32
+    assert loss.shape == () and loss.dtype == dtype and a.grad.dtype == dtype
     assert_close("loss", loss, l64, l32)
     assert_close("dlogits", a.grad, r.grad, t.grad)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_16bit_cross_entropy_gradient_is_fp32_arithmetic_rounded_once(dtype):
+    # Element by element: the lab's 16-bit dlogits is the float64 gradient of the 16-bit logits
+    # rounded to that storage, give or take fp32's arithmetic: within half an ulp (2^-8 relative in
+    # bf16, 2^-11 in fp16) plus 1e-5 of the largest (a 1% error in any element above 1e-2 of it
+    # fails; in fp16 the elements below its normal range, 2^-14, round to steps of 2^-24, far inside
+    # that absolute term); the loss is the fp32 mean rounded once (half an ulp of it, and fp32's 1e-5).
+    x = rand(512, 50304, lo=-8, hi=8, seed=19, dtype=dtype)
+    labels = torch.randint(0, 50304, (512,), generator=torch.Generator(device=DEV).manual_seed(20), device=DEV)
+    a = x.clone().requires_grad_()
+    loss = lab.cross_entropy(a, labels)
+    (loss * 1024).backward()  # a loss scale, as mixed precision uses: most gradients far above 1e-5
+    r = x.double().requires_grad_()
+    l64 = F.cross_entropy(r, labels)
+    (l64 * 1024).backward()
+    for got, ref in ((loss, l64), (a.grad, r.grad)):
+        err = (got.double() - ref).abs()
+        bound = 1e-5 * ref.abs().max() + (HALF_ULP[dtype] + 1e-5) * ref.abs()
+        assert (err <= bound).all().item(), "worst %.3g of its bound" % (err / bound).max().item()
 
 
 def test_cross_entropy_bad_label_is_nan_not_a_fault():
@@ -470,7 +521,9 @@ def test_bad_inputs_raise_clear_errors():
     w, b = torch.ones(768, device=DEV), torch.zeros(768, device=DEV)
     cases = [
         (ValueError, "CUDA tensor", lambda: lab.layer_norm(x.cpu(), w.cpu(), b.cpu())),
-        (TypeError, "Float", lambda: lab.layer_norm(x.double(), w, b)),
+        (TypeError, "x must be Float, BFloat16 or Half \\(it is Double\\)", lambda: lab.layer_norm(x.double(), w, b)),
+        (TypeError, "weight must be Half \\(it is Float\\)", lambda: lab.layer_norm(x.half(), w, b)),
+        (TypeError, "weight must be BFloat16 \\(it is Float\\)", lambda: lab.layer_norm(x.bfloat16(), w, b)),
         (ValueError, "weight must have shape", lambda: lab.layer_norm(x, w[:100], b)),
         (ValueError, "eps", lambda: lab.layer_norm(x, w, b, eps=1e-6)),
         (ValueError, "longer than the largest register tile",
@@ -479,6 +532,8 @@ def test_bad_inputs_raise_clear_errors():
         (ValueError, "no variant 'optimized_gelu'", lambda: lab.layer_norm(x, w, b, variant="optimized_gelu")),
         (TypeError, "labels must be int32 or int64",
          lambda: lab.cross_entropy(x, torch.zeros(8, device=DEV))),
+        (TypeError, "logits must be Float, BFloat16 or Half \\(it is Double\\)",
+         lambda: lab.cross_entropy(x.double(), torch.zeros(8, dtype=torch.long, device=DEV))),
         (ValueError, "labels must have shape", lambda: lab.cross_entropy(x, torch.zeros(7, dtype=torch.long,
                                                                                        device=DEV))),
         (ValueError, "d must be 16, 32, 64 or 128",
@@ -491,7 +546,8 @@ def test_bad_inputs_raise_clear_errors():
         (ValueError, "precision must be", lambda: lab.attention(*(rand(1, 1, 64, 64) for _ in range(3)),
                                                                 precision="fp8")),
         (ValueError, "must be a CUDA tensor", lambda: lab.gelu(torch.ones(3))),
-        (TypeError, "x must be Float or BFloat16 \\(it is Half\\)", lambda: lab.gelu(x.half())),
+        (TypeError, "x must be Float or BFloat16 \\(it is Half: this operator has no fp16 kernels in the lab\\)",
+         lambda: lab.gelu(x.half())),
         (ValueError, "no variant 'optimized_gelu_tanh_bf16' of gelu_bf16",
          lambda: lab.gelu(x.bfloat16(), variant="optimized_gelu_tanh")),
         (ValueError, "w must have shape", lambda: lab.weighted_sum(x, w[:100])),
