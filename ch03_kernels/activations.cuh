@@ -11,7 +11,9 @@
 // swish_backward_bf16): x, dy and the output bf16, the arithmetic fp32 (as PyTorch computes these
 // functions on bf16 tensors), half the bytes. Its check: the reference in double from the bf16
 // inputs (exact in fp32), and a bound that is fp32's plus the output's one rounding to bf16, at most
-// 2^-8 of the value (8 significant bits, round to nearest).
+// 2^-8 of the value (8 significant bits, round to nearest). And on fp16 storage (gelu_fp16, ...):
+// the bf16 files' fp16 twins (lab::Stored16), the rounding 2^-11 of the value, or 2^-25 absolutely
+// below fp16's normal range (lab::StorageOf).
 #pragma once
 
 #include <cmath>
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include "elementwise.cuh"
 #include "lab/lab.hpp"
@@ -32,6 +35,8 @@ struct GeluOp {
   static constexpr const char* backward_name = "gelu_backward";
   static constexpr const char* name_bf16 = "gelu_bf16";
   static constexpr const char* backward_name_bf16 = "gelu_backward_bf16";
+  static constexpr const char* name_fp16 = "gelu_fp16";
+  static constexpr const char* backward_name_fp16 = "gelu_backward_fp16";
   __device__ float operator()(float x) const { return 0.5f * x * erfcf(-x * 0.70710678118654752f); }
   __device__ float operator()(float x, float dy) const {
     const float cdf = 0.5f * erfcf(-x * 0.70710678118654752f);
@@ -49,6 +54,8 @@ struct SwishOp {
   static constexpr const char* backward_name = "swish_backward";
   static constexpr const char* name_bf16 = "swish_bf16";
   static constexpr const char* backward_name_bf16 = "swish_backward_bf16";
+  static constexpr const char* name_fp16 = "swish_fp16";
+  static constexpr const char* backward_name_fp16 = "swish_backward_fp16";
   __device__ float operator()(float x) const { return x / (1.f + expf(-x)); }
   __device__ float operator()(float x, float dy) const {
     const float s = 1.f / (1.f + expf(-x));
@@ -62,12 +69,12 @@ struct SwishOp {
 };
 
 // erfc(z) to the precision a bf16 result needs, for the bf16 GELUs' final variants (the fp32 topics
-// keep erfcf, held to fp32's bound). Numerical Recipes' erfcc, a Chebyshev fit in
+// keep erfcf, held to fp32's bound), and an fp16 one too (2^-11: the fit's error is 4000 times less). Numerical Recipes' erfcc, a Chebyshev fit in
 // t = 1 / (1 + |z|/2): erfc(|z|) = t exp(-z^2 + P(t)), P of degree 9, relative error below 1.2e-7;
 // erfc(z) = 2 - erfc(|z|) for z < 0. One reciprocal, nine FMAs, one exponential, no branch (the
 // select is a predicated move). On the device the reciprocal and the exponential are the fast
 // approximations (__fdividef, __expf); on the host (the CPU test that holds every bf16 input to
-// the check's bound, tests/cpu/activations_bf16_check_test.cu) their correctly rounded forms.
+// the check's bound, tests/cpu/activations_16bit_check_test.cu) their correctly rounded forms.
 __host__ __device__ inline float erfc_bf16(float z) {
   const float a = fabsf(z);
 #if defined(__CUDA_ARCH__)
@@ -114,14 +121,15 @@ struct Storage : lab::StorageOf<T> {
   using Base = lab::StorageOf<T>;
   template <class Op>
   static constexpr const char* name() {
-    return Base::bf16 ? Op::name_bf16 : Op::name;
+    return Base::pick(Op::name, Op::name_bf16, Op::name_fp16);
   }
   template <class Op>
   static constexpr const char* backward_name() {
-    return Base::bf16 ? Op::backward_name_bf16 : Op::backward_name;
+    return Base::pick(Op::backward_name, Op::backward_name_bf16, Op::backward_name_fp16);
   }
-  // fp32's bound, and for bf16 the rounding of the result on top: |rounded - v| <= 2^-8 |v|.
-  static lab::Tolerance tolerance() { return Base::rounded(lab::Tolerance::fp32(), "fp32 arithmetic, bf16 output"); }
+  // fp32's bound, and for 16 bits the rounding of the result on top: |rounded - v| <= 2^-8 |v| in
+  // bf16; in fp16 2^-11 |v|, or 2^-25 below its normal range.
+  static lab::Tolerance tolerance() { return Base::rounded(lab::Tolerance::fp32(), Base::kArithmeticNote); }
 };
 
 }  // namespace act
@@ -129,7 +137,7 @@ struct Storage : lab::StorageOf<T> {
 // What every activation topic shares: one flat array (elementwise.cuh).
 using ActivationShapes = ew::FlatShapes;
 
-// y = op(x), x and y stored as T (float or bf16).
+// y = op(x), x and y stored as T (float, bf16 or fp16).
 template <class Op, class T = float>
 struct Activation : ActivationShapes {
   using S = act::Storage<T>;
@@ -194,3 +202,12 @@ using GeluBf16 = Activation<act::GeluOp, __nv_bfloat16>;
 using GeluBackwardBf16 = ActivationBackward<act::GeluOp, __nv_bfloat16>;
 using SwishBf16 = Activation<act::SwishOp, __nv_bfloat16>;
 using SwishBackwardBf16 = ActivationBackward<act::SwishOp, __nv_bfloat16>;
+using GeluFp16 = Activation<act::GeluOp, __half>;
+using GeluBackwardFp16 = ActivationBackward<act::GeluOp, __half>;
+using SwishFp16 = Activation<act::SwishOp, __half>;
+using SwishBackwardFp16 = ActivationBackward<act::SwishOp, __half>;
+// The topics of a file named for bf16: bf16, or fp16 in its fp16 twin (lab::Stored16).
+using Gelu16 = Activation<act::GeluOp, lab::Stored16>;
+using GeluBackward16 = ActivationBackward<act::GeluOp, lab::Stored16>;
+using Swish16 = Activation<act::SwishOp, lab::Stored16>;
+using SwishBackward16 = ActivationBackward<act::SwishOp, lab::Stored16>;

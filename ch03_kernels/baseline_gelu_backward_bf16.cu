@@ -4,11 +4,13 @@
 // optimized variant; the traffic is 2 x (2 + 4) + 12 + 4 + 2 = 30 bytes an element where 6 must
 // move. optimized_gelu_backward_bf16.cu does the casts in registers, in one kernel.
 // Run: make ch03 && ./ch03_kernels/baseline_gelu_backward_bf16
+// The same file on fp16 storage (lab::Stored16) is the program baseline_gelu_backward_fp16.
+// lab-storage: fp16
 #include "activations.cuh"
 
 namespace {
 struct CastThrough {
-  using Topic = GeluBackwardBf16;
+  using Topic = GeluBackward16;
   lab::DeviceBuffer<float> x32, dy32, dx32;  // the fp32 copies the casts write
   explicit CastThrough(const Topic::Problem& p) : x32(p.n), dy32(p.n), dx32(p.n) {}
   void run(Topic::Problem& p, cudaStream_t stream) {
@@ -26,4 +28,4 @@ struct CastThrough {
 };
 }  // namespace
 
-LAB_VARIANT_CLASS(CastThrough, baseline, "casts through memory: x, dy to fp32, the fp32 backward, dx to bf16 (four kernels)");
+LAB_VARIANT_CLASS(CastThrough, baseline, "casts through memory: x, dy to fp32, the fp32 backward, dx to 16-bit (four kernels)");

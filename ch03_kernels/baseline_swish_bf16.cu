@@ -5,11 +5,13 @@
 // element where 4 must move, and two fp32 copies of the array sit in memory. optimized_swish_bf16.cu
 // does the casts in registers, in one kernel.
 // Run: make ch03 && ./ch03_kernels/baseline_swish_bf16
+// The same file on fp16 storage (lab::Stored16) is the program baseline_swish_fp16.
+// lab-storage: fp16
 #include "activations.cuh"
 
 namespace {
 struct CastThrough {
-  using Topic = SwishBf16;
+  using Topic = Swish16;
   lab::DeviceBuffer<float> x32, y32;  // the fp32 copies the casts write
   explicit CastThrough(const Topic::Problem& p) : x32(p.n), y32(p.n) {}
   void run(Topic::Problem& p, cudaStream_t stream) {
@@ -23,4 +25,4 @@ struct CastThrough {
 };
 }  // namespace
 
-LAB_VARIANT_CLASS(CastThrough, baseline, "casts through memory: bf16 to fp32, the fp32 Swish, fp32 to bf16 (three kernels)");
+LAB_VARIANT_CLASS(CastThrough, baseline, "casts through memory: 16-bit to fp32, the fp32 Swish, fp32 to 16-bit (three kernels)");

@@ -5,9 +5,11 @@
 // bound by them: erfcf is a few dozen instructions with branches, and on an H200 this step runs at
 // about half the copy rate (compare's GB/s column). The final variant replaces erfcf.
 // Run: make ch03 && ./ch03_kernels/optimized_gelu_bf16_in_registers
+// The same file on fp16 storage (lab::Stored16) is the program optimized_gelu_fp16_in_registers.
+// lab-storage: fp16
 #include "activations.cuh"
 
-LAB_VARIANT_STEP(GeluBf16, 1, "one kernel: bf16 in, fp32 in registers (erfcf), bf16 out (16-byte packs)") {
+LAB_VARIANT_STEP(Gelu16, 1, "one kernel: 16-bit in, fp32 in registers (erfcf), 16-bit out (16-byte packs)") {
   ew::map_packs<<<ew::pack_blocks(p.n), ew::kThreads, 0, stream>>>(act::GeluOp{}, p.x.data(), p.y.data(), p.n);
   LAB_CHECK_LAUNCH();
 }

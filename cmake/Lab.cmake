@@ -104,7 +104,9 @@ function(lab_chapter short)
     # Its storage twins: a line "// lab-storage: bf16 fp16" compiles the same file once more for each
     # storage it names, with the topic's tensors in that type (LAB_STORAGE_BF16, LAB_STORAGE_FP16;
     # common/lab/storage.hpp), as its own program, <program>_bf16 and <program>_fp16 (the variant's
-    # name in the registry gets the same suffix).
+    # name in the registry gets the same suffix). A program named for bf16 (optimized_gelu_bf16, its
+    # tensors lab::Stored16) may name fp16 only, and its twin says fp16 where it said bf16
+    # (optimized_gelu_fp16; lab::storage_twin_name in common/lab/registry.hpp names it alike).
     file(STRINGS "${src}" storage_line REGEX "^// lab-storage: " LIMIT_COUNT 1)
     string(REPLACE "// lab-storage: " "" storages "${storage_line}")
     separate_arguments(storages UNIX_COMMAND "${storages}")
@@ -113,6 +115,12 @@ function(lab_chapter short)
       if(storage STREQUAL "float")
         set(twin ${program})
         set(storage_definition "")
+      elseif(program MATCHES "_bf16(_|$)")
+        if(NOT storage STREQUAL "fp16")
+          message(FATAL_ERROR "${rel}: lab-storage names '${storage}': a program named for bf16 has one twin, fp16")
+        endif()
+        string(REGEX REPLACE "_bf16(_|$)" "_fp16\\1" twin "${program}")
+        set(storage_definition "LAB_STORAGE_FP16=1")
       elseif(storage STREQUAL "bf16" OR storage STREQUAL "fp16")
         set(twin ${program}_${storage})
         string(TOUPPER "${storage}" upper)

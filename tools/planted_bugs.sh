@@ -254,14 +254,16 @@ plant label_logit_bf16 ch03_kernels/optimized_cross_entropy.cu optimized_cross_e
 # element of a pack 1% high, in the forward map (GELU on bf16) and the backward's (Swish's
 # backward on bf16). Each output is rounded to bf16 after it: the check allows that rounding,
 # 2^-8, and no more.
-plant gelu_bf16_odd common/lab/elementwise.cuh optimized_gelu_bf16 \
-  'b.v[k] = from_f32<Out>(f(to_f32(a.v[k])));' 'b.v[k] = from_f32<Out>((k & 1 ? 1.01f : 1.f) * f(to_f32(a.v[k])));'
-plant swish_backward_bf16_odd common/lab/elementwise.cuh optimized_swish_backward_bf16 \
-  'b.v[k] = from_f32<Out>(f(to_f32(a.v[k]), to_f32(g.v[k])));' \
-  'b.v[k] = from_f32<Out>((k & 1 ? 1.01f : 1.f) * f(to_f32(a.v[k]), to_f32(g.v[k])));'
-plant gelu_backward_bf16_odd common/lab/elementwise.cuh optimized_gelu_backward_bf16 \
-  'b.v[k] = from_f32<Out>(f(to_f32(a.v[k]), to_f32(g.v[k])));' \
-  'b.v[k] = from_f32<Out>((k & 1 ? 1.01f : 1.f) * f(to_f32(a.v[k]), to_f32(g.v[k])));'
+for storage in bf16 fp16; do
+  plant gelu_${storage}_odd common/lab/elementwise.cuh optimized_gelu_$storage \
+    'b.v[k] = from_f32<Out>(f(to_f32(a.v[k])));' 'b.v[k] = from_f32<Out>((k & 1 ? 1.01f : 1.f) * f(to_f32(a.v[k])));'
+  plant swish_backward_${storage}_odd common/lab/elementwise.cuh optimized_swish_backward_$storage \
+    'b.v[k] = from_f32<Out>(f(to_f32(a.v[k]), to_f32(g.v[k])));' \
+    'b.v[k] = from_f32<Out>((k & 1 ? 1.01f : 1.f) * f(to_f32(a.v[k]), to_f32(g.v[k])));'
+  plant gelu_backward_${storage}_odd common/lab/elementwise.cuh optimized_gelu_backward_$storage \
+    'b.v[k] = from_f32<Out>(f(to_f32(a.v[k]), to_f32(g.v[k])));' \
+    'b.v[k] = from_f32<Out>((k & 1 ? 1.01f : 1.f) * f(to_f32(a.v[k]), to_f32(g.v[k])));'
+done
 plant baseline_label_logit ch03_kernels/baseline_cross_entropy.cu baseline_cross_entropy \
   '- lab::to_f32(logits[std::size_t(r) * classes + label])' \
   '- 1.01f * lab::to_f32(logits[std::size_t(r) * classes + label])'

@@ -55,6 +55,11 @@ OPS = {
     "gelu_backward_bf16": ("ch03_kernels", "optimized_gelu_backward_bf16", ["16777216", "268435456"]),
     "swish_bf16": ("ch03_kernels", "optimized_swish_bf16", ["16777216", "268435456"]),
     "swish_backward_bf16": ("ch03_kernels", "optimized_swish_backward_bf16", ["16777216", "268435456"]),
+    # fp16: the bf16 files' fp16 twins (the name + "_fp16").
+    "gelu_fp16": ("ch03_kernels", "optimized_gelu_fp16", ["16777216", "268435456"]),
+    "gelu_backward_fp16": ("ch03_kernels", "optimized_gelu_backward_fp16", ["16777216", "268435456"]),
+    "swish_fp16": ("ch03_kernels", "optimized_swish_fp16", ["16777216", "268435456"]),
+    "swish_backward_fp16": ("ch03_kernels", "optimized_swish_backward_fp16", ["16777216", "268435456"]),
     # LayerNorm on bf16: the storage twins of optimized_layernorm and of the backward's one-pass step
     # (the TMA pipeline has no twin).
     "layernorm_bf16": ("ch03_kernels", "optimized_layernorm_bf16", ["16384x768", "8192x4096", "4096x16384"]),
@@ -115,22 +120,22 @@ def cases(torch, lab, op, shape, compile_mode="default"):
     def rand(*s, lo=-1.0, hi=1.0, dtype=torch.float32, grad=False):
         return torch.empty(*s, device="cuda").uniform_(lo, hi).to(dtype).requires_grad_(grad)
 
-    base, ln_dtype = op, torch.float32  # an op on 16-bit storage ends in its storage
+    base, stored = op, torch.float32  # an op on 16-bit storage ends in its storage
     for suffix, t in (("_bf16", torch.bfloat16), ("_fp16", torch.float16)):
         if op.endswith(suffix):
-            base, ln_dtype = op.removesuffix(suffix), t
+            base, stored = op.removesuffix(suffix), t
     if base == "layernorm":
         n, d = dims
-        x, w, b = (rand(n, d, lo=-2, hi=4, dtype=ln_dtype), rand(d, lo=0.5, hi=1.5, dtype=ln_dtype),
-                   rand(d, lo=-0.5, hi=0.5, dtype=ln_dtype))
+        x, w, b = (rand(n, d, lo=-2, hi=4, dtype=stored), rand(d, lo=0.5, hi=1.5, dtype=stored),
+                   rand(d, lo=-0.5, hi=0.5, dtype=stored))
         f = lambda x, w, b: F.layer_norm(x, (d,), w, b, 1e-5)  # noqa: E731
         return {"lab": lambda: ops.layernorm_forward(x, w, b, "optimized_layernorm"), "eager": lambda: f(x, w, b),
                 "compile": (compiled(f), (x, w, b))}
     if base == "layernorm_backward":
         n, d = dims
-        x = rand(n, d, lo=-2, hi=4, dtype=ln_dtype, grad=True)
-        w, b = rand(d, lo=0.5, hi=1.5, dtype=ln_dtype, grad=True), rand(d, dtype=ln_dtype, grad=True)
-        dy = rand(n, d, dtype=ln_dtype)
+        x = rand(n, d, lo=-2, hi=4, dtype=stored, grad=True)
+        w, b = rand(d, lo=0.5, hi=1.5, dtype=stored, grad=True), rand(d, dtype=stored, grad=True)
+        dy = rand(n, d, dtype=stored)
         y = F.layer_norm(x, (d,), w, b, 1e-5)
         _, mean, rstd = ops.layernorm_forward(x.detach(), w.detach(), b.detach(), "optimized_layernorm")
         xd, wd = x.detach(), w.detach()
@@ -143,13 +148,13 @@ def cases(torch, lab, op, shape, compile_mode="default"):
             dx = rstd[:, None] * (g - g.mean(-1, keepdim=True) - xhat * (g * xhat).mean(-1, keepdim=True))
             return dx.to(t), (dy * xhat).sum(0).to(t), dy.sum(0).to(t)
 
-        variant = "optimized_layernorm_backward" + ("_one_pass" if ln_dtype != torch.float32 else "")
+        variant = "optimized_layernorm_backward" + ("_one_pass" if stored != torch.float32 else "")
         return {"lab": lambda: ops.layernorm_backward(dy, xd, wd, mean, rstd, variant),
                 "eager": lambda: torch.autograd.grad(y, (x, w, b), dy, retain_graph=True),
                 "compile": (compiled(formula), (dy, xd, wd, mean, rstd))}
     if op.split("_")[0] in ("gelu", "swish"):
         name, backward = op.split("_")[0], "backward" in op
-        dtype = torch.bfloat16 if op.endswith("_bf16") else torch.float32
+        dtype = stored  # the storage its suffix names (above)
         fn = F.gelu if name == "gelu" else F.silu
         x = rand(dims[0], lo=-6, hi=6, dtype=dtype)
         if not backward:
@@ -171,7 +176,7 @@ def cases(torch, lab, op, shape, compile_mode="default"):
                 "compile": (compiled(formula), (dy, x))}
     if base in ("cross_entropy", "cross_entropy_backward"):
         n, c = dims
-        dtype = ln_dtype
+        dtype = stored
         logits, labels = rand(n, c, lo=-8, hi=8, dtype=dtype), torch.randint(0, c, (n,), device="cuda")
         if base == "cross_entropy":
             return {"lab": lambda: ops.cross_entropy_forward(logits, labels, -100, "optimized_cross_entropy"),

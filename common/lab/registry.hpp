@@ -201,6 +201,13 @@ class Registry {
 // "path/to/optimized_coalescing.cu" -> "optimized_coalescing".
 std::string program_name_from_path(std::string_view path);
 
+// The name of a program's storage twin (suffix "_bf16" or "_fp16"; "" for the program itself): the
+// suffix appended (optimized_layernorm -> optimized_layernorm_fp16), or, for a program named for
+// bf16 (optimized_gelu_bf16, optimized_gelu_bf16_in_registers: "_bf16" ending the name or followed
+// by '_'), the suffix in place of each such "_bf16" (optimized_gelu_fp16, optimized_gelu_fp16_in_registers).
+// cmake/Lab.cmake and python/setup.py name the twins' programs the same way.
+std::string storage_twin_name(std::string program, std::string_view suffix);
+
 // The topic's description for the registry, from its static members:
 //   name, chapter, dims(), sweep(), checks(), work(shape), Problem(shape, rng), optional validate(shape),
 //   verifiable(shape), switches() and reads_declared_tolerance.
@@ -408,12 +415,13 @@ const Variant& register_variant_class(Registry& reg, std::string program, Role r
 #else
 #define LAB_STORAGE_SUFFIX ""
 #endif
+#define LAB_DETAIL_PROGRAM_NAME ::lab::storage_twin_name(::lab::program_name_from_path(__FILE__), LAB_STORAGE_SUFFIX)
 
 #define LAB_DETAIL_VARIANT(Topic, role, step, description, ...)                                              \
   static void lab_variant_run(Topic::Problem& p, cudaStream_t stream);                                        \
   [[maybe_unused]] static const ::lab::Variant* lab_variant_registration = &::lab::register_variant<Topic>(   \
-      ::lab::Registry::global(), ::lab::program_name_from_path(__FILE__) + LAB_STORAGE_SUFFIX,                \
-      ::lab::Role::role, step, description, &lab_variant_run, ::lab::Declared{__VA_ARGS__});                 \
+      ::lab::Registry::global(), LAB_DETAIL_PROGRAM_NAME, ::lab::Role::role, step, description,               \
+      &lab_variant_run, ::lab::Declared{__VA_ARGS__});                                                          \
   static void lab_variant_run([[maybe_unused]] Topic::Problem& p, [[maybe_unused]] cudaStream_t stream)
 
 // Registers this file's variant of Topic and opens its run function, whose parameters are
@@ -433,8 +441,7 @@ const Variant& register_variant_class(Registry& reg, std::string program, Role r
 
 #define LAB_DETAIL_VARIANT_CLASS(Class, role, step, description)                                                  \
   [[maybe_unused]] static const ::lab::Variant* lab_variant_registration = &::lab::register_variant_class<Class>( \
-      ::lab::Registry::global(), ::lab::program_name_from_path(__FILE__) + LAB_STORAGE_SUFFIX, ::lab::Role::role,  \
-      step, description)
+      ::lab::Registry::global(), LAB_DETAIL_PROGRAM_NAME, ::lab::Role::role, step, description)
 
 // Registers a variant written as a class, for a variant with state or declarations (see
 // register_variant_class): its members are its workspace, made by its constructor before timing.

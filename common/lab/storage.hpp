@@ -35,6 +35,16 @@ using Stored = __half;
 using Stored = float;
 #endif
 
+// A file named for bf16 (optimized_gelu_bf16.cu: a lesson of 16-bit storage, with kernels of its own)
+// names its tensors lab::Stored16: bf16, or fp16 in its fp16 twin, which the line
+//   // lab-storage: fp16
+// makes (the program optimized_gelu_fp16: lab::storage_twin_name, lab/registry.hpp).
+#if defined(LAB_STORAGE_FP16)
+using Stored16 = __half;
+#else
+using Stored16 = __nv_bfloat16;
+#endif
+
 // What a storage type changes in a topic: its bytes, its name, and the check's bound, which for a
 // 16-bit storage adds the output's one rounding to the arithmetic's own: to the nearest bf16 (8
 // significant bits) errs by at most 2^-8 of the value; to the nearest fp16 (11 bits) by 2^-11 of it

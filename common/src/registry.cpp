@@ -104,6 +104,18 @@ std::string program_name_from_path(std::string_view path) {
   return std::string(path);
 }
 
+std::string storage_twin_name(std::string program, std::string_view suffix) {
+  if (suffix.empty()) return program;
+  bool named_for_bf16 = false;  // each "_bf16" that is a word of the name (as CMake's REGEX REPLACE)
+  for (std::size_t at = program.find("_bf16"); at != std::string::npos; at = program.find("_bf16", at + 1)) {
+    if (at + 5 == program.size() || program[at + 5] == '_') {
+      program.replace(at, 5, suffix);
+      named_for_bf16 = true;
+    }
+  }
+  return named_for_bf16 ? program : program + std::string(suffix);
+}
+
 const Declared Problem::kNothingDeclared{};
 
 bool Declared::writes_output(std::string_view name) const {

@@ -79,6 +79,19 @@ TEST(Registry, ProgramNameFromPath) {
   EXPECT_EQ(lab::program_name_from_path("ladder/03A_optimized_x.cu"), "03A_optimized_x");  // not a sort key
 }
 
+TEST(Registry, StorageTwinNames) {
+  EXPECT_EQ(lab::storage_twin_name("optimized_layernorm", ""), "optimized_layernorm");
+  EXPECT_EQ(lab::storage_twin_name("optimized_layernorm", "_bf16"), "optimized_layernorm_bf16");
+  EXPECT_EQ(lab::storage_twin_name("optimized_layernorm", "_fp16"), "optimized_layernorm_fp16");
+  // A program named for bf16: its fp16 twin's name says fp16 where it said bf16.
+  EXPECT_EQ(lab::storage_twin_name("optimized_gelu_bf16", "_fp16"), "optimized_gelu_fp16");
+  EXPECT_EQ(lab::storage_twin_name("optimized_gelu_bf16_in_registers", "_fp16"), "optimized_gelu_fp16_in_registers");
+  EXPECT_EQ(lab::storage_twin_name("optimized_gelu_bf16", ""), "optimized_gelu_bf16");
+  // "_bf16" only as a word of the name.
+  EXPECT_EQ(lab::storage_twin_name("optimized_x_bf16s", "_fp16"), "optimized_x_bf16s_fp16");
+  EXPECT_EQ(lab::storage_twin_name("optimized_x_bf16s_bf16", "_fp16"), "optimized_x_bf16s_fp16");
+}
+
 TEST(Registry, ChapterFolders) {
   EXPECT_EQ(lab::chapter_folder(1), "ch01_basics");
   EXPECT_EQ(lab::chapter_folder(4), "ch04_compile_vs_fused");

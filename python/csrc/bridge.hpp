@@ -51,9 +51,10 @@ void layernorm_forward(const std::string& variant, Storage storage, std::int64_t
 void layernorm_backward(const std::string& variant, Storage storage, std::int64_t rows, std::int64_t dim,
                         const void* x, const void* gamma, const void* dy, const float* mean, const float* rstd,
                         void* dx, void* dgamma, void* dbeta, cudaStream_t s);
-// topic: "gelu" or "swish"; variant: a program of the fp32 topic ("optimized_gelu"). On bf16
-// storage the program of the same name + "_bf16" runs (optimized_gelu_bf16, of topic gelu_bf16);
-// x, dy and the output are float or __nv_bfloat16 as `storage` says.
+// topic: "gelu" or "swish"; variant: a program of the fp32 topic ("optimized_gelu"). On bf16 or
+// fp16 storage the program of the same name + "_bf16" or "_fp16" runs (optimized_gelu_bf16, of topic
+// gelu_bf16; optimized_gelu_fp16, its fp16 twin); x, dy and the output are float, __nv_bfloat16 or
+// __half as `storage` says.
 void activation_forward(const std::string& topic, const std::string& variant, Storage storage, std::int64_t n,
                         const void* x, void* y, cudaStream_t s);
 void activation_backward(const std::string& topic, const std::string& variant, Storage storage, std::int64_t n,

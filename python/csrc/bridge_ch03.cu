@@ -191,26 +191,32 @@ void binary(const std::string& variant, std::int64_t n, const void* x, const voi
 }
 }  // namespace
 
+namespace {
+template <class T>
+using GeluOf = Activation<act::GeluOp, T>;
+template <class T>
+using SwishOf = Activation<act::SwishOp, T>;
+template <class T>
+using GeluBackwardOf = ActivationBackward<act::GeluOp, T>;
+template <class T>
+using SwishBackwardOf = ActivationBackward<act::SwishOp, T>;
+}  // namespace
+
 void activation_forward(const std::string& topic, const std::string& variant, Storage storage, std::int64_t n,
                         const void* x, void* y, cudaStream_t s) {
-  if (storage == Storage::fp16) throw std::invalid_argument("gelu and swish have no fp16 kernels in the lab");
-  const bool bf16 = storage == Storage::bf16;
-  const std::string program = bf16 ? variant + "_bf16" : variant;
-  if (topic == Gelu::name) return bf16 ? unary<GeluBf16>(program, n, x, y, s) : unary<Gelu>(program, n, x, y, s);
-  if (topic == Swish::name) return bf16 ? unary<SwishBf16>(program, n, x, y, s) : unary<Swish>(program, n, x, y, s);
+  const std::string program = variant + suffix(storage);
+  const auto go = [&](auto t) { unary<typename decltype(t)::type>(program, n, x, y, s); };
+  if (topic == Gelu::name) return on_storage<GeluOf>(storage, go);
+  if (topic == Swish::name) return on_storage<SwishOf>(storage, go);
   throw std::invalid_argument("no activation '" + topic + "' (gelu, swish)");
 }
 
 void activation_backward(const std::string& topic, const std::string& variant, Storage storage, std::int64_t n,
                          const void* x, const void* dy, void* dx, cudaStream_t s) {
-  if (storage == Storage::fp16) throw std::invalid_argument("gelu and swish have no fp16 kernels in the lab");
-  const bool bf16 = storage == Storage::bf16;
-  const std::string program = bf16 ? variant + "_bf16" : variant;
-  if (topic == Gelu::name)
-    return bf16 ? binary<GeluBackwardBf16>(program, n, x, dy, dx, s) : binary<GeluBackward>(program, n, x, dy, dx, s);
-  if (topic == Swish::name)
-    return bf16 ? binary<SwishBackwardBf16>(program, n, x, dy, dx, s)
-                : binary<SwishBackward>(program, n, x, dy, dx, s);
+  const std::string program = variant + suffix(storage);
+  const auto go = [&](auto t) { binary<typename decltype(t)::type>(program, n, x, dy, dx, s); };
+  if (topic == Gelu::name) return on_storage<GeluBackwardOf>(storage, go);
+  if (topic == Swish::name) return on_storage<SwishBackwardOf>(storage, go);
   throw std::invalid_argument("no activation '" + topic + "' (gelu, swish)");
 }
 

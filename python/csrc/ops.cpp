@@ -77,18 +77,13 @@ void call(F&& f) {
 
 cudaStream_t stream_of(const Tensor& t) { return at::cuda::getCurrentCUDAStream(t.device().index()).stream(); }
 
-// A tensor's dtype as the bridge's storage type: float32, bfloat16 or float16 (half: whether the
-// operator has fp16 kernels), else a TypeError naming those it takes.
-bridge::Storage storage_of(const Tensor& x, const char* name = "x", bool half = true) {
+// A tensor's dtype as the bridge's storage type: float32, bfloat16 or float16, else a TypeError
+// naming those it takes.
+bridge::Storage storage_of(const Tensor& x, const char* name = "x") {
   TORCH_CHECK_VALUE(x.is_cuda(), name, " must be a CUDA tensor (it is on ", x.device(), ")");
   const at::ScalarType t = x.scalar_type();
-  if (half) {
-    TORCH_CHECK_TYPE(t == at::kFloat || t == at::kBFloat16 || t == at::kHalf, name,
-                     " must be Float, BFloat16 or Half (it is ", t, ")");
-  } else {
-    TORCH_CHECK_TYPE(t == at::kFloat || t == at::kBFloat16, name, " must be Float or BFloat16 (it is ", t,
-                     t == at::kHalf ? ": this operator has no fp16 kernels in the lab)" : ")");
-  }
+  TORCH_CHECK_TYPE(t == at::kFloat || t == at::kBFloat16 || t == at::kHalf, name,
+                   " must be Float, BFloat16 or Half (it is ", t, ")");
   return t == at::kBFloat16 ? bridge::Storage::bf16 : t == at::kHalf ? bridge::Storage::fp16 : bridge::Storage::f32;
 }
 
@@ -148,11 +143,11 @@ std::tuple<Tensor, Tensor, Tensor> layernorm_backward(const Tensor& grad_y_arg, 
   return {dx, dweight, dbias};
 }
 
-// ---- GELU (erf form) and Swish, on float32 or bfloat16 tensors (fp32 arithmetic; the output in
-// the input's dtype, as PyTorch's) ----
+// ---- GELU (erf form) and Swish, on float32, bfloat16 or float16 tensors (fp32 arithmetic; the
+// output in the input's dtype, as PyTorch's) ----
 
 Tensor activation_forward(const char* topic, const Tensor& x_arg, c10::string_view variant) {
-  const bridge::Storage storage = storage_of(x_arg, "x", false);
+  const bridge::Storage storage = storage_of(x_arg);
   const Tensor x = dense_input(x_arg, "x", x_arg.scalar_type());
   const c10::cuda::CUDAGuard guard(x.device());
   Tensor y = at::empty_like(x);
@@ -165,7 +160,7 @@ Tensor activation_forward(const char* topic, const Tensor& x_arg, c10::string_vi
 }
 
 Tensor activation_backward(const char* topic, const Tensor& grad_y_arg, const Tensor& x_arg, c10::string_view variant) {
-  const bridge::Storage storage = storage_of(x_arg, "x", false);
+  const bridge::Storage storage = storage_of(x_arg);
   const Tensor x = dense_input(x_arg, "x", x_arg.scalar_type());
   const Tensor grad_y = dense_input(grad_y_arg, "grad_y", x.scalar_type(), &x);
   check_shape(grad_y, "grad_y", x.sizes().vec());

@@ -224,15 +224,15 @@ def layer_norm(x, weight, bias, eps=1e-5, variant="optimized_layernorm"):
 
 def gelu(x, variant="optimized_gelu"):
     """GELU in its erf form, as torch.nn.functional.gelu(x) (variant "optimized_gelu_tanh" is the
-    tanh approximation, within 5e-4 of it). x float32 or bfloat16, the result in x's dtype: on bf16
-    the program of the variant's name + "_bf16" runs (optimized_gelu_bf16: fp32 arithmetic, bf16 in
-    and out). float16 raises TypeError: the lab has no fp16 GELU."""
+    tanh approximation, within 5e-4 of it). x float32, bfloat16 or float16, the result in x's
+    dtype: on bf16 the program of the variant's name + "_bf16" runs (optimized_gelu_bf16: fp32
+    arithmetic, bf16 in and out), on fp16 its fp16 twin, the name + "_fp16" (optimized_gelu_fp16)."""
     return ops.gelu_forward(x, variant)
 
 
 def swish(x, variant="optimized_swish"):
-    """Swish (SiLU), x * sigmoid(x), as torch.nn.functional.silu(x); x float32 or bfloat16 (not
-    float16), as gelu."""
+    """Swish (SiLU), x * sigmoid(x), as torch.nn.functional.silu(x); x float32, bfloat16 or float16,
+    as gelu."""
     return ops.swish_forward(x, variant)
 
 

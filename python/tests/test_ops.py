@@ -129,10 +129,11 @@ FLAT = [(1,), (3,), (4097,), (1000003,), (8, 128, 3072)]
 @pytest.mark.parametrize("shape", FLAT)
 @pytest.mark.parametrize("name", ["gelu", "swish"])
 @pytest.mark.parametrize("role", ["optimized", "baseline"])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 def test_activation_forward_and_gradient(shape, name, role, dtype):
-    # bf16: the program of the variant's name + "_bf16" runs (fp32 arithmetic on bf16 storage); the
-    # output and the gradient are bf16, as PyTorch's, against PyTorch's own bf16 error.
+    # bf16 (fp16): the program of the variant's name + "_bf16" ("_fp16") runs (fp32 arithmetic on
+    # 16-bit storage); the output and the gradient in x's dtype, as PyTorch's, against PyTorch's own
+    # error in that dtype.
     x = rand(*shape, lo=-6, hi=6, seed=6, dtype=dtype)
     dy = rand(*shape, seed=7, dtype=dtype)
     fn = getattr(lab, name)
@@ -152,12 +153,14 @@ def test_activation_forward_and_gradient(shape, name, role, dtype):
 
 
 @pytest.mark.parametrize("name", ["gelu", "swish"])
-def test_bf16_activation_is_fp32_arithmetic_rounded_once(name):
-    # Element by element: the lab's bf16 result is the float64 value rounded to bf16, give or take
-    # fp32's arithmetic: within half a bf16 ulp (2^-8 relative) plus fp32's 1e-5. A 1% error in
-    # any element fails.
-    x = rand(1 << 20, lo=-6, hi=6, seed=9, dtype=torch.bfloat16)
-    dy = rand(1 << 20, seed=10, dtype=torch.bfloat16)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_16bit_activation_is_fp32_arithmetic_rounded_once(name, dtype):
+    # Element by element: the lab's 16-bit result is the float64 value rounded to that storage, give
+    # or take fp32's arithmetic: within half an ulp (2^-8 relative in bf16, 2^-11 in fp16) plus
+    # fp32's 1e-5 (which also holds fp16's subnormals, spaced 2^-24, in the far negative tail). A 1%
+    # error in any element above 1e-3 fails.
+    x = rand(1 << 20, lo=-6, hi=6, seed=9, dtype=dtype)
+    dy = rand(1 << 20, seed=10, dtype=dtype)
     a = x.clone().requires_grad_()
     y = getattr(lab, name)(a)
     y.backward(dy)
@@ -166,7 +169,7 @@ def test_bf16_activation_is_fp32_arithmetic_rounded_once(name):
     y64.backward(dy.double())
     for got, ref in ((y, y64), (a.grad, r.grad)):
         err = (got.double() - ref).abs()
-        bound = 1e-5 + (2.0 ** -8 + 1e-5) * ref.abs()
+        bound = 1e-5 + (HALF_ULP[dtype] + 1e-5) * ref.abs()
         assert (err <= bound).all().item(), "worst %.3g of its bound" % (err / bound).max().item()
 
 
@@ -546,8 +549,7 @@ def test_bad_inputs_raise_clear_errors():
         (ValueError, "precision must be", lambda: lab.attention(*(rand(1, 1, 64, 64) for _ in range(3)),
                                                                 precision="fp8")),
         (ValueError, "must be a CUDA tensor", lambda: lab.gelu(torch.ones(3))),
-        (TypeError, "x must be Float or BFloat16 \\(it is Half: this operator has no fp16 kernels in the lab\\)",
-         lambda: lab.gelu(x.half())),
+        (TypeError, "x must be Float, BFloat16 or Half \\(it is Double\\)", lambda: lab.gelu(x.double())),
         (ValueError, "no variant 'optimized_gelu_tanh_bf16' of gelu_bf16",
          lambda: lab.gelu(x.bfloat16(), variant="optimized_gelu_tanh")),
         (ValueError, "w must have shape", lambda: lab.weighted_sum(x, w[:100])),
@@ -636,6 +638,7 @@ def _opcheck_cases():
         (ops.gelu_forward, (rand(1000, lo=-6, hi=6).requires_grad_(), "optimized_gelu")),
         (ops.swish_forward, (rand(1000, lo=-6, hi=6).requires_grad_(), "optimized_swish")),
         (ops.gelu_forward, (rand(1001, lo=-6, hi=6, dtype=torch.bfloat16).requires_grad_(), "optimized_gelu")),
+        (ops.swish_forward, (rand(1001, lo=-6, hi=6, dtype=torch.float16).requires_grad_(), "optimized_swish")),
         (ops.cross_entropy_forward, (rand(6, 40, seed=5).requires_grad_(), labels, -100, "optimized_cross_entropy")),
         (ops.attention_forward, (q.requires_grad_(), k.requires_grad_(), v.requires_grad_(), True, "fp32")),
         (ops.weighted_sum_forward, (rand(6, 40, seed=6).requires_grad_(), rand(40, seed=7).requires_grad_(),
