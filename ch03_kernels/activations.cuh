@@ -129,7 +129,7 @@ struct Storage : lab::StorageOf<T> {
   }
   // fp32's bound, and for 16 bits the rounding of the result on top: |rounded - v| <= 2^-8 |v| in
   // bf16; in fp16 2^-11 |v|, or 2^-25 below its normal range.
-  static lab::Tolerance tolerance() { return Base::rounded(lab::Tolerance::fp32(), Base::kArithmeticNote); }
+  static lab::Tolerance tolerance() { return Base::fp32_rounded(); }
 };
 
 }  // namespace act

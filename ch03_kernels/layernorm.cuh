@@ -191,7 +191,7 @@ struct LayerNormOf : LayerNormShapes {
   using S = lab::StorageOf<T>;
   static constexpr const char* name = S::pick("layernorm", "layernorm_bf16", "layernorm_fp16");
   // y's bound: fp32's, and in 16 bits y's one rounding on top (with ForwardReference's slack).
-  static lab::Tolerance y_tolerance() { return S::rounded(lab::Tolerance::fp32(), S::kArithmeticNote); }
+  static lab::Tolerance y_tolerance() { return S::fp32_rounded(); }
   static lab::Work work(const lab::Shape& s) {
     const double n = double(s[0]), d = double(s[1]), b = sizeof(T);
     // x, gamma, beta in; y, mean, rstd out
@@ -246,7 +246,7 @@ struct LayerNormBackwardOf : LayerNormShapes {
   static constexpr const char* name =
       S::pick("layernorm_backward", "layernorm_backward_bf16", "layernorm_backward_fp16");
   // Each output's bound: fp32's, and in 16 bits its one rounding on top (with the slack below).
-  static lab::Tolerance out_tolerance() { return S::rounded(lab::Tolerance::fp32(), S::kArithmeticNote); }
+  static lab::Tolerance out_tolerance() { return S::fp32_rounded(); }
   // The forward's awkward shapes, and D = 1 to 3 once more: a row of one or two normalizes to
   // constants (0, or -1 and 1), so dx is zero up to rounding (dgamma exactly zero for D = 1): the
   // identically zero outputs are checked element by element, the near-zero ones by their slack.

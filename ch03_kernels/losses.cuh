@@ -340,7 +340,7 @@ struct CrossEntropyBackwardOf : CrossEntropyShapes {
       S::pick("cross_entropy_backward", "cross_entropy_backward_bf16", "cross_entropy_backward_fp16");
   // dlogits' bound: fp32's, and in 16 bits its one rounding on top (with the slack below: in fp16
   // most of dlogits may lie below the normal range, (softmax - onehot) / K for many rows).
-  static lab::Tolerance dlogits_tolerance() { return S::rounded(lab::Tolerance::fp32(), S::kArithmeticNote); }
+  static lab::Tolerance dlogits_tolerance() { return S::fp32_rounded(); }
   static lab::Work work(const lab::Shape& s) {
     const double n = double(s[0]), c = double(s[1]);
     // logits, labels, lse, dloss and the count in; dlogits out

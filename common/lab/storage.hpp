@@ -72,6 +72,8 @@ struct StorageOf {
     if constexpr (std::is_same_v<T, float>) return base;
     return {base.atol + kFloor, base.rtol + kRounding, base.max_rel_l2 + kRounding, name};
   }
+  // The bound of a topic whose outputs are fp32 arithmetic stored to T: fp32's, rounded to T.
+  static Tolerance fp32_rounded() { return rounded(Tolerance::fp32(), kArithmeticNote); }
   static std::vector<float> to_float(const std::vector<T>& v) {
     std::vector<float> out(v.size());
     for (std::size_t i = 0; i < v.size(); ++i) out[i] = to_f32(v[i]);
