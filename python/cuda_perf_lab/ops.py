@@ -242,7 +242,7 @@ class _CrossEntropyRows(torch.autograd.Function):
     backward (softmax from the saved lse, the one-hot and the smoothing subtracted)."""
 
     @staticmethod
-    def forward(ctx, logits, labels, ignore_index, reduction, label_smoothing, variant):
+    def forward(ctx, logits, labels, ignore_index, reduction, label_smoothing, variant, out):
         _loss, lse, count = ops.cross_entropy_forward(logits, labels, ignore_index, variant)
         lse = lse.reshape(labels.shape)
         classes = logits.shape[-1]
@@ -257,8 +257,8 @@ class _CrossEntropyRows(torch.autograd.Function):
         ctx.save_for_backward(logits, labels, lse, count)
         ctx.ignore_index, ctx.reduction, ctx.label_smoothing = ignore_index, reduction, label_smoothing
         if reduction == "none":
-            return _in(row, logits.dtype)
-        return _in(row.sum() if reduction == "sum" else row.sum() / count, logits.dtype)
+            return _in(row, out)
+        return _in(row.sum() if reduction == "sum" else row.sum() / count, out)
 
     @staticmethod
     def backward(ctx, grad):
@@ -273,7 +273,7 @@ class _CrossEntropyRows(torch.autograd.Function):
         d = d.scatter_add(-1, safe, torch.full_like(safe, -(1 - eps), dtype=d.dtype))
         d = torch.where(in_range, d, torch.full_like(d, math.nan))
         d = torch.where(counted, d * (grad.unsqueeze(-1) if ctx.reduction == "none" else grad), torch.zeros_like(d))
-        return _in(d, logits.dtype), None, None, None, None, None
+        return _in(d, logits.dtype), None, None, None, None, None, None
 
 
 def cross_entropy(logits, labels, ignore_index=-100, reduction="mean", label_smoothing=0.0,
@@ -290,17 +290,21 @@ def cross_entropy(logits, labels, ignore_index=-100, reduction="mean", label_smo
     label_smoothing > 0 run the lab's forward for each row's log-sum-exp and PyTorch's operations
     for the rest. On bf16 (fp16) logits the programs of the variant's name + "_bf16" ("_fp16") run
     (the storage twins: fp32 arithmetic on the widened logits), the loss is rounded to the logits'
-    dtype once, and the gradient is in that dtype, as PyTorch's."""
+    dtype once, and the gradient is in that dtype, as PyTorch's. Under torch.autocast (on the
+    logits' device) the loss stays float32, as autocast's cross_entropy returns it (autocast runs
+    PyTorch's in float32, on an fp32 copy of the logits, which the lab does not need); the gradient
+    is still in the logits' dtype, as autocast's cast back gives it."""
     if reduction not in ("mean", "sum", "none"):
         raise ValueError("cross_entropy: reduction must be 'mean', 'sum' or 'none' (got %r)" % (reduction,))
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError("cross_entropy: label_smoothing must be in [0, 1] (got %r)" % (label_smoothing,))
+    out = torch.float32 if torch.is_autocast_enabled(logits.device.type) else logits.dtype
     if reduction == "none" or label_smoothing != 0.0:
-        return _CrossEntropyRows.apply(logits, labels, ignore_index, reduction, float(label_smoothing), variant)
+        return _CrossEntropyRows.apply(logits, labels, ignore_index, reduction, float(label_smoothing), variant, out)
     loss, _lse, count = ops.cross_entropy_forward(logits, labels, ignore_index, variant)
     if reduction == "sum":
         loss = torch.where(count > 0, loss * count, torch.zeros_like(loss))  # the sum: 0 over no rows
-    return _in(loss, logits.dtype)  # fp32 on 16-bit logits, rounded once, as PyTorch's
+    return _in(loss, out)  # fp32 on 16-bit logits, rounded once, as PyTorch's (not under autocast)
 
 
 def weighted_sum(x, w, variant="optimized_weighted_sum"):

@@ -234,6 +234,32 @@ def test_16bit_cross_entropy_gradient_is_fp32_arithmetic_rounded_once(dtype):
         assert (err <= bound).all().item(), "worst %.3g of its bound" % (err / bound).max().item()
 
 
+@pytest.mark.parametrize("reduction,smoothing", [("mean", 0.0), ("sum", 0.0), ("none", 0.0), ("mean", 0.1)])
+def test_cross_entropy_under_autocast_returns_autocasts_dtypes(reduction, smoothing):
+    # Under torch.autocast PyTorch runs cross_entropy in float32 (on a float32 copy of bf16 logits):
+    # the loss float32, the gradient back in bf16 by the cast's backward. The lab's, on the bf16
+    # logits themselves, returns the same dtypes: the loss within 4 x float32 PyTorch's error of
+    # float64 (it is not rounded to bf16: half a bf16 ulp, 2^-9, would be thousands of times that),
+    # the gradient within 4 x autocast PyTorch's.
+    x = rand(64, 1000, lo=-8, hi=8, seed=21, dtype=torch.bfloat16)
+    labels = torch.randint(0, 1000, (64,), generator=torch.Generator(device=DEV).manual_seed(22), device=DEV)
+    up = rand(64, lo=0.5, hi=2, seed=23, dtype=torch.float32) if reduction == "none" else torch.tensor(1.5, device=DEV)
+    kw = {"reduction": reduction, "label_smoothing": smoothing}
+    a, t = x.clone().requires_grad_(), x.clone().requires_grad_()
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = lab.cross_entropy(a, labels, **kw)
+        want = F.cross_entropy(t, labels, **kw)
+    assert loss.dtype == want.dtype == torch.float32
+    (loss * up).sum().backward()
+    (want * up).sum().backward()
+    assert a.grad.dtype == t.grad.dtype == torch.bfloat16
+    r = x.double().requires_grad_()
+    l64 = F.cross_entropy(r, labels, **kw)
+    (l64 * up.double()).sum().backward()
+    assert_close("loss", loss, l64, want)
+    assert_close("dlogits", a.grad, r.grad, t.grad)
+
+
 def test_cross_entropy_bad_label_is_nan_not_a_fault():
     x = rand(4, 10, seed=11)
     loss = lab.cross_entropy(x, torch.tensor([0, 1, 10, 2], device=DEV))
