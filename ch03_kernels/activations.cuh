@@ -17,7 +17,6 @@
 #pragma once
 
 #include <cmath>
-#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -131,17 +130,6 @@ struct Storage : lab::StorageOf<T> {
   // fp32's bound, and for 16 bits the rounding of the result on top: |rounded - v| <= 2^-8 |v| in
   // bf16; in fp16 2^-11 |v|, or 2^-25 below its normal range.
   static lab::Tolerance tolerance() { return Base::fp32_rounded(); }
-  // The check: got against ref under tol, with fp16's floor in the whole output's bound as well as in
-  // each element's. Below fp16's normal range (|y| < 2^-14: GELU's and Swish's tails from x = -4.5,
-  // a gradient times a small dy) a rounding errs by up to 2^-25 absolutely, which no relative bound
-  // holds: an output of one element at gelu(-5) = -1.4e-6 is rounded by up to 2% of itself. compare()
-  // adds a slack vector to the whole-output bound (||slack||_2 = sqrt(n) 2^-25) and to each element's
-  // (where fp32's atol of 1e-5 holds it already). bf16 has no floor (its subnormals lie below 2^-126).
-  static lab::Verdict check(std::span<const float> got, std::span<const double> ref, lab::Tolerance tol,
-                            std::string what) {
-    const std::vector<double> floor(Base::kFloor > 0 ? ref.size() : 0, Base::kFloor);
-    return lab::compare(got, ref, tol, std::move(what), {}, floor);
-  }
 };
 
 }  // namespace act

@@ -7,8 +7,10 @@
 // row longer than the largest tile (32768 floats) does not fit in registers: the variant declares
 // it N/A rather than running another kernel under its name.
 // On bf16 and fp16 storage (the twins, optimized_layernorm_bf16 and _fp16) the same kernel reads and
-// writes half the bytes: four 16-bit values (8 bytes) a load, widened to fp32 in registers, y
-// rounded once on the store.
+// writes half the bytes, widened to fp32 in registers, y rounded once on the store: eight 16-bit
+// values (16 bytes) a load for rows of a multiple of 8 up to 1024 (a warp's tiles, where a lane's
+// registers hold as many values as at four a load), half the load and store instructions of four
+// (8 bytes) a load, which longer rows keep.
 // Run: make ch03 && ./ch03_kernels/optimized_layernorm
 // lab-storage: bf16 fp16
 #include "layernorm.cuh"
@@ -59,9 +61,9 @@ __global__ void __launch_bounds__(rows::block_threads<kLanes>())
   if (lane == 0) mean[row] = mu, rstd[row] = rs;
 }
 
-template <int V>
+template <int V, int kCount = rows::kTileCount>
 void launch(LayerNorm::Problem& p, cudaStream_t stream) {
-  rows::with_tile<V>(p.dim, [&](auto lanes, auto items) {
+  rows::with_tile<V, kCount>(p.dim, [&](auto lanes, auto items) {
     constexpr int kLanes = decltype(lanes)::value, kItems = decltype(items)::value;
     layernorm_rows<kLanes, kItems, V><<<rows::blocks_for_rows<kLanes>(p.rows), rows::block_threads<kLanes>(), 0,
                                         stream>>>(p.x.data(), p.gamma.data(), p.beta.data(), p.y.data(),
@@ -74,6 +76,9 @@ struct OnePass {
   using Topic = LayerNorm;
   static std::string supports(const lab::Shape& s, const lab::DeviceFacts&) { return rows::row_fits(s[1]); }
   void run(LayerNorm::Problem& p, cudaStream_t stream) {
+    if constexpr (sizeof(lab::Stored) == 2) {  // a warp's tiles at eight values a load: up to 32 x 4 x 8
+      if (p.dim % 8 == 0 && p.dim <= 1024) return launch<8, rows::tiles_through(32, 4)>(p, stream);
+    }
     if (p.dim % 4 == 0)
       launch<4>(p, stream);
     else
@@ -82,4 +87,4 @@ struct OnePass {
 };
 }  // namespace
 
-LAB_VARIANT_CLASS(OnePass, optimized, "one pass: the row in registers (a warp or a block per row), four values a load");
+LAB_VARIANT_CLASS(OnePass, optimized, "one pass: the row in registers (a warp or a block per row), 16-byte loads where the row allows");

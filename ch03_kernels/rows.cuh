@@ -80,7 +80,8 @@ template <int kLanes>
 __device__ __forceinline__ float group_sum(float v, float* scratch) { return group_reduce<kLanes>(v, Sum{}, scratch); }
 
 // V consecutive values, held as floats: stored as floats (16-byte aligned when V = 4) or as bf16 or
-// fp16 (8-byte aligned when V = 4; widened on the load, rounded to nearest on the store).
+// fp16 (8-byte aligned when V = 4, 16-byte when V = 8; widened on the load, rounded to nearest on
+// the store).
 template <int V>
 struct Chunk {
   float v[V];
@@ -103,7 +104,7 @@ struct Chunk {
       for (int i = 0; i < V; ++i) p[i] = v[i];
     }
   }
-  // 16-bit storage (bf16, fp16): an 8-byte access for four values.
+  // 16-bit storage (bf16, fp16): an 8-byte access for four values, a 16-byte one for eight.
   template <class T>
   __device__ __forceinline__ static Chunk load(const T* p) {
     static_assert(sizeof(T) == 2, "bf16 or fp16");
@@ -112,6 +113,14 @@ struct Chunk {
       const uint2 t = *reinterpret_cast<const uint2*>(p);
       const float2 a = lab::pair_to_f32<T>(t.x), b = lab::pair_to_f32<T>(t.y);
       c.v[0] = a.x, c.v[1] = a.y, c.v[2] = b.x, c.v[3] = b.y;
+    } else if constexpr (V == 8) {
+      const uint4 t = *reinterpret_cast<const uint4*>(p);
+      const unsigned w[4] = {t.x, t.y, t.z, t.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float2 a = lab::pair_to_f32<T>(w[i]);
+        c.v[2 * i] = a.x, c.v[2 * i + 1] = a.y;
+      }
     } else {
 #pragma unroll
       for (int i = 0; i < V; ++i) c.v[i] = lab::to_f32(p[i]);
@@ -123,6 +132,9 @@ struct Chunk {
     static_assert(sizeof(T) == 2, "bf16 or fp16");
     if constexpr (V == 4) {
       *reinterpret_cast<uint2*>(p) = make_uint2(lab::pair_from_f32<T>(v[0], v[1]), lab::pair_from_f32<T>(v[2], v[3]));
+    } else if constexpr (V == 8) {
+      *reinterpret_cast<uint4*>(p) = make_uint4(lab::pair_from_f32<T>(v[0], v[1]), lab::pair_from_f32<T>(v[2], v[3]),
+                                                lab::pair_from_f32<T>(v[4], v[5]), lab::pair_from_f32<T>(v[6], v[7]));
     } else {
 #pragma unroll
       for (int i = 0; i < V; ++i) p[i] = lab::from_f32<T>(v[i]);

@@ -60,8 +60,8 @@ def cuda_torch(prog):
 def model_class(torch, ops=None):
     """The model's class. ops: operators to run in place of PyTorch's (tools/torch_gpt2_lab.py swaps
     in the lab's): "layer_norm"(x, weight, bias), "attention"(q, k, v) (causal, batch x heads x seq x
-    head_dim, contiguous), "cross_entropy"(logits, targets) (the mean); the parameters and their
-    names stay the same."""
+    head_dim, contiguous), "gelu"(x), "cross_entropy"(logits, targets) (the mean); the parameters and
+    their names stay the same."""
     nn, F = torch.nn, torch.nn.functional
     ops = ops or {}
 
@@ -98,7 +98,8 @@ def model_class(torch, ops=None):
             self.proj = nn.Linear(4 * d, d)
 
         def forward(self, x):
-            return self.proj(F.gelu(self.fc(x)))
+            h = self.fc(x)
+            return self.proj(ops["gelu"](h) if "gelu" in ops else F.gelu(h))
 
     class Block(nn.Module):
         def __init__(self, d, heads):

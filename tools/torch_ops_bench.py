@@ -100,6 +100,15 @@ OPS = {
                                 ["8x16x4096x64x0", "8x16x4096x128x0"]),
     "attention_backward_bf16_causal": ("ch04_compile_vs_fused", "optimized_attention_backward_fused_wgmma_split_dq",
                                        ["4x12x1024x64x1", "8x16x4096x128x1"]),
+    # fp16: the bf16 kernels on their fp16 instructions (T = __half: on an sm_90 GPU the Hopper
+    # steps, elsewhere flash_bf16.cuh's mma.sync), no C++ program of their own. Issue 43's causal shapes.
+    "attention_fp16_causal": (None, None, ["4x12x1024x64x1", "8x16x4096x128x1"]),
+    "attention_backward_fp16_causal": (None, None, ["4x12x1024x64x1", "8x16x4096x128x1"]),
+    # Head size 80 (and 96), which the kernels take padded to 128 (ops.attention: a copy of q, k, v
+    # with zero columns, the kernels at width 128): the front end, forward and backward (autograd)
+    # against SDPA at the real head size. No C++ program of its own.
+    "attention_padded_bf16_causal": (None, None, ["4x16x1024x80x1", "8x16x4096x96x1"]),
+    "attention_backward_padded_bf16_causal": (None, None, ["4x16x1024x80x1", "8x16x4096x96x1"]),
     # No program of its own: the fused GPT-2 step runs it (parameters: GPT-2 small's 124M, and 16M).
     "adamw": (None, None, ["16777216", "124439808"]),
 }
@@ -214,13 +223,22 @@ def cases(torch, lab, op, shape, compile_mode="default"):
     causal = bool(causal)
     strided = op.endswith("_bthd")
     base = op.removesuffix("_bthd").removesuffix("_causal")
-    precision = "bf16" if base.endswith("bf16") else "3xtf32" if base.endswith("3xtf32") else "fp32"
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    precision = next((p for p in ("bf16", "fp16", "3xtf32") if base.endswith(p)), "fp32")
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
     if strided:  # views of one (B, T, 3H, D) buffer, transposed: T's stride is 3H x D
         q, k, v = (t.transpose(1, 2) for t in rand(b, s, 3 * h, d, dtype=dtype).split(h, dim=2))
     else:
         q, k, v = (rand(b, h, s, d, dtype=dtype) for _ in range(3))
     sdpa = F.scaled_dot_product_attention
+    if "_padded" in op:  # the front end, which pads; its backward through autograd, as SDPA's
+        if not op.startswith("attention_backward"):
+            return {"lab": lambda: lab.attention(q, k, v, causal, precision),
+                    "eager": lambda: sdpa(q, k, v, is_causal=causal)}
+        do = rand(b, h, s, d, dtype=dtype)
+        qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
+        og, ol = sdpa(qg, kg, vg, is_causal=causal), lab.attention(qg, kg, vg, causal, precision)
+        return {"lab": lambda: torch.autograd.grad(ol, (qg, kg, vg), do, retain_graph=True),
+                "eager": lambda: torch.autograd.grad(og, (qg, kg, vg), do, retain_graph=True)}
     if not op.startswith("attention_backward"):
         return {"lab": lambda: ops.attention_forward(q, k, v, causal, precision),
                 "eager": lambda: sdpa(q, k, v, is_causal=causal)}

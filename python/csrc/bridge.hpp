@@ -80,47 +80,53 @@ void weighted_sum_forward(const std::string& variant, std::int64_t rows, std::in
 void weighted_sum_backward(const std::string& variant, std::int64_t rows, std::int64_t dim, const float* x,
                            const float* w, const float* dy, float* dx, float* dw, cudaStream_t s);
 
-// Fused attention, scale 1/sqrt(d). q, k, v (and dO) [batch][heads][seq][d] contiguous.
-// precision: "fp32" (SIMT), "3xtf32" (fp32 inputs on the tensor cores) or "bf16" (q, k, v, dO bf16).
+// Fused attention, softmax(scale q k^T) v (SDPA's scale, 1/sqrt(d) unless the caller says otherwise;
+// a caller that pads the head size passes the real one's). q, k, v (and dO) [batch][heads][seq][d]
+// contiguous.
+// precision: "fp32" (SIMT), "3xtf32" (fp32 inputs on the tensor cores), "bf16" or "fp16" (q, k, v,
+// dO in that type).
 // "" when the shape is one the kernels run, otherwise why not.
 std::string attention_validate(std::int64_t batch, std::int64_t heads, std::int64_t seq, std::int64_t d);
 // The mma.sync and SIMT kernels: O and lse fp32, by head.
 void attention_forward(const std::string& precision, int batch, int heads, int seq, int d, bool causal, const void* q,
-                       const void* k, const void* v, float* o, float* lse, cudaStream_t s);
+                       const void* k, const void* v, float* o, float* lse, float scale, cudaStream_t s);
 // fp32 and 3xtf32: delta (bh x seq scratch) from dO and O, dq zeroed, then the fused backward;
 // dQ, dK, dV fp32 by head.
 void attention_backward(const std::string& precision, int batch, int heads, int seq, int d, bool causal,
                         const float* q, const float* k, const float* v, const float* dout, const float* o,
-                        const float* lse, float* delta, float* dq, float* dk, float* dv, cudaStream_t s);
+                        const float* lse, float* delta, float* dq, float* dk, float* dv, float scale,
+                        cudaStream_t s);
 // An element's offset in a [batch][heads][seq][d] tensor of any strides: b b_stride + h h_stride +
 // t t_stride + c (the last dimension's stride 1).
 struct BhtStrides {
   std::int64_t b = 0, h = 0, t = 0;
 };
-// bf16: delta = rowsum(dO o O) from bf16 dO and O of any strides (multiples of 8 elements, the data
-// 16-byte aligned), the backward's first step.
-void attention_delta_bf16(int batch, int heads, int seq, int d, const void* dout, BhtStrides dout_strides,
-                          const void* o, BhtStrides o_strides, float* delta, cudaStream_t s);
-// fp32 rows by head (dense [batch][heads][seq][d]) rounded into bf16 rows of any strides (multiples
+// 16 bits (storage bf16 or fp16; f32 throws std::invalid_argument): delta = rowsum(dO o O) from
+// 16-bit dO and O of any strides (multiples of 8 elements, the data 16-byte aligned), the
+// backward's first step.
+void attention_delta16(Storage storage, int batch, int heads, int seq, int d, const void* dout,
+                       BhtStrides dout_strides, const void* o, BhtStrides o_strides, float* delta, cudaStream_t s);
+// fp32 rows by head (dense [batch][heads][seq][d]) rounded into 16-bit rows of any strides (multiples
 // of 8 elements, 16-byte aligned): dQ after its fp32 sums, and the mma.sync kernels' outputs.
-void attention_rows_to_bf16(int batch, int heads, int seq, int d, const float* src, void* dst, BhtStrides dst_strides,
-                            cudaStream_t s);
-// bf16 on mma.sync (flash_bf16.cuh), delta given: dq zeroed, then dQ, dK, dV fp32 by head.
-void attention_backward_bf16(int batch, int heads, int seq, int d, bool causal, const void* q, const void* k,
-                             const void* v, const void* dout, const float* lse, const float* delta, float* dq,
-                             float* dk, float* dv, cudaStream_t s);
-// bf16 on the Hopper kernels (bridge_attention_hopper.cu). "" when they run head size d on the
-// current device (an sm_90 GPU, and the file built for sm_90a), otherwise why not. Their outputs
-// lie as scaled_dot_product_attention's: O, and in the backward dK and dV, in bf16 rows,
+void attention_rows_to16(Storage storage, int batch, int heads, int seq, int d, const float* src, void* dst,
+                         BhtStrides dst_strides, cudaStream_t s);
+// 16 bits on mma.sync (flash_bf16.cuh, its bf16 or fp16 instruction), delta given: dq zeroed, then
+// dQ, dK, dV fp32 by head.
+void attention_backward16(Storage storage, int batch, int heads, int seq, int d, bool causal, const void* q,
+                          const void* k, const void* v, const void* dout, const float* lse, const float* delta,
+                          float* dq, float* dk, float* dv, float scale, cudaStream_t s);
+// bf16 and fp16 (storage) on the Hopper kernels (bridge_attention_hopper.cu). "" when they run head
+// size d on the current device (an sm_90 GPU, and the file built for sm_90a), otherwise why not.
+// Their outputs lie as scaled_dot_product_attention's: O, and in the backward dK and dV, in 16-bit rows,
 // [batch][seq][heads][d] (the (batch, heads, seq, d) tensor's transpose of a dense (batch, seq,
 // heads, d) one); lse fp32 [batch][heads][seq]; dQ fp32 by head (zeroed here, then added to).
 // q, k, v, dO: 16-byte aligned (the TMA's). db: 2 heads d floats of scratch.
 std::string hopper_attention_supports(std::int64_t d);
-void hopper_attention_forward(int batch, int heads, int seq, int d, bool causal, const void* q, const void* k,
-                              const void* v, void* o_rows, float* lse, cudaStream_t s);
-void hopper_attention_backward(int batch, int heads, int seq, int d, bool causal, const void* q, const void* k,
-                               const void* v, const void* dout, const float* lse, const float* delta, float* dq,
-                               void* dk_rows, void* dv_rows, float* db, cudaStream_t s);
+void hopper_attention_forward(Storage storage, int batch, int heads, int seq, int d, bool causal, const void* q,
+                              const void* k, const void* v, void* o_rows, float* lse, float scale, cudaStream_t s);
+void hopper_attention_backward(Storage storage, int batch, int heads, int seq, int d, bool causal, const void* q,
+                               const void* k, const void* v, const void* dout, const float* lse, const float* delta,
+                               float* dq, void* dk_rows, void* dv_rows, float* db, float scale, cudaStream_t s);
 
 // AdamW (torch.optim.AdamW's arithmetic; flat_adamw.cuh) over n parameters, in place: p, m, v updated
 // from g at step `step` (>= 1), in one launch. The four arrays share their address modulo 16 bytes.

@@ -1,9 +1,12 @@
 // The attention operators of the bridge: the fused kernels' launchers, as the chapter's fused
 // variants and the GPT-2 step call them (see bridge.hpp).
+#include <cstring>
 #include <stdexcept>
+#include <type_traits>
 
 #include "attention/attention.cuh"
 #include "bridge.hpp"
+#include "storage16.cuh"
 #include "attention/kernels/flash_3xtf32.cuh"
 #include "attention/kernels/flash_bf16.cuh"
 #include "attention/kernels/flash_fp32.cuh"
@@ -15,9 +18,8 @@ std::string attention_validate(std::int64_t batch, std::int64_t heads, std::int6
 }
 
 void attention_forward(const std::string& precision, int batch, int heads, int seq, int d, bool causal, const void* q,
-                       const void* k, const void* v, float* o, float* lse, cudaStream_t s) {
+                       const void* k, const void* v, float* o, float* lse, float scale, cudaStream_t s) {
   const int bh = batch * heads;
-  const float scale = 1.0f / std::sqrt(float(d));
   if (precision == "fp32") {
     flash::forward(static_cast<const float*>(q), static_cast<const float*>(k), static_cast<const float*>(v), o, lse, bh,
                    seq, d, causal, scale, s);
@@ -27,18 +29,21 @@ void attention_forward(const std::string& precision, int batch, int heads, int s
   } else if (precision == "bf16") {
     flashbf16::forward(static_cast<const __nv_bfloat16*>(q), static_cast<const __nv_bfloat16*>(k),
                        static_cast<const __nv_bfloat16*>(v), o, lse, bh, seq, d, causal, scale, s);
+  } else if (precision == "fp16") {
+    flashbf16::forward(static_cast<const __half*>(q), static_cast<const __half*>(k), static_cast<const __half*>(v), o,
+                       lse, bh, seq, d, causal, scale, s);
   } else {
-    throw std::invalid_argument("no attention precision '" + precision + "' (fp32, 3xtf32, bf16)");
+    throw std::invalid_argument("no attention precision '" + precision + "' (fp32, 3xtf32, bf16, fp16)");
   }
 }
 
 void attention_backward(const std::string& precision, int batch, int heads, int seq, int d, bool causal,
                         const float* q, const float* k, const float* v, const float* dout, const float* o,
-                        const float* lse, float* delta, float* dq, float* dk, float* dv, cudaStream_t s) {
+                        const float* lse, float* delta, float* dq, float* dk, float* dv, float scale,
+                        cudaStream_t s) {
   if (precision != "fp32" && precision != "3xtf32")
     throw std::invalid_argument("no fp32 attention precision '" + precision + "' (fp32, 3xtf32)");
   const int bh = batch * heads;
-  const float scale = 1.0f / std::sqrt(float(d));
   const std::size_t rows = std::size_t(bh) * seq;
   // The fused backward's prologue (attn::SavedOutput::prologue): delta, and dQ zeroed for its atomics.
   flash::row_dot(dout, o, delta, rows, d, s);
@@ -66,24 +71,41 @@ struct RowOf {
   }
 };
 
-// Eight bf16 (16 bytes) as floats.
-__device__ __forceinline__ void load8(const __nv_bfloat16* p, float (&f)[8]) {
+// Eight 16-bit values of T (16 bytes; bf16 or fp16) as floats.
+template <class T>
+__device__ __forceinline__ void load8(const T* p, float (&f)[8]) {
   const uint4 raw = *reinterpret_cast<const uint4*>(p);
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const float2 x = __bfloat1622float2(h[i]);
+    float2 x;
+    if constexpr (std::is_same_v<T, __half>)
+      x = __half22float2(reinterpret_cast<const __half2*>(&raw)[i]);
+    else
+      x = __bfloat1622float2(reinterpret_cast<const __nv_bfloat162*>(&raw)[i]);
     f[2 * i] = x.x, f[2 * i + 1] = x.y;
   }
 }
 
-// delta[g] = sum_c dO[g][c] O[g][c] over bf16 dO and O of any strides (in elements, multiples of 8,
-// the last dimension's 1): D / 8 lanes a row, 16 bytes a lane, the row's sum by shuffles within
-// its lanes.
-template <int D>
-__global__ void delta_bf16_kernel(const __nv_bfloat16* __restrict__ dout, BhtStrides ds,
-                                  const __nv_bfloat16* __restrict__ o, BhtStrides os, float* __restrict__ delta,
-                                  unsigned heads, unsigned seq, unsigned rows) {
+// Two floats as a pair of T, rounded to nearest, even (the low half the first).
+template <class T>
+__device__ __forceinline__ std::uint32_t pair_of(float a, float b) {
+  std::uint32_t out;
+  if constexpr (std::is_same_v<T, __half>) {
+    const __half2 h = __floats2half2_rn(a, b);
+    memcpy(&out, &h, 4);
+  } else {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    memcpy(&out, &h, 4);
+  }
+  return out;
+}
+
+// delta[g] = sum_c dO[g][c] O[g][c] over 16-bit dO and O (T) of any strides (in elements, multiples
+// of 8, the last dimension's 1): D / 8 lanes a row, 16 bytes a lane, the row's sum by shuffles
+// within its lanes.
+template <class T, int D>
+__global__ void delta16_kernel(const T* __restrict__ dout, BhtStrides ds, const T* __restrict__ o, BhtStrides os,
+                               float* __restrict__ delta, unsigned heads, unsigned seq, unsigned rows) {
   constexpr int kLanes = D / 8;
   const unsigned g = (blockIdx.x * blockDim.x + threadIdx.x) / kLanes;
   const int lane = threadIdx.x % kLanes;
@@ -101,11 +123,11 @@ __global__ void delta_bf16_kernel(const __nv_bfloat16* __restrict__ dout, BhtStr
   if (g < rows && lane == 0) delta[g] = acc;
 }
 
-// dst[g] = bf16(src[g]): fp32 rows by head (dense) into bf16 rows of any strides (multiples of 8
+// dst[g] = T(src[g]): fp32 rows by head (dense) into 16-bit rows of any strides (multiples of 8
 // elements), D / 8 lanes a row, 8 values a lane: both sides read and written 16 bytes a lane.
-template <int D>
-__global__ void rows_to_bf16_kernel(const float* __restrict__ src, __nv_bfloat16* __restrict__ dst, BhtStrides s,
-                                    unsigned heads, unsigned seq, unsigned rows) {
+template <class T, int D>
+__global__ void rows_to16_kernel(const float* __restrict__ src, T* __restrict__ dst, BhtStrides s, unsigned heads,
+                                 unsigned seq, unsigned rows) {
   constexpr int kLanes = D / 8;
   const unsigned g = (blockIdx.x * blockDim.x + threadIdx.x) / kLanes;
   const int lane = threadIdx.x % kLanes;
@@ -113,47 +135,53 @@ __global__ void rows_to_bf16_kernel(const float* __restrict__ src, __nv_bfloat16
   const RowOf r(g, heads, seq);
   const float4* in = reinterpret_cast<const float4*>(src + std::size_t(g) * D + 8 * lane);
   const float4 a = in[0], b = in[1];
-  uint4 out;
-  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&out);
-  h[0] = __floats2bfloat162_rn(a.x, a.y), h[1] = __floats2bfloat162_rn(a.z, a.w);
-  h[2] = __floats2bfloat162_rn(b.x, b.y), h[3] = __floats2bfloat162_rn(b.z, b.w);
+  const uint4 out = {pair_of<T>(a.x, a.y), pair_of<T>(a.z, a.w), pair_of<T>(b.x, b.y), pair_of<T>(b.z, b.w)};
   *reinterpret_cast<uint4*>(dst + r.at(s) + 8 * lane) = out;
 }
+
 
 unsigned blocks_for_rows(std::size_t rows, int d) { return unsigned((rows * (d / 8) + 255) / 256); }
 }  // namespace
 
-void attention_delta_bf16(int batch, int heads, int seq, int d, const void* dout, BhtStrides dout_strides,
-                          const void* o, BhtStrides o_strides, float* delta, cudaStream_t s) {
+void attention_delta16(Storage storage, int batch, int heads, int seq, int d, const void* dout,
+                       BhtStrides dout_strides, const void* o, BhtStrides o_strides, float* delta, cudaStream_t s) {
   const std::size_t rows = std::size_t(batch) * heads * seq;
   if (rows == 0) return;
-  flash::dispatch(d, false, [&](auto dc, auto) {  // d is 16, 32, 64 or 128 (attention_validate)
-    delta_bf16_kernel<decltype(dc)::value><<<blocks_for_rows(rows, d), 256, 0, s>>>(
-        static_cast<const __nv_bfloat16*>(dout), dout_strides, static_cast<const __nv_bfloat16*>(o), o_strides, delta,
-        unsigned(heads), unsigned(seq), unsigned(rows));
+  on16(storage, "the 16-bit attention", [&](auto t) {
+    using T = typename decltype(t)::type;
+    flash::dispatch(d, false, [&](auto dc, auto) {  // d is 16, 32, 64 or 128 (attention_validate)
+      delta16_kernel<T, decltype(dc)::value><<<blocks_for_rows(rows, d), 256, 0, s>>>(
+          static_cast<const T*>(dout), dout_strides, static_cast<const T*>(o), o_strides, delta, unsigned(heads),
+          unsigned(seq), unsigned(rows));
+    });
   });
   LAB_CHECK(cudaGetLastError());
 }
 
-void attention_rows_to_bf16(int batch, int heads, int seq, int d, const float* src, void* dst, BhtStrides dst_strides,
-                            cudaStream_t s) {
+void attention_rows_to16(Storage storage, int batch, int heads, int seq, int d, const float* src, void* dst,
+                         BhtStrides dst_strides, cudaStream_t s) {
   const std::size_t rows = std::size_t(batch) * heads * seq;
   if (rows == 0) return;
-  flash::dispatch(d, false, [&](auto dc, auto) {
-    rows_to_bf16_kernel<decltype(dc)::value><<<blocks_for_rows(rows, d), 256, 0, s>>>(
-        src, static_cast<__nv_bfloat16*>(dst), dst_strides, unsigned(heads), unsigned(seq), unsigned(rows));
+  on16(storage, "the 16-bit attention", [&](auto t) {
+    using T = typename decltype(t)::type;
+    flash::dispatch(d, false, [&](auto dc, auto) {
+      rows_to16_kernel<T, decltype(dc)::value><<<blocks_for_rows(rows, d), 256, 0, s>>>(
+          src, static_cast<T*>(dst), dst_strides, unsigned(heads), unsigned(seq), unsigned(rows));
+    });
   });
   LAB_CHECK(cudaGetLastError());
 }
 
-void attention_backward_bf16(int batch, int heads, int seq, int d, bool causal, const void* q, const void* k,
-                             const void* v, const void* dout, const float* lse, const float* delta, float* dq,
-                             float* dk, float* dv, cudaStream_t s) {
+void attention_backward16(Storage storage, int batch, int heads, int seq, int d, bool causal, const void* q,
+                          const void* k, const void* v, const void* dout, const float* lse, const float* delta,
+                          float* dq, float* dk, float* dv, float scale, cudaStream_t s) {
   const int bh = batch * heads;
-  LAB_CHECK(cudaMemsetAsync(dq, 0, std::size_t(bh) * seq * d * sizeof(float), s));  // the kernel's atomics add
-  flashbf16::backward(static_cast<const __nv_bfloat16*>(q), static_cast<const __nv_bfloat16*>(k),
-                      static_cast<const __nv_bfloat16*>(v), static_cast<const __nv_bfloat16*>(dout), lse, delta, dq,
-                      dk, dv, bh, seq, d, causal, 1.0f / std::sqrt(float(d)), s);
+  on16(storage, "the 16-bit attention", [&](auto t) {
+    using T = typename decltype(t)::type;
+    LAB_CHECK(cudaMemsetAsync(dq, 0, std::size_t(bh) * seq * d * sizeof(float), s));  // the kernel's atomics add
+    flashbf16::backward(static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
+                        static_cast<const T*>(dout), lse, delta, dq, dk, dv, bh, seq, d, causal, scale, s);
+  });
 }
 
 }  // namespace bridge

@@ -1,4 +1,5 @@
-// The package's bf16 attention on the chapter's Hopper kernels (see bridge.hpp): the forward of
+// The package's 16-bit attention (bf16, and fp16 on the same kernels with T = __half) on the
+// chapter's Hopper kernels (see bridge.hpp): the forward of
 // ch04's attention/forward/08_optimized_attention_fused_overlap.cu (flashtma::Overlapped, the
 // chapter's fastest forward at one block a query tile) with O written in bf16 straight into
 // scaled_dot_product_attention's layout, and the backward of
@@ -15,10 +16,12 @@
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <type_traits>
 
 #include "attention/hopper/backward_wgmma.cuh"
 #include "attention/hopper/overlapped.cuh"
 #include "bridge.hpp"
+#include "storage16.cuh"
 #include "lab/device.hpp"
 
 namespace bridge {
@@ -26,19 +29,22 @@ namespace {
 
 using Schedule = flashtma::Overlapped;
 
-// cudaFuncSetAttribute (the kernels' shared memory) once per device, kernel, head size and mask.
+// cudaFuncSetAttribute (the kernels' shared memory) once per device, kernel, element type, head
+// size and mask.
+template <class T>
 void prepare_once(char which, int d, bool causal, int consumers) {
   static std::mutex m;
-  static std::set<std::tuple<int, char, int, bool, int>> done;
+  static std::set<std::tuple<int, char, int, bool, int>> done;  // one set per T
   int device = 0;
   LAB_CHECK(cudaGetDevice(&device));
   const std::lock_guard<std::mutex> g(m);
   if (!done.emplace(device, which, d, causal, consumers).second) return;
   if (which == 'f')
-    flashtma::prepare<Schedule>(d, causal);
+    flashtma::prepare<Schedule, T>(d, causal);
   else
-    flashtma::bwd::prepare(d, causal, consumers);
+    flashtma::bwd::prepare<T>(d, causal, consumers);
 }
+
 
 // The backward's consumer warpgroups a block at d = 64: three (192 keys a block, each Q and dO tile
 // shared by more keys) where the grid is many waves, two (128 keys) where it is a few and its last
@@ -69,41 +75,44 @@ std::string hopper_attention_supports(std::int64_t d) {
 #endif
 }
 
-void hopper_attention_forward(int batch, int heads, int seq, int d, bool causal, const void* q, const void* k,
-                              const void* v, void* o_rows, float* lse, cudaStream_t s) {
+void hopper_attention_forward(Storage storage, int batch, int heads, int seq, int d, bool causal, const void* q,
+                              const void* k, const void* v, void* o_rows, float* lse, float scale, cudaStream_t s) {
   const int bh = batch * heads;
-  const auto* q16 = static_cast<const __nv_bfloat16*>(q);
-  const auto* k16 = static_cast<const __nv_bfloat16*>(k);
-  const auto* v16 = static_cast<const __nv_bfloat16*>(v);
-  prepare_once('f', d, causal, 0);
-  // O in rows: head b heads + h's query t in row b seq + t of heads d elements, columns [h d, h d + d).
-  const flashtma::Rows rows{.o = static_cast<__nv_bfloat16*>(o_rows), .heads = heads, .cols = d,
-                            .ld = std::size_t(heads) * d};
-  flashtma::launch<Schedule>(flashtma::maps(q16, k16, v16, attn::Dims(lab::Shape{1, bh, seq, d, 0})), nullptr, lse, bh,
-                             seq, d, causal, flash::kLog2e / std::sqrt(float(d)), s, {}, rows);
+  on16(storage, "the Hopper attention", [&](auto t) {
+    using T = typename decltype(t)::type;
+    prepare_once<T>('f', d, causal, 0);
+    // O in rows: head b heads + h's query t in row b seq + t of heads d elements, columns [h d, h d + d).
+    const flashtma::RowsOf<T> rows{.o = static_cast<T*>(o_rows), .heads = heads, .cols = d,
+                                   .ld = std::size_t(heads) * d};
+    flashtma::launch<Schedule, T>(flashtma::maps(static_cast<const T*>(q), static_cast<const T*>(k),
+                                                 static_cast<const T*>(v), attn::Dims(lab::Shape{1, bh, seq, d, 0})),
+                                  nullptr, lse, bh, seq, d, causal, flash::kLog2e * scale, s, {}, rows);
+  });
 }
 
-void hopper_attention_backward(int batch, int heads, int seq, int d, bool causal, const void* q, const void* k,
-                               const void* v, const void* dout, const float* lse, const float* delta, float* dq,
-                               void* dk_rows, void* dv_rows, float* db, cudaStream_t s) {
+void hopper_attention_backward(Storage storage, int batch, int heads, int seq, int d, bool causal, const void* q,
+                               const void* k, const void* v, const void* dout, const float* lse, const float* delta,
+                               float* dq, void* dk_rows, void* dv_rows, float* db, float scale, cudaStream_t s) {
   const int bh = batch * heads, consumers = backward_consumers(bh, seq, d);
-  prepare_once('b', d, causal, consumers);
-  LAB_CHECK(cudaMemsetAsync(dq, 0, std::size_t(bh) * seq * d * sizeof(float), s));  // the TMA adds into it
-  // dK and dV in rows as O; the kernel also adds their columns' sums (a GPT-2 step's bias gradient)
-  // into db, which the package does not use: 2 heads d floats of scratch, one atomic a column and a
-  // consumer warpgroup.
-  const flashtma::bwd::KVRows rows{.dk = static_cast<__nv_bfloat16*>(dk_rows),
-                                   .dv = static_cast<__nv_bfloat16*>(dv_rows),
-                                   .db_k = db,
-                                   .db_v = db + std::size_t(heads) * d,
-                                   .heads = heads,
-                                   .cols = d,
-                                   .ld = std::size_t(heads) * d};
-  const flashtma::bwd::Maps m =
-      flashtma::bwd::maps(static_cast<const __nv_bfloat16*>(q), static_cast<const __nv_bfloat16*>(k),
-                          static_cast<const __nv_bfloat16*>(v), static_cast<const __nv_bfloat16*>(dout), dq, bh, seq,
-                          d, consumers);
-  flashtma::bwd::launch(m, lse, delta, nullptr, nullptr, bh, seq, d, causal, 1.0f / std::sqrt(float(d)), s, rows);
+  on16(storage, "the Hopper attention", [&](auto t) {
+    using T = typename decltype(t)::type;
+    prepare_once<T>('b', d, causal, consumers);
+    LAB_CHECK(cudaMemsetAsync(dq, 0, std::size_t(bh) * seq * d * sizeof(float), s));  // the TMA adds into it
+    // dK and dV in rows as O; the kernel also adds their columns' sums (a GPT-2 step's bias gradient)
+    // into db, which the package does not use: 2 heads d floats of scratch, one atomic a column and a
+    // consumer warpgroup.
+    const flashtma::bwd::KVRowsOf<T> rows{.dk = static_cast<T*>(dk_rows),
+                                          .dv = static_cast<T*>(dv_rows),
+                                          .db_k = db,
+                                          .db_v = db + std::size_t(heads) * d,
+                                          .heads = heads,
+                                          .cols = d,
+                                          .ld = std::size_t(heads) * d};
+    const flashtma::bwd::Maps m =
+        flashtma::bwd::maps(static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
+                            static_cast<const T*>(dout), dq, bh, seq, d, consumers);
+    flashtma::bwd::launch<T>(m, lse, delta, nullptr, nullptr, bh, seq, d, causal, scale, s, rows);
+  });
 }
 
 }  // namespace bridge

@@ -11,6 +11,7 @@
 #include <climits>
 #include <cstdint>
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -314,12 +315,29 @@ std::tuple<Tensor, Tensor> weighted_sum_backward(const Tensor& grad_y_arg, const
   return {dx, dw};
 }
 
-// ---- Fused attention: [batch][heads][seq][d], scale 1/sqrt(d) ----
+// ---- Fused attention: [batch][heads][seq][d], scale 1/sqrt(d) unless given (SDPA's scale) ----
+
+// The scores' scale: the caller's (finite; SDPA takes any), or 1/sqrt(d).
+float attention_scale(const std::optional<double>& scale, int d) {
+  if (!scale) return 1.0f / std::sqrt(float(d));
+  if (!std::isfinite(*scale))  // one string: a number formatted by the check's message builder crashed
+    TORCH_CHECK_VALUE(false, "scale must be finite (it is " + std::to_string(*scale) + ")");
+  return float(*scale);
+}
 
 at::ScalarType attention_dtype(c10::string_view precision) {
   if (precision == "fp32" || precision == "3xtf32") return at::kFloat;
-  TORCH_CHECK_VALUE(precision == "bf16", "precision must be 'fp32', '3xtf32' or 'bf16' (it is '", precision, "')");
+  if (precision == "fp16") return at::kHalf;
+  TORCH_CHECK_VALUE(precision == "bf16", "precision must be 'fp32', '3xtf32', 'bf16' or 'fp16' (it is '", precision,
+                    "')");
   return at::kBFloat16;
+}
+
+// Whether q is a 16-bit tensor (bf16 or fp16: the tensor-core kernels, outputs in q's dtype in
+// SDPA's layout), and which.
+bool sixteen_bits(const Tensor& q) { return q.scalar_type() == at::kBFloat16 || q.scalar_type() == at::kHalf; }
+bridge::Storage storage16(const Tensor& q) {
+  return q.scalar_type() == at::kHalf ? bridge::Storage::fp16 : bridge::Storage::bf16;
 }
 
 void check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, c10::string_view precision) {
@@ -336,7 +354,7 @@ void check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, c10::string_vi
   TORCH_CHECK_VALUE(why.empty(), "attention " + dims_text(q.sizes().vec()) + ": " + why);
 }
 
-// A bf16 output as scaled_dot_product_attention lays its out: (batch, heads, seq, d), the transpose
+// A 16-bit output as scaled_dot_product_attention lays its out: (batch, heads, seq, d), the transpose
 // of a dense (batch, seq, heads, d) tensor, so that the caller's o.transpose(1, 2).reshape(B, T, C)
 // costs no copy.
 Tensor sdpa_layout(const Tensor& q) {
@@ -345,45 +363,48 @@ Tensor sdpa_layout(const Tensor& q) {
 
 bridge::BhtStrides bht(const Tensor& t) { return {t.stride(0), t.stride(1), t.stride(2)}; }
 
-// Whether the bf16 operators run the Hopper kernels for head size d on q's device.
+// Whether the 16-bit operators run the Hopper kernels for head size d on q's device (bf16 or fp16).
 bool hopper(const Tensor& q) {
   const c10::cuda::CUDAGuard guard(q.device());
   return bridge::hopper_attention_supports(q.size(3)).empty();
 }
 
 std::tuple<Tensor, Tensor> attention_forward(const Tensor& q_arg, const Tensor& k_arg, const Tensor& v_arg, bool causal,
-                                             c10::string_view precision) {
+                                             c10::string_view precision, std::optional<double> scale_arg) {
   check_qkv(q_arg, k_arg, v_arg, precision);
   const Tensor q = dense_aligned(q_arg), k = dense_aligned(k_arg), v = dense_aligned(v_arg);
   const c10::cuda::CUDAGuard guard(q.device());
   const auto f32 = q.options().dtype(at::kFloat);
   const int batch = int(q.size(0)), heads = int(q.size(1)), seq = int(q.size(2)), d = int(q.size(3));
+  const float scale = attention_scale(scale_arg, d);
   Tensor lse = at::empty({q.size(0), q.size(1), q.size(2)}, f32);
-  if (q.numel() == 0) return {q.scalar_type() == at::kBFloat16 ? sdpa_layout(q) : at::empty(q.sizes(), f32), lse};
-  if (q.scalar_type() != at::kBFloat16) {
+  if (q.numel() == 0) return {sixteen_bits(q) ? sdpa_layout(q) : at::empty(q.sizes(), f32), lse};
+  if (!sixteen_bits(q)) {
     Tensor o = at::empty(q.sizes(), f32);
     call([&] {
       bridge::attention_forward(std::string(precision), batch, heads, seq, d, causal, q.data_ptr(), k.data_ptr(),
-                                v.data_ptr(), o.data_ptr<float>(), lse.data_ptr<float>(), stream_of(q));
+                                v.data_ptr(), o.data_ptr<float>(), lse.data_ptr<float>(), scale, stream_of(q));
     });
     return {o, lse};
   }
-  // bf16: O in bf16, as SDPA's; the Hopper forward writes it so, the mma.sync forward in fp32 (converted).
+  // bf16 and fp16: O in q's dtype, as SDPA's; the Hopper forward writes it so, the mma.sync forward
+  // in fp32 (converted).
   Tensor o = sdpa_layout(q);
   if (hopper(q)) {
     call([&] {
-      bridge::hopper_attention_forward(batch, heads, seq, d, causal, q.data_ptr(), k.data_ptr(), v.data_ptr(),
-                                       o.data_ptr(), lse.data_ptr<float>(), stream_of(q));
+      bridge::hopper_attention_forward(storage16(q), batch, heads, seq, d, causal, q.data_ptr(), k.data_ptr(),
+                                       v.data_ptr(), o.data_ptr(), lse.data_ptr<float>(), scale, stream_of(q));
     });
     return {o, lse};
   }
   Tensor o32 = at::empty(q.sizes(), f32);
   call([&] {
-    bridge::attention_forward("bf16", batch, heads, seq, d, causal, q.data_ptr(), k.data_ptr(), v.data_ptr(),
-                              o32.data_ptr<float>(), lse.data_ptr<float>(), stream_of(q));
+    bridge::attention_forward(std::string(precision), batch, heads, seq, d, causal, q.data_ptr(), k.data_ptr(),
+                              v.data_ptr(), o32.data_ptr<float>(), lse.data_ptr<float>(), scale, stream_of(q));
   });
   call([&] {
-    bridge::attention_rows_to_bf16(batch, heads, seq, d, o32.data_ptr<float>(), o.data_ptr(), bht(o), stream_of(q));
+    bridge::attention_rows_to16(storage16(q), batch, heads, seq, d, o32.data_ptr<float>(), o.data_ptr(), bht(o),
+                                stream_of(q));
   });
   return {o, lse};
 }
@@ -391,7 +412,8 @@ std::tuple<Tensor, Tensor> attention_forward(const Tensor& q_arg, const Tensor& 
 std::tuple<Tensor, Tensor, Tensor> attention_backward(const Tensor& grad_o_arg, const Tensor& q_arg,
                                                       const Tensor& k_arg, const Tensor& v_arg, const Tensor& o_arg,
                                                       const Tensor& lse_arg, bool causal,
-                                                      c10::string_view precision) {
+                                                      c10::string_view precision,
+                                                      std::optional<double> scale_arg) {
   check_qkv(q_arg, k_arg, v_arg, precision);
   const at::ScalarType dtype = q_arg.scalar_type();
   const Tensor q = dense_aligned(q_arg), k = dense_aligned(k_arg), v = dense_aligned(v_arg);
@@ -404,23 +426,25 @@ std::tuple<Tensor, Tensor, Tensor> attention_backward(const Tensor& grad_o_arg, 
   const c10::cuda::CUDAGuard guard(q.device());
   const auto f32 = q.options().dtype(at::kFloat);
   const int batch = int(q.size(0)), heads = int(q.size(1)), seq = int(q.size(2)), d = int(q.size(3));
+  const float scale = attention_scale(scale_arg, d);
   Tensor delta = at::empty({q.size(0), q.size(1), q.size(2)}, f32);
   if (q.numel() == 0) {
-    auto empty = [&] { return dtype == at::kBFloat16 ? sdpa_layout(q) : at::empty(q.sizes(), f32); };
+    auto empty = [&] { return sixteen_bits(q) ? sdpa_layout(q) : at::empty(q.sizes(), f32); };
     return {empty(), empty(), empty()};
   }
-  if (dtype != at::kBFloat16) {
+  if (!sixteen_bits(q)) {
     const Tensor o = dense_aligned(o_arg);
     Tensor dq = at::empty(q.sizes(), f32), dk = at::empty(q.sizes(), f32), dv = at::empty(q.sizes(), f32);
     call([&] {
       bridge::attention_backward(std::string(precision), batch, heads, seq, d, causal, q.data_ptr<float>(),
                                  k.data_ptr<float>(), v.data_ptr<float>(), grad_o.data_ptr<float>(),
                                  o.data_ptr<float>(), lse.data_ptr<float>(), delta.data_ptr<float>(),
-                                 dq.data_ptr<float>(), dk.data_ptr<float>(), dv.data_ptr<float>(), stream_of(q));
+                                 dq.data_ptr<float>(), dk.data_ptr<float>(), dv.data_ptr<float>(), scale,
+                                 stream_of(q));
     });
     return {dq, dk, dv};
   }
-  // bf16: the gradients in bf16, in SDPA's layout (sdpa_layout). delta from bf16 dO and O as they lie
+  // bf16 and fp16: the gradients in q's dtype, in SDPA's layout (sdpa_layout). delta from dO and O as they lie
   // (O as the forward wrote it, or as the caller passes it: the last dimension dense); dQ summed
   // in fp32, then rounded.
   Tensor dq = sdpa_layout(q), dk = sdpa_layout(q), dv = sdpa_layout(q);
@@ -430,33 +454,34 @@ std::tuple<Tensor, Tensor, Tensor> attention_backward(const Tensor& grad_o_arg, 
   const Tensor dout = dense_aligned(grad_o);
   Tensor dq32 = at::empty(q.sizes(), f32);
   call([&] {
-    bridge::attention_delta_bf16(batch, heads, seq, d, dout.data_ptr(), bht(dout), o.data_ptr(), bht(o),
-                                 delta.data_ptr<float>(), stream_of(q));
+    bridge::attention_delta16(storage16(q), batch, heads, seq, d, dout.data_ptr(), bht(dout), o.data_ptr(), bht(o),
+                              delta.data_ptr<float>(), stream_of(q));
   });
   if (hopper(q)) {
     Tensor db = at::empty({2 * q.size(1) * q.size(3)}, f32);  // the kernel's column sums, unused
     call([&] {
-      bridge::hopper_attention_backward(batch, heads, seq, d, causal, q.data_ptr(), k.data_ptr(), v.data_ptr(),
-                                        dout.data_ptr(), lse.data_ptr<float>(), delta.data_ptr<float>(),
+      bridge::hopper_attention_backward(storage16(q), batch, heads, seq, d, causal, q.data_ptr(), k.data_ptr(),
+                                        v.data_ptr(), dout.data_ptr(), lse.data_ptr<float>(), delta.data_ptr<float>(),
                                         dq32.data_ptr<float>(), dk.data_ptr(), dv.data_ptr(), db.data_ptr<float>(),
-                                        stream_of(q));
+                                        scale, stream_of(q));
     });
     call([&] {
-      bridge::attention_rows_to_bf16(batch, heads, seq, d, dq32.data_ptr<float>(), dq.data_ptr(), bht(dq), stream_of(q));
+      bridge::attention_rows_to16(storage16(q), batch, heads, seq, d, dq32.data_ptr<float>(), dq.data_ptr(), bht(dq),
+                                  stream_of(q));
     });
     return {dq, dk, dv};
   }
   Tensor dk32 = at::empty(q.sizes(), f32), dv32 = at::empty(q.sizes(), f32);
   call([&] {
-    bridge::attention_backward_bf16(batch, heads, seq, d, causal, q.data_ptr(), k.data_ptr(), v.data_ptr(),
-                                    dout.data_ptr(), lse.data_ptr<float>(), delta.data_ptr<float>(),
-                                    dq32.data_ptr<float>(), dk32.data_ptr<float>(), dv32.data_ptr<float>(),
-                                    stream_of(q));
+    bridge::attention_backward16(storage16(q), batch, heads, seq, d, causal, q.data_ptr(), k.data_ptr(),
+                                 v.data_ptr(), dout.data_ptr(), lse.data_ptr<float>(), delta.data_ptr<float>(),
+                                 dq32.data_ptr<float>(), dk32.data_ptr<float>(), dv32.data_ptr<float>(), scale,
+                                 stream_of(q));
   });
   call([&] {
     for (auto [from, to] : {std::pair{&dq32, &dq}, {&dk32, &dk}, {&dv32, &dv}})
-      bridge::attention_rows_to_bf16(batch, heads, seq, d, from->data_ptr<float>(), to->data_ptr(), bht(*to),
-                                     stream_of(q));
+      bridge::attention_rows_to16(storage16(q), batch, heads, seq, d, from->data_ptr<float>(), to->data_ptr(),
+                                  bht(*to), stream_of(q));
   });
   return {dq, dk, dv};
 }
@@ -500,9 +525,10 @@ TORCH_LIBRARY(cuda_perf_lab, m) {
         " int ignore_index, str variant) -> Tensor");
   m.def("weighted_sum_forward(Tensor x, Tensor w, str variant) -> Tensor");
   m.def("weighted_sum_backward(Tensor grad_y, Tensor x, Tensor w, str variant) -> (Tensor, Tensor)");
-  m.def("attention_forward(Tensor q, Tensor k, Tensor v, bool causal, str precision) -> (Tensor, Tensor)");
+  m.def("attention_forward(Tensor q, Tensor k, Tensor v, bool causal, str precision, float? scale=None)"
+        " -> (Tensor, Tensor)");
   m.def("attention_backward(Tensor grad_o, Tensor q, Tensor k, Tensor v, Tensor o, Tensor lse, bool causal,"
-        " str precision) -> (Tensor, Tensor, Tensor)");
+        " str precision, float? scale=None) -> (Tensor, Tensor, Tensor)");
   m.def("adamw_(Tensor(a!) param, Tensor grad, Tensor(b!) exp_avg, Tensor(c!) exp_avg_sq, int step, float lr,"
         " float beta1, float beta2, float eps, float weight_decay) -> ()");
 }

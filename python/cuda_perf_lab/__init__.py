@@ -5,17 +5,18 @@ and fake implementations registered here, so that torch.compile traces them with
 break); the functions below are their autograd-aware front ends:
 
     layer_norm(x, weight, bias)            LayerNorm over the last dimension (eps 1e-5)
-    gelu(x), swish(x)                      the erf-form GELU, and SiLU; float32 or bfloat16
+    gelu(x), swish(x)                      the erf-form GELU, and SiLU; float32, bfloat16 or float16
     cross_entropy(logits, labels, ignore_index=-100, reduction="mean", label_smoothing=0.0)
                                            F.cross_entropy over (..., C) logits (classes last)
     weighted_sum(x, w)                     x @ w: a dot product per row of x's last dimension
-    attention(q, k, v, causal)             fused (flash) attention, batch x heads x seq x head_dim;
-                                           bf16 in, bf16 out (on sm_90: the Hopper kernels)
+    attention(q, k, v, causal, scale=None) fused (flash) attention, batch x heads x seq x head_dim
+                                           (head sizes up to 128: others than 16/32/64/128 padded);
+                                           bf16 or fp16 in, the same out (bf16 on sm_90: the Hopper kernels)
     FlatAdamW(params, lr=1e-3, ...)        torch.optim.AdamW over one flat buffer: one launch a step
 
 Each takes `variant=` (the chapter 3 operators: the lab program whose kernels run, e.g.
 "baseline_layernorm"; `variants("layernorm")` lists them) or `precision=` (attention: "fp32",
-"3xtf32" or "bf16"). Inputs are CUDA tensors, float32 (bf16 q, k, v for the bf16 attention; gelu
+"3xtf32", "bf16" or "fp16"). Inputs are CUDA tensors, float32 (bf16 q, k, v for the bf16 attention; gelu
 and swish bf16 too, through the variant's "_bf16" program), of
 any strides (one that is not dense, or not 16-byte aligned, is copied first: the kernels read
 dense, aligned rows); a wrong one raises ValueError or TypeError naming it.

@@ -8,6 +8,7 @@ differentiable (no double backward).
 import math
 
 import torch
+import torch.nn.functional as F
 
 ops = torch.ops.cuda_perf_lab
 LIB = "cuda_perf_lab::"
@@ -55,21 +56,22 @@ def _(grad_y, x, w, variant):
 
 
 def _attention_output(q):
-    """An attention output as the operators write it: float32 dense for float32 q; for bf16, bf16
-    in scaled_dot_product_attention's layout, the (B, H, T, D) transpose of a dense (B, T, H, D)."""
-    if q.dtype != torch.bfloat16:
+    """An attention output as the operators write it: float32 dense for float32 q; for bf16 and
+    fp16, q's dtype in scaled_dot_product_attention's layout, the (B, H, T, D) transpose of a dense
+    (B, T, H, D)."""
+    if q.dtype not in (torch.bfloat16, torch.float16):
         return q.new_empty(q.shape)
     b, h, t, d = q.shape
     return q.new_empty((b, t, h, d)).transpose(1, 2)
 
 
 @torch.library.register_fake(LIB + "attention_forward")
-def _(q, k, v, causal, precision):
+def _(q, k, v, causal, precision, scale=None):
     return _attention_output(q), q.new_empty(q.shape[:3], dtype=torch.float32)
 
 
 @torch.library.register_fake(LIB + "attention_backward")
-def _(grad_o, q, k, v, o, lse, causal, precision):
+def _(grad_o, q, k, v, o, lse, causal, precision, scale=None):
     return tuple(_attention_output(q) for _ in range(3))
 
 
@@ -191,16 +193,17 @@ torch.library.register_autograd(LIB + "weighted_sum_forward", _ws_backward, setu
 
 
 def _attn_setup(ctx, inputs, output):
-    q, k, v, causal, precision = inputs
+    q, k, v, causal, precision, *scale = inputs  # scale: given, or its default (None)
     o, lse = output
     ctx.save_for_backward(q, k, v, o, lse)
     ctx.causal, ctx.precision = causal, precision
+    ctx.scale, ctx.inputs = (scale[0] if scale else None), len(inputs)
 
 
 def _attn_backward(ctx, grad_o, _grad_lse):
     q, k, v, o, lse = ctx.saved_tensors
-    dq, dk, dv = ops.attention_backward(grad_o, q, k, v, o, lse, ctx.causal, ctx.precision)
-    return dq, dk, dv, None, None
+    dq, dk, dv = ops.attention_backward(grad_o, q, k, v, o, lse, ctx.causal, ctx.precision, ctx.scale)
+    return (dq, dk, dv) + (None,) * (ctx.inputs - 3)
 
 
 torch.library.register_autograd(LIB + "attention_forward", _attn_backward, setup_context=_attn_setup)
@@ -314,17 +317,37 @@ def weighted_sum(x, w, variant="optimized_weighted_sum"):
     return ops.weighted_sum_forward(x, w, variant)
 
 
-def attention(q, k, v, causal=False, precision=None):
-    """Fused attention softmax(q k^T / sqrt(d)) v over batch x heads x seq x d tensors, as
-    torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal), d in 16, 32, 64
-    and 128. precision: "fp32" (the SIMT kernels; the default for float32 inputs), "3xtf32" (float32
-    on the tensor cores, fp32's accuracy), "bf16" (bf16 q, k, v; the default for them).
+# The head sizes the kernels take. attention() pads another head size up to the largest to the next
+# of them with zero columns (they add nothing to q k^T, and the output's and the gradients' padding
+# is dropped): a copy of q, k and v, and the kernels' work at the padded width.
+ATTENTION_HEAD_SIZES = (16, 32, 64, 128)
+
+
+def attention(q, k, v, causal=False, precision=None, scale=None):
+    """Fused attention softmax(scale q k^T) v over batch x heads x seq x d tensors, as
+    torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+    (scale: 1/sqrt(d) when None). Head sizes 1 to 128: 16, 32, 64 and 128 as they are, another
+    padded to the next of them (q, k and v copied with zero columns; the result a view of the padded
+    one's first d columns). precision: "fp32" (the SIMT kernels; the default for float32 inputs),
+    "3xtf32" (float32 on the tensor cores, fp32's accuracy), "bf16" (bf16 q, k, v; the default for
+    them), "fp16" (float16 q, k, v; the default for them).
     float32 in, float32 out. bf16 in, bf16 out, laid out as SDPA's (the transpose of a dense
     (B, T, H, D) tensor, so o.transpose(1, 2).reshape(B, T, H * D) is free), and so are the
     gradients; on an sm_90 GPU at d = 64 and 128 (a build for sm_90a, setup.py's default there) the
     chapter's Hopper kernels run (the overlapped forward, the wgmma backward), elsewhere its
     mma.sync kernels. cuda_perf_lab._C.hopper_attention(d) says "" when the Hopper kernels run,
-    otherwise why not."""
+    otherwise why not. float16 in, float16 out, as bf16's, on the same kernels with their
+    instructions' type fp16."""
     if precision is None:
-        precision = "bf16" if q.dtype == torch.bfloat16 else "fp32"
-    return ops.attention_forward(q, k, v, causal, precision)[0]
+        precision = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(q.dtype, "fp32")
+    d = q.shape[-1] if q.dim() == 4 else 0
+    if d > ATTENTION_HEAD_SIZES[-1]:
+        raise ValueError("attention: head size %d; the kernels take head sizes 1 to %d (16, 32, 64 and 128, "
+                         "another padded to the next)" % (d, ATTENTION_HEAD_SIZES[-1]))
+    if d and d not in ATTENTION_HEAD_SIZES and k.shape == q.shape and v.shape == q.shape:
+        width = next(w for w in ATTENTION_HEAD_SIZES if w >= d)
+        pad = (0, width - d)
+        scale = 1.0 / math.sqrt(d) if scale is None else scale
+        o = ops.attention_forward(F.pad(q, pad), F.pad(k, pad), F.pad(v, pad), causal, precision, scale)[0]
+        return o[..., :d]
+    return ops.attention_forward(q, k, v, causal, precision, scale)[0]

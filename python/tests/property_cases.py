@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_ops import FLOOR, attention_cancel, sequential_sum_error  # noqa: E402
+from test_ops import ATTENTION_EPS, FLOOR, attention_cancel, sequential_sum_error  # noqa: E402
 
 import cuda_perf_lab as lab  # noqa: E402
 
@@ -327,11 +327,11 @@ def case_weighted_sum(c):
 
 
 def case_attention(c):
-    precision = c.rng.choice(("fp32", "3xtf32", "bf16", "bf16"))
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    precision = c.rng.choice(("fp32", "3xtf32", "bf16", "bf16", "fp16"))
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
     b, h = c.rng.randint(1, 3), c.rng.randint(1, 3)
     s = c.rng.choice((1, 2, 17, 64, 65, 100, 128, 129, 191, 192, 193, 256, 300))
-    d = c.rng.choice((16, 32, 64, 128))
+    d = c.rng.choice((16, 32, 64, 128, 16, 32, 64, 128, 40, 80, 96))  # 40, 80, 96: padded (ops.attention)
     causal = c.rng.random() < 0.5
     bthd = c.rng.random() < 0.3  # q, k, v as a GPT-2 block makes them: views of one (B, T, 3H, D) buffer
     c.note("attention", (b, h, s, d), "causal" if causal else "full", precision, "bthd" if bthd else "")
@@ -353,7 +353,7 @@ def case_attention(c):
     finally:
         torch.backends.cuda.matmul.allow_tf32 = tf32
     bad = [] if results[0][1].dtype == dtype else ["out: dtype %s, not %s" % (results[0][1].dtype, dtype)]
-    eps = 2.0 ** -8 if precision == "bf16" else 16 * 2.0 ** -24
+    eps = ATTENTION_EPS.get(precision, 16 * 2.0 ** -24)
     cancel = attention_cancel(q, k, v, do, causal, eps)
     return bad + check(results, {"grad0": cancel["dq"], "grad1": cancel["dk"]})
 
@@ -382,7 +382,7 @@ def case_bad_inputs(c):
                   (TypeError, lambda: lab.cross_entropy(x, labels.float())),
                   (TypeError, lambda: lab.weighted_sum(x, w.half())),
                   (TypeError, lambda: lab.attention(q, q, q, precision="bf16")),
-                  (TypeError, lambda: lab.attention(q.half(), q.half(), q.half()))],
+                  (TypeError, lambda: lab.attention(q.half(), q.half(), q.half(), precision="bf16"))],
         "shape": [(ValueError, lambda: lab.layer_norm(x, w[:-1] if d > 1 else w.repeat(2), b)),
                   (ValueError, lambda: lab.cross_entropy(x, labels[:-1] if rows > 1 else labels.repeat(2))),
                   (ValueError, lambda: lab.weighted_sum(x, torch.ones(d + 1, device=DEV))),
@@ -428,10 +428,11 @@ def case_bad_inputs(c):
         if not lab.cross_entropy(x, wrong).isnan():
             bad.append("label: the mean is not NaN")
         return bad
-    # attention: a head size the kernels do not take raises, naming it; the device still runs after
+    # attention: a head size past the largest the kernels take (128; smaller ones are padded) raises,
+    # naming it; the device still runs after
     try:
-        lab.attention(*(c.uniform((1, 1, 8, 80), -1, 1) for _ in range(3)))
-        bad.append("attention d = 80: no ValueError raised")
+        lab.attention(*(c.uniform((1, 1, 8, 160), -1, 1) for _ in range(3)))
+        bad.append("attention d = 160: no ValueError raised")
     except ValueError:
         pass
     return bad

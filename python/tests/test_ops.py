@@ -445,80 +445,108 @@ def test_weighted_sum_backward_variants_agree():
 
 ATTN_SHAPES = [(1, 1, 1, 16, False), (1, 1, 1, 64, True), (2, 1, 77, 16, True), (1, 2, 130, 32, False),
                (2, 1, 65, 64, True), (1, 1, 200, 64, False), (1, 2, 129, 128, True), (1, 1, 300, 128, False),
-               (2, 4, 256, 64, True)]
+               (2, 4, 256, 64, True),
+               # head sizes the kernels do not take: padded to the next they do (ops.attention)
+               (1, 2, 130, 80, True), (2, 1, 65, 96, False), (1, 1, 70, 40, True), (1, 1, 9, 3, False)]
 
 
-def sdpa(q, k, v, causal):
-    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-
-
-def attention_cancel(q, k, v, do, causal, eps):
+def attention_cancel(q, k, v, do, causal, eps, scale=None):
     """The L2 error that inputs rounded to relative precision eps leave in dQ and dK through
-    dP - delta, whatever it cancels to (see test_attention_forward_and_gradients): {"dq", "dk", "dv"}."""
+    dP - delta, whatever it cancels to (see test_attention_forward_and_gradients): {"dq", "dk", "dv"}.
+    scale: the scores' (1/sqrt(d) when None)."""
     s, d = q.shape[-2], q.shape[-1]
+    sc = 1.0 / math.sqrt(d) if scale is None else scale
     with torch.no_grad():
         qa, ka, va, doa = (t.double().abs() for t in (q, k, v, do))
-        scores = (q.double() @ k.double().transpose(-2, -1)) / math.sqrt(d)
+        scores = (q.double() @ k.double().transpose(-2, -1)) * sc
         if causal:
             scores = scores.masked_fill(torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
         p = torch.softmax(scores, dim=-1)
         e = doa @ va.transpose(-2, -1)
-        w = p * (e + (p * e).sum(-1, keepdim=True)) / math.sqrt(d)
+        w = p * (e + (p * e).sum(-1, keepdim=True)) * abs(sc)
         return {"dq": eps * (w @ ka).norm().item(), "dk": eps * (w.transpose(-2, -1) @ qa).norm().item(), "dv": 0.0}
 
 
+# The relative rounding of the 16-bit kernels' P and dS (to bf16: 2^-8; to fp16: 2^-11), and fp32's
+# 16u for fp32 and 3xTF32: the eps of attention_cancel.
+ATTENTION_EPS = {"bf16": 2.0 ** -8, "fp16": 2.0 ** -11}
+ATTENTION_DTYPE = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
 @pytest.mark.parametrize("shape", ATTN_SHAPES)
-@pytest.mark.parametrize("precision", ["fp32", "3xtf32", "bf16"])
+@pytest.mark.parametrize("precision", ["fp32", "3xtf32", "bf16", "fp16"])
 def test_attention_forward_and_gradients(shape, precision):
+    check_attention(shape, precision)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+@pytest.mark.parametrize("d", [64, 80])
+def test_attention_scale_as_sdpa(precision, d):
+    """scale= as SDPA's, in the forward and the backward: at a head size the kernels take and at a
+    padded one (whose default would be the padded width's)."""
+    check_attention((2, 2, 100, d, True), precision, scale=0.3)
+
+
+def check_attention(shape, precision, scale=None):
     b, h, s, d, causal = shape
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    dtype = ATTENTION_DTYPE.get(precision, torch.float32)
     q, k, v = (rand(b, h, s, d, seed=12 + i, dtype=dtype) for i in range(3))
-    do = rand(b, h, s, d, seed=15, dtype=dtype)  # bf16 in, bf16 gradient, as autograd hands it
+    do = rand(b, h, s, d, seed=15, dtype=dtype)  # 16 bits in, a 16-bit gradient, as autograd hands it
     leaves = [t.clone().requires_grad_() for t in (q, k, v)]
-    o = lab.attention(*leaves, causal=causal, precision=precision)
-    assert o.dtype == dtype
+    o = lab.attention(*leaves, causal=causal, precision=precision, scale=scale)
+    assert o.dtype == dtype and o.shape == q.shape
     o.backward(do.to(dtype))
+
+    def torch_sdpa(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+
     ref = [t.double().requires_grad_() for t in (q, k, v)]
-    o64 = sdpa(*ref, causal)
+    o64 = torch_sdpa(*ref)
     o64.backward(do.double())
-    # PyTorch at the same input precision (float32 with TF32 off, or bf16) is the yardstick.
+    # PyTorch at the same input precision (float32 with TF32 off, bf16 or fp16) is the yardstick.
     low = [t.clone().requires_grad_() for t in (q, k, v)]
     allow_tf32 = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False
     try:
-        o_low = sdpa(*low, causal)
+        o_low = torch_sdpa(*low)
         o_low.backward(do.to(dtype))
     finally:
         torch.backends.cuda.matmul.allow_tf32 = allow_tf32
     assert_close("o", o, o64, o_low)
     # dQ = scale dS K and dK = scale dS^T Q with dS = P o (dP - delta): dP_ij = dO_i . V_j and
     # delta_i = sum_j P_ij dP_ij are each sums of d products of inputs rounded to the kernel's
-    # precision (2^-8 relative for two bf16 operands, 16u for fp32 and 3xTF32), so their difference
-    # errs by that much of E_ij = |dO_i| . |V_j| plus its P-weighted row mean, whatever it cancels to.
-    eps = 2.0 ** -8 if precision == "bf16" else 16 * 2.0 ** -24
-    cancel = attention_cancel(q, k, v, do, causal, eps)
+    # precision (2^-8 relative for two bf16 operands, 2^-11 for fp16's, 16u for fp32 and 3xTF32), so
+    # their difference errs by that much of E_ij = |dO_i| . |V_j| plus its P-weighted row mean,
+    # whatever it cancels to.
+    eps = ATTENTION_EPS.get(precision, 16 * 2.0 ** -24)
+    cancel = attention_cancel(q, k, v, do, causal, eps, scale)
     for name, a, r, t in zip(("dq", "dk", "dv"), leaves, ref, low):
         assert a.grad.dtype == dtype
         assert_close(name, a.grad, r.grad, t.grad, cancel[name])
 
 
-def test_bf16_attention_as_sdpa():
-    """bf16 in, bf16 out, in the layout of SDPA's flash kernels: o and the gradients the
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_16bit_attention_as_sdpa(precision):
+    """bf16 (fp16) in, bf16 (fp16) out, in the layout of SDPA's flash kernels: o and the gradients the
     (B, H, T, D) transpose of a dense (B, T, H, D), so that a GPT-2 block's o.transpose(1, 2) is
     dense; and the backward's gradients whatever layout dO and O are handed to it in."""
-    q, k, v = (rand(2, 3, 130, 64, seed=60 + i, dtype=torch.bfloat16) for i in range(3))
-    o, lse = ops.attention_forward(q, k, v, True, "bf16")
-    assert o.dtype == torch.bfloat16 and o.shape == q.shape
+    dtype = ATTENTION_DTYPE[precision]
+    q, k, v = (rand(2, 3, 130, 64, seed=60 + i, dtype=dtype) for i in range(3))
+    o, lse = ops.attention_forward(q, k, v, True, precision)
+    assert o.dtype == dtype and o.shape == q.shape
     assert o.stride() == (130 * 3 * 64, 64, 3 * 64, 1)
     assert o.transpose(1, 2).is_contiguous()
-    do = rand(2, 3, 130, 64, seed=63, dtype=torch.bfloat16)
-    grads = ops.attention_backward(do, q, k, v, o, lse, True, "bf16")
+    do = rand(2, 3, 130, 64, seed=63, dtype=dtype)
+    grads = ops.attention_backward(do, q, k, v, o, lse, True, precision)
     again = ops.attention_backward(do.transpose(1, 2).contiguous().transpose(1, 2), q, k, v, o.contiguous(), lse,
-                                   True, "bf16")
+                                   True, precision)
     for g, h in zip(grads, again):
-        assert g.dtype == torch.bfloat16 and g.stride() == o.stride()
-        # dK, dV: the same sums in the same order; dQ: added by the TMA or by atomics, in fp32, then rounded
-        assert ((g.float() - h.float()).abs() <= 2.0 ** -7 * g.float().abs()).all()
+        assert g.dtype == dtype and g.stride() == o.stride()
+        # dK, dV: the same sums in the same order; dQ: added by the TMA or by atomics, in fp32, then
+        # rounded: at most one ulp apart (2 ATTENTION_EPS of the value, the rounding's spacing; in fp16
+        # below its normal range the spacing is 2^-24)
+        ulp_floor = 2.0 ** -24 if precision == "fp16" else 0.0
+        assert ((g.float() - h.float()).abs() <= 2 * ATTENTION_EPS[precision] * g.float().abs() + ulp_floor).all()
 
 
 def test_bf16_attention_runs_the_hopper_kernels_on_sm90():
@@ -565,8 +593,10 @@ def test_bad_inputs_raise_clear_errors():
          lambda: lab.cross_entropy(x.double(), torch.zeros(8, dtype=torch.long, device=DEV))),
         (ValueError, "labels must have shape", lambda: lab.cross_entropy(x, torch.zeros(7, dtype=torch.long,
                                                                                        device=DEV))),
-        (ValueError, "d must be 16, 32, 64 or 128",
-         lambda: lab.attention(*(rand(1, 1, 64, 80) for _ in range(3)))),
+        (ValueError, "head size 160; the kernels take head sizes 1 to 128",
+         lambda: lab.attention(*(rand(1, 1, 64, 160) for _ in range(3)))),
+        (ValueError, "d must be 16, 32, 64 or 128",  # the operator itself takes the kernels' sizes only
+         lambda: ops.attention_forward(*(rand(1, 1, 64, 80) for _ in range(3)), False, "fp32")),
         (ValueError, "q must be batch x heads x seq x head_dim \\(it has 3 dimensions\\)",
          lambda: lab.attention(*(rand(1, 64, 64) for _ in range(3)))),
         (ValueError, "k must have shape",
@@ -667,12 +697,15 @@ def _opcheck_cases():
         (ops.swish_forward, (rand(1001, lo=-6, hi=6, dtype=torch.float16).requires_grad_(), "optimized_swish")),
         (ops.cross_entropy_forward, (rand(6, 40, seed=5).requires_grad_(), labels, -100, "optimized_cross_entropy")),
         (ops.attention_forward, (q.requires_grad_(), k.requires_grad_(), v.requires_grad_(), True, "fp32")),
+        # fp16 (the mma.sync kernels' fp16 instruction, SDPA's layout out) and a scale given
+        (ops.attention_forward, tuple(rand(1, 2, 70, 64, seed=33 + i, dtype=torch.float16).requires_grad_()
+                                      for i in range(3)) + (True, "fp16", 0.2)),
         (ops.weighted_sum_forward, (rand(6, 40, seed=6).requires_grad_(), rand(40, seed=7).requires_grad_(),
                                     "optimized_weighted_sum")),
     ]
 
 
-@pytest.mark.parametrize("case", range(7))
+@pytest.mark.parametrize("case", range(8))
 def test_opcheck(case):
     op, args = _opcheck_cases()[case]
     torch.library.opcheck(op, args)

@@ -9,7 +9,9 @@
 // so does the package (python/csrc/bridge_attention_hopper.cu), both with dQ split where it applies.
 // Q, K, V, dO: bf16 [bh][seq][d]; lse (natural log, as the forwards write it) and delta =
 // rowsum(dO o O) fp32 [bh][seq]; dQ fp32 [bh][seq][d], added to (zero it first); dK, dV fp32
-// [bh][seq][d], written (or bf16 rows with their column sums: KVRows). d is 64 or 128.
+// [bh][seq][d], written (or bf16 rows with their column sums: KVRows). d is 64 or 128. The package
+// also runs it on fp16 Q, K, V and dO (T = __half: the products' type, P^T's and dS^T's rounding,
+// dK's and dV's rows; the chapter's steps are bf16, T's default).
 // lab-arch: sm_90a
 #pragma once
 
@@ -59,12 +61,14 @@ struct Bwd {
 // head size, at most the kernel's d; the padding is not written), and each column's sum over the
 // keys, from the fp32 values, added to db_k[h cols + c] and db_v[h cols + c] (the product's bias
 // gradient; zero it first). dk null: by head, in fp32.
-struct KVRows {
-  __nv_bfloat16 *dk = nullptr, *dv = nullptr;
+template <class T = __nv_bfloat16>
+struct KVRowsOf {
+  T *dk = nullptr, *dv = nullptr;
   float *db_k = nullptr, *db_v = nullptr;
   int heads = 1, cols = 0;
   std::size_t ld = 0;
 };
+using KVRows = KVRowsOf<>;
 
 // The order the blocks run in: block b of the 1-D grid takes key tile `tile` of head `head`.
 // Causal, the key tiles are not equal work: tile t's keys are seen by the queries from t kBc on,
@@ -130,14 +134,14 @@ __device__ __forceinline__ void group_sync(int consumer) {
   asm volatile("bar.sync %0, 128;\n" ::"r"(1 + consumer) : "memory");
 }
 
-template <int D, bool Causal, int Cn, bool Split>
+template <int D, bool Causal, int Cn, bool Split, class T = __nv_bfloat16>
 __global__ void __launch_bounds__(Bwd<D, Cn, Split>::kThreads, 1)
     flash_backward_wgmma(const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap kmap,
                          const __grid_constant__ CUtensorMap vmap, const __grid_constant__ CUtensorMap dmap,
                          const __grid_constant__ CUtensorMap dqmap, const float* __restrict__ lse,
                          const float* __restrict__ delta,
                          float* __restrict__ dk, float* __restrict__ dv, int seq, float scale, float scale_log2,
-                         const KVRows out, const Order order) {
+                         const KVRowsOf<T> out, const Order order) {
   using C = Bwd<D, Cn, Split>;
   extern __shared__ std::uint8_t smem_raw[];
   const Smem<D, Cn, Split> sh(smem_raw);
@@ -213,10 +217,10 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Split>::kThreads, 1)
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
         const int off = (kk / 4) * C::kBc * 128, qoff = (kk / 4) * C::kBr * 128;
-        wgmma::mma_ss(sd, wgmma::descriptor(kw + off) + 2 * (kk % 4), wgmma::descriptor(qt + qoff) + 2 * (kk % 4),
-                      kk > 0);
-        wgmma::mma_ss(dpd, wgmma::descriptor(vw + off) + 2 * (kk % 4), wgmma::descriptor(dot + qoff) + 2 * (kk % 4),
-                      kk > 0);
+        wgmma::mma_ss<0, 0, T>(sd, wgmma::descriptor(kw + off) + 2 * (kk % 4),
+                               wgmma::descriptor(qt + qoff) + 2 * (kk % 4), kk > 0);
+        wgmma::mma_ss<0, 0, T>(dpd, wgmma::descriptor(vw + off) + 2 * (kk % 4),
+                               wgmma::descriptor(dot + qoff) + 2 * (kk % 4), kk > 0);
       }
       wgmma::commit();
       rows[me] = mine;
@@ -237,8 +241,8 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Split>::kThreads, 1)
           dp[0][j][e] = p * (dp[0][j][e] - rows[C::kBr + c]);
         }
       std::uint32_t pa[4][4], da[4][4];  // the A fragments of P^T and dS^T, 16 queries each
-      flashtma::pack_p(s, pa);
-      flashtma::pack_p(dp, da);
+      flashtma::pack_p<T>(s, pa);
+      flashtma::pack_p<T>(dp, da);
       // dS^T to shared memory for dQ: row r (a key) is 64 queries, 128 bytes, chunk c at c ^ (r % 8).
       {
         auto put = [&](int r, int chunk, std::uint32_t x) {
@@ -266,9 +270,9 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Split>::kThreads, 1)
         const std::uint64_t bo = wgmma::descriptor_mn(dot + kk * 2048, C::kBr * 128);
         const std::uint64_t bq = wgmma::descriptor_mn(qt + kk * 2048, C::kBr * 128);
         if constexpr (D == 128)
-          wgmma::mma_rs_n128<1>(dvd, pa[kk], bo), wgmma::mma_rs_n128<1>(dkd, da[kk], bq);
+          wgmma::mma_rs_n128<1, T>(dvd, pa[kk], bo), wgmma::mma_rs_n128<1, T>(dkd, da[kk], bq);
         else
-          wgmma::mma_rs_n64<1>(dvd, pa[kk], bo), wgmma::mma_rs_n64<1>(dkd, da[kk], bq);
+          wgmma::mma_rs_n64<1, T>(dvd, pa[kk], bo), wgmma::mma_rs_n64<1, T>(dkd, da[kk], bq);
       }
       wgmma::commit();
       wgmma::wait<0>();  // P^T and dS^T's registers free again (the register file holds dV, dK and dQ)
@@ -293,7 +297,7 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Split>::kThreads, 1)
         for (int kk = 0; kk < (C::kSplitDq ? C::kBc : 64) / 16; ++kk) {
           const std::uint8_t* a = C::kSplitDq ? sh.ds_of(kk / 4, n & 1) + (kk % 4) * 2048 : ds + kk * 2048;
           const int key = C::kSplitDq ? 16 * kk : 64 * consumer + 16 * kk, region = C::kSplitDq ? consumer : half;
-          wgmma::mma_ss<1, 1>(dqd, wgmma::descriptor_mn(a, 0),
+          wgmma::mma_ss<1, 1, T>(dqd, wgmma::descriptor_mn(a, 0),
                               wgmma::descriptor_mn(sh.k + region * C::kBc * 128 + key * 128, 0), kk > 0);
         }
         wgmma::commit();
@@ -330,17 +334,17 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Split>::kThreads, 1)
     }
     if (leader) tma::bulk_wait<0>();
 
-    if (out.dk) {  // bf16 rows, and the columns' sums
+    if (out.dk) {  // 16-bit rows (T), and the columns' sums
       const int hh = head % out.heads;
       const std::size_t base = std::size_t(head / out.heads) * seq * out.ld + std::size_t(hh) * out.cols;
       float sk[D / 8][2] = {}, sv[D / 8][2] = {};
-      auto put = [&](__nv_bfloat16* r, int col, float a, float b) { mma::store_bf16_pair(r, col, out.cols, a, b); };
+      auto put = [&](T* r, int col, float a, float b) { mma::store16_pair(r, col, out.cols, a, b); };
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int key = krow0 + 8 * h;
         if (key >= seq) continue;
-        __nv_bfloat16* krow = out.dk + base + std::size_t(key) * out.ld;
-        __nv_bfloat16* vrow = out.dv + base + std::size_t(key) * out.ld;
+        T* krow = out.dk + base + std::size_t(key) * out.ld;
+        T* vrow = out.dv + base + std::size_t(key) * out.ld;
 #pragma unroll
         for (int nn = 0; nn < D / 8; ++nn) {
           const int col = 8 * nn + 2 * t;
@@ -422,8 +426,9 @@ struct Maps {
   int consumers = 0;
   bool split_dq = true;
 };
-inline Maps maps(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const __nv_bfloat16* dout,
-                 float* dq, int bh, int seq, int d, int consumers = 0) {
+template <class T>
+inline Maps maps(const T* q, const T* k, const T* v, const T* dout, float* dq, int bh, int seq, int d,
+                 int consumers = 0) {
   const attn::Dims a(lab::Shape{1, bh, seq, d, 0});
   const int cn = consumers_for(d, consumers), bc = 64 * cn, br = Bwd<128>::kBr;
   Maps m;
@@ -462,12 +467,13 @@ void with_split(int d, bool causal, int consumers, bool split_dq, F&& f) {
 
 // The kernel's shared memory, set once before launches. Static, as flash_tma.cuh's prepare() and
 // launch() are (see there): each translation unit prepares and launches its own copy of the kernel.
+template <class T = __nv_bfloat16>
 static inline void prepare(int d, bool causal, int consumers = 0, bool split_dq = true) {
 #if defined(LAB_SM90A)
   with_split(d, causal, consumers_for(d, consumers), split_dq, [&](auto dc, auto cc, auto nc, auto sc) {
     constexpr int D = decltype(dc)::value, Cn = decltype(nc)::value;
     constexpr bool Split = decltype(sc)::value;
-    LAB_CHECK(cudaFuncSetAttribute(flash_backward_wgmma<D, decltype(cc)::value, Cn, Split>,
+    LAB_CHECK(cudaFuncSetAttribute(flash_backward_wgmma<D, decltype(cc)::value, Cn, Split, T>,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, Bwd<D, Cn, Split>::kSmemBytes));
   });
 #else
@@ -478,15 +484,16 @@ static inline void prepare(int d, bool causal, int consumers = 0, bool split_dq 
 // A block per kBc keys of each head (64 a consumer: m.consumers, which maps() chose and prepare() was
 // given); scale: the scores' (1 / sqrt of the head size). dK and dV by head into dk and dv, or into
 // rows (out.dk set; dk and dv unused). prepare() first.
+template <class T = __nv_bfloat16>
 static inline void launch(const Maps& m, const float* lse, const float* delta, float* dk, float* dv, int bh, int seq, int d,
-                   bool causal, float scale, cudaStream_t stream, const KVRows& out = {}) {
+                   bool causal, float scale, cudaStream_t stream, const KVRowsOf<T>& out = {}) {
 #if defined(LAB_SM90A)
   with_split(d, causal, consumers_for(d, m.consumers), m.split_dq, [&](auto dc, auto cc, auto nc, auto sc) {
     constexpr int D = decltype(dc)::value, Cn = decltype(nc)::value;
     constexpr bool Split = decltype(sc)::value;
     using C = Bwd<D, Cn, Split>;
     const Order order = order_for(bh, (seq + C::kBc - 1) / C::kBc, seq, d, causal);
-    flash_backward_wgmma<D, decltype(cc)::value, Cn, Split><<<unsigned(bh) * order.tiles, C::kThreads, C::kSmemBytes, stream>>>(
+    flash_backward_wgmma<D, decltype(cc)::value, Cn, Split, T><<<unsigned(bh) * order.tiles, C::kThreads, C::kSmemBytes, stream>>>(
         m.q, m.k, m.v, m.dout, m.dq, lse, delta, dk, dv, seq, scale, scale * flash::kLog2e, out, order);
     LAB_CHECK(cudaGetLastError());
   });

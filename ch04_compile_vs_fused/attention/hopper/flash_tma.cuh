@@ -13,7 +13,8 @@
 // The producer gives its registers back (setmaxnreg.dec to 24) and the consumers take them (inc):
 // (kConsumers x kConsumerRegs + kProducerRegs) x 128 threads of the SM's 65536.
 // Q, K, V: bf16, [bh][seq][d]; O fp32 [bh][seq][d] (or bf16 rows: Rows); lse fp32 [bh][seq]. d is 64
-// or 128.
+// or 128. The package also runs the frame on fp16 Q, K and V (T = __half: the products' instruction
+// type, P's rounding and O's rows; the chapter's variants are bf16, T's default).
 #pragma once
 
 #include <cstdint>
@@ -65,11 +66,13 @@ struct Listed {
 // attention, optimized_gpt2_step_fused_bf16_rows.cu): in bf16, head b heads + h's query t in row
 // b seq + t of ld elements, columns [h cols, h cols + cols) (cols: the model's head size, at most
 // the kernel's d; the padding is not written). o null: by head (the frame's grid only, not a list).
-struct Rows {
-  __nv_bfloat16* o = nullptr;
+template <class T = __nv_bfloat16>
+struct RowsOf {
+  T* o = nullptr;
   int heads = 1, cols = 0;
   std::size_t ld = 0;
 };
+using Rows = RowsOf<>;
 
 #if defined(LAB_SM90A)
 namespace tma = lab::tma;
@@ -103,13 +106,14 @@ struct Ring {
 
 // Where a consumer's rows of O and lse go: `o` and `lse` hold rows [row0, row0 + rows) of the head
 // (the head's own, row0 = 0 and rows = seq; or a split block's partial slot, row0 its first query);
-// or, where o16 is set, O goes in bf16 to the head's first `cols` columns of rows of ld elements
-// (see Rows).
+// or, where o16 is set, O goes in T (bf16 or fp16) to the head's first `cols` columns of rows of
+// ld elements (see Rows).
+template <class T>
 struct Out {
   float* o;
   float* lse;
   int row0, rows;
-  __nv_bfloat16* o16 = nullptr;
+  T* o16 = nullptr;
   std::size_t ld = 0;
   int cols = 0;
   template <int DN>
@@ -121,10 +125,24 @@ struct Out {
   }
 };
 
+// P in T (bf16 or fp16): the A fragments of m64nDk16, 16 keys each, from a tile's probabilities.
+template <class T = __nv_bfloat16, int NT>
+__device__ __forceinline__ void pack_p(const float (&s)[1][NT][4], std::uint32_t (&a)[NT / 2][4]) {
+#pragma unroll
+  for (int kk = 0; kk < NT / 2; ++kk) {
+    a[kk][0] = mma::pack16<T>(s[0][2 * kk][0], s[0][2 * kk][1]);
+    a[kk][1] = mma::pack16<T>(s[0][2 * kk][2], s[0][2 * kk][3]);
+    a[kk][2] = mma::pack16<T>(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
+    a[kk][3] = mma::pack16<T>(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
+  }
+}
+
 // What a consumer warpgroup is given: the ring, its 64 queries, the block's keys (tile count and
-// first key), where its rows of Q lie and where its output goes.
-template <int D>
+// first key), where its rows of Q lie and where its output goes; T, the inputs' 16-bit type, which
+// its products and P's rounding (pack_p) take.
+template <int D, class T = __nv_bfloat16>
 struct Work {
+  using Elem = T;
   Ring<D> ring;
   int consumer;   // 0 .. kConsumers - 1
   int rows0;      // its first query
@@ -133,7 +151,7 @@ struct Work {
   int tiles;      // K/V tiles of the block
   int seq;
   float scale_log2;
-  Out out;
+  Out<T> out;
   // The first key of the block's j-th tile (the mask's col0).
   __device__ int key(int j) const { return key0 + j * Config<D>::kBc; }
   __device__ const std::uint8_t* q_rows() const { return ring.q + 64 * consumer * 128; }
@@ -143,8 +161,8 @@ struct Work {
     const std::uint8_t* kt = ring.k_tile(st);
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk)
-      wgmma::mma_ss_n128(s, wgmma::descriptor(q_rows() + (kk / 4) * Config<D>::kBr * 128) + 2 * (kk % 4),
-                         wgmma::descriptor(kt + (kk / 4) * Config<D>::kBc * 128) + 2 * (kk % 4), kk > 0);
+      wgmma::mma_ss_n128<0, 0, T>(s, wgmma::descriptor(q_rows() + (kk / 4) * Config<D>::kBr * 128) + 2 * (kk % 4),
+                                  wgmma::descriptor(kt + (kk / 4) * Config<D>::kBc * 128) + 2 * (kk % 4), kk > 0);
   }
   // O += P V for the V tile in stage st: V read N-major (as it lies in memory, d contiguous), 16
   // keys (2048 bytes) a wgmma, P from registers.
@@ -154,10 +172,15 @@ struct Work {
     for (int kk = 0; kk < Config<D>::kBc / 16; ++kk) {
       const std::uint64_t b = wgmma::descriptor_mn(vt + kk * 2048, Config<D>::kBc * 128);
       if constexpr (D == 128)
-        wgmma::mma_rs_n128<1>(od, a[kk], b);
+        wgmma::mma_rs_n128<1, T>(od, a[kk], b);
       else
-        wgmma::mma_rs_n64<1>(od, a[kk], b);
+        wgmma::mma_rs_n64<1, T>(od, a[kk], b);
     }
+  }
+  // P in T from a tile's probabilities: pack_p<T>.
+  template <int NT>
+  __device__ void pack(const float (&s)[1][NT][4], std::uint32_t (&a)[NT / 2][4]) const {
+    pack_p<T>(s, a);
   }
 };
 
@@ -181,18 +204,6 @@ struct Turns {
     asm volatile("bar.arrive %0, 256;\n" ::"r"(1 + (consumer + 1) % kConsumers) : "memory");
   }
 };
-
-// P in bf16: the A fragments of m64nDk16, 16 keys each, from a tile's probabilities.
-template <int NT>
-__device__ __forceinline__ void pack_p(const float (&s)[1][NT][4], std::uint32_t (&a)[NT / 2][4]) {
-#pragma unroll
-  for (int kk = 0; kk < NT / 2; ++kk) {
-    a[kk][0] = mma::pack_bf16(s[0][2 * kk][0], s[0][2 * kk][1]);
-    a[kk][1] = mma::pack_bf16(s[0][2 * kk][2], s[0][2 * kk][3]);
-    a[kk][2] = mma::pack_bf16(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
-    a[kk][3] = mma::pack_bf16(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
-  }
-}
 
 // The producer: one thread copies Q, then K and V tiles key_tile0 .. key_tile0 + tiles - 1 into
 // the ring, each copy once the consumers have freed its stage (a fresh stage counts as freed).
@@ -224,11 +235,11 @@ __device__ __forceinline__ void produce(const Ring<D>& r, const CUtensorMap* qma
 // all the keys it sees; causal blocks run longest first within a head (the last query tile has the
 // most keys), the heads one after another (optimized_attention_fused_split.cu lists its
 // blocks longest first across the heads).
-template <int D, bool Causal, class Schedule>
+template <int D, bool Causal, class Schedule, class T = __nv_bfloat16>
 __global__ void __launch_bounds__(Config<D>::kThreads, 1)
     forward(const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap kmap,
             const __grid_constant__ CUtensorMap vmap, const Listed list, float* __restrict__ o,
-            float* __restrict__ lse, int seq, float scale_log2, const Rows rows) {
+            float* __restrict__ lse, int seq, float scale_log2, const RowsOf<T> rows) {
   using C = Config<D>;
   extern __shared__ std::uint8_t smem_raw[];
   const Ring<D> ring(smem_raw);
@@ -243,11 +254,11 @@ __global__ void __launch_bounds__(Config<D>::kThreads, 1)
   const int row0 = item.tile * C::kBr, head = item.head;
   const std::size_t slot = std::size_t(item.slot);
   const std::size_t batch_row0 = std::size_t(head / rows.heads) * seq;  // with rows.o: the head's first row
-  const Out out = rows.o ? Out{nullptr, lse + std::size_t(head) * seq, 0, seq,
+  const Out<T> out = rows.o ? Out<T>{nullptr, lse + std::size_t(head) * seq, 0, seq,
                                rows.o + batch_row0 * rows.ld + std::size_t(head % rows.heads) * rows.cols, rows.ld,
                                rows.cols}
-                  : item.slot < 0 ? Out{o + std::size_t(head) * seq * D, lse + std::size_t(head) * seq, 0, seq}
-                                  : Out{list.part_o + slot * C::kBr * D, list.part_lse + slot * C::kBr, row0,
+                  : item.slot < 0 ? Out<T>{o + std::size_t(head) * seq * D, lse + std::size_t(head) * seq, 0, seq}
+                                  : Out<T>{list.part_o + slot * C::kBr * D, list.part_lse + slot * C::kBr, row0,
                                         min(C::kBr, seq - row0)};
   const int group = int(threadIdx.x) / 128;  // 0: the producer; 1..kConsumers: consumers
   if (threadIdx.x == 0) {
@@ -266,15 +277,18 @@ __global__ void __launch_bounds__(Config<D>::kThreads, 1)
     wgmma::setmaxnreg_inc<C::kConsumerRegs>();
     const int consumer = group - 1, rows0 = row0 + 64 * consumer;
     const int qrow0 = rows0 + 16 * (int(threadIdx.x / 32) % 4) + int(threadIdx.x % 32) / 4;
-    const Work<D> work{ring, consumer, rows0, qrow0, item.key_tile0 * C::kBc, item.tiles, seq, scale_log2, out};
+    const Work<D, T> work{ring, consumer, rows0, qrow0, item.key_tile0 * C::kBc, item.tiles, seq, scale_log2, out};
     Schedule::template consume<D, Causal>(work);
   }
 }
 #endif
 
-// A tensor map over a [bh][seq][d] bf16 tensor, read in boxes of 64 columns by `rows` rows of one
-// head (rows past seq arrive as zeros).
-inline CUtensorMap head_map(const __nv_bfloat16* base, const attn::Dims& a, int rows) {
+// A tensor map over a [bh][seq][d] 16-bit tensor, read in boxes of 64 columns by `rows` rows of one
+// head (rows past seq arrive as zeros). An fp16 tensor is read through the same bf16 map: a copy
+// moves bytes, 2 a value, and its zero fill is zero in both types.
+template <class T>
+inline CUtensorMap head_map(const T* base, const attn::Dims& a, int rows) {
+  static_assert(sizeof(T) == 2, "a 16-bit element");
   return lab::tma::bf16_map_swizzle128(base, {std::uint64_t(a.d), std::uint64_t(a.seq), std::uint64_t(a.bh())},
                                        {std::uint64_t(a.d) * 2, std::uint64_t(a.seq) * a.d * 2},
                                        {64, std::uint32_t(rows), 1});
@@ -285,7 +299,8 @@ inline CUtensorMap head_map(const __nv_bfloat16* base, const attn::Dims& a, int 
 struct Maps {
   CUtensorMap q{}, k{}, v{};
 };
-inline Maps maps(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const attn::Dims& a) {
+template <class T>
+inline Maps maps(const T* q, const T* k, const T* v, const attn::Dims& a) {
   const int br = a.d == 64 ? Config<64>::kBr : Config<128>::kBr, bc = Config<128>::kBc;
   return {head_map(q, a, br), head_map(k, a, bc), head_map(v, a, bc)};
 }
@@ -341,13 +356,13 @@ void with_kernel(int d, bool causal, F&& f) {
 // memory of one unit's copy and launch() start another's, which fails with an invalid argument.
 // Static, each unit prepares and launches its own.
 //
-// forward<D, causal, Schedule>'s shared memory, set once before launches (outside a graph's capture).
-template <class Schedule>
+// forward<D, causal, Schedule, T>'s shared memory, set once before launches (outside a graph's capture).
+template <class Schedule, class T = __nv_bfloat16>
 static void prepare(int d, bool causal) {
 #if defined(LAB_SM90A)
   with_kernel(d, causal, [&](auto dc, auto cc) {
     constexpr int D = decltype(dc)::value;
-    LAB_CHECK(cudaFuncSetAttribute(forward<D, decltype(cc)::value, Schedule>,
+    LAB_CHECK(cudaFuncSetAttribute(forward<D, decltype(cc)::value, Schedule, T>,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, Config<D>::kSmemBytes));
   });
 #else
@@ -358,16 +373,16 @@ static void prepare(int d, bool causal) {
 // Launches forward<D, causal, Schedule> over bh heads of seq queries (Q, K, V by the maps; O and lse
 // by head, or O into rows): a block per kBr queries of each head, or the blocks `list` names.
 // scale_log2: the scores' scale times log2(e). prepare() first.
-template <class Schedule>
+template <class Schedule, class T = __nv_bfloat16>
 static void launch(const Maps& m, float* o, float* lse, int bh, int seq, int d, bool causal, float scale_log2,
-            cudaStream_t stream, const Listed& list = {}, const Rows& rows = {}) {
+            cudaStream_t stream, const Listed& list = {}, const RowsOf<T>& rows = {}) {
 #if defined(LAB_SM90A)
   if (rows.o && list.items) throw lab::Error("flashtma::launch: O in rows is written by the frame's grid, not a list");
   with_kernel(d, causal, [&](auto dc, auto cc) {
     constexpr int D = decltype(dc)::value;
     using C = Config<D>;
     const dim3 grid = list.items ? dim3(list.blocks) : dim3((seq + C::kBr - 1) / C::kBr, bh);
-    forward<D, decltype(cc)::value, Schedule>
+    forward<D, decltype(cc)::value, Schedule, T>
         <<<grid, C::kThreads, C::kSmemBytes, stream>>>(m.q, m.k, m.v, list, o, lse, seq, scale_log2, rows);
     LAB_CHECK(cudaGetLastError());
   });

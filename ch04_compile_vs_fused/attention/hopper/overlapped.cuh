@@ -17,8 +17,8 @@ namespace flashtma {
 // on the last turn.
 struct Overlapped {
 #if defined(LAB_SM90A)
-  template <int D, bool Causal>
-  __device__ static void consume(const flashtma::Work<D>& w) {
+  template <int D, bool Causal, class T>
+  __device__ static void consume(const flashtma::Work<D, T>& w) {  // T: bf16, or fp16 (the package's)
     constexpr int kStages = flashtma::Config<D>::kStages, NT = flashtma::Config<D>::kBc / 8;
     auto stage = [](int j) { return j % kStages; };
     auto parity = [](int j) { return unsigned(j / kStages) & 1; };
@@ -43,7 +43,7 @@ struct Overlapped {
     w.ring.release_k(stage(0));
     mma::mask_scores<Causal>(s, w.key(0), w.rows0, w.qrow0, w.seq);
     softmax.exponentiate(s, w.scale_log2, alpha);
-    flashtma::pack_p(s, a);
+    w.pack(s, a);
     for (int j = 1; j < w.tiles; ++j) {  // turn j: S_j, then P_{j-1} V_{j-1}, two commit groups
       turns.wait();
       lab::tma::wait(w.ring.k_full + stage(j), parity(j));
@@ -61,7 +61,7 @@ struct Overlapped {
       wgmma::wait<0>();  // now O and P_{j-1} are free
       w.ring.release_v(stage(j - 1));
       if (rescale) mma::Softmax<1>::rescale(acc, alpha);
-      flashtma::pack_p(s, a);
+      w.pack(s, a);
     }
     // The last turn: P_last V_last alone.
     turns.wait();

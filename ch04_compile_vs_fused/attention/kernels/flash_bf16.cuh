@@ -1,15 +1,18 @@
-// The fused attention kernels on tensor cores in bf16, forward and backward: bf16 Q, K, V (and dO),
-// fp32 accumulation, fp32 outputs (O, lse; dQ, dK, dV), every product on mma.sync m16n8k16
-// (FlashAttention-2's arrangement). Shared by the chapter's tensor-core variants
-// (optimized_attention_fused_tc.cu, optimized_attention_backward_fused_tc.cu, which teach them) and
-// the Python bridge (python/), which runs them on PyTorch's bf16 tensors. Q, K, V, O, dO, dQ, dK,
-// dV: bh heads of seq x D, row-major, contiguous; lse, delta: bh x seq. D is 16, 32, 64 or 128.
+// The fused attention kernels on tensor cores in 16 bits, forward and backward: bf16 (or fp16) Q,
+// K, V (and dO), fp32 accumulation, fp32 outputs (O, lse; dQ, dK, dV), every product on mma.sync
+// m16n8k16 (FlashAttention-2's arrangement). Shared by the chapter's tensor-core variants
+// (optimized_attention_fused_tc.cu, optimized_attention_backward_fused_tc.cu, which teach them in
+// bf16) and the Python bridge (python/), which runs them on PyTorch's bf16 and fp16 tensors. The
+// element type T is __nv_bfloat16 or __half: the same fragments and schedule, only the mma
+// instruction and the rounding of P and dS to T differ (mma::mma16, mma::pack16). Q, K, V, O, dO,
+// dQ, dK, dV: bh heads of seq x D, row-major, contiguous; lse, delta: bh x seq. D is 16, 32, 64 or 128.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include "attention/kernels/flash_tiles.cuh"
 #include "lab/check.hpp"
@@ -36,14 +39,13 @@ struct Config {
   static constexpr int kBr = 16 * MT * kWarps;
   static constexpr int kBc = 64;
   static constexpr bool kQInRegisters = D < 128;
-  static constexpr int kSmemBytes = (kBr + 2 * kBc) * D * 2;  // Q, the K tile, the V tile, bf16
+  static constexpr int kSmemBytes = (kBr + 2 * kBc) * D * 2;  // Q, the K tile, the V tile, 16-bit
 };
 
-template <int D, bool Causal>
+template <class T, int D, bool Causal>
 __global__ void __launch_bounds__(kThreads)
-    flash_forward_tc(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k,
-                     const __nv_bfloat16* __restrict__ v, float* __restrict__ o, float* __restrict__ lse, int seq,
-                     float scale_log2) {
+    flash_forward_tc(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, float* __restrict__ o,
+                     float* __restrict__ lse, int seq, float scale_log2) {
   using L = mma::Layout<D>;
   using C = Config<D>;
   constexpr int MT = C::MT, kBr = C::kBr, kBc = C::kBc, NT = kBc / 8;
@@ -110,8 +112,8 @@ __global__ void __launch_bounds__(kThreads)
             mma::ldmatrix_x4(b, ks + L::offset(16 * nn + lane % 8 + 8 * (lane / 16), 2 * kk + (lane / 8) % 2));
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
-              mma::mma_bf16(s[mt][2 * nn], a[mt], b[0], b[1]);
-              mma::mma_bf16(s[mt][2 * nn + 1], a[mt], b[2], b[3]);
+              mma::mma16<T>(s[mt][2 * nn], a[mt], b[0], b[1]);
+              mma::mma16<T>(s[mt][2 * nn + 1], a[mt], b[2], b[3]);
             }
           }
         }
@@ -121,17 +123,17 @@ __global__ void __launch_bounds__(kThreads)
         softmax.tile(s, scale_log2, acc);
       },
       [&](int) {
-        // O += P V: P's accumulators are the A fragments of a 16-key step, as bf16 pairs; each V
+        // O += P V: P's accumulators are the A fragments of a 16-key step, as pairs of T; each V
         // fragment pair feeds MT mma instructions.
 #pragma unroll
         for (int kk = 0; kk < kBc / 16; ++kk) {
           std::uint32_t a[MT][4];
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) {
-            a[mt][0] = mma::pack_bf16(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-            a[mt][1] = mma::pack_bf16(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-            a[mt][2] = mma::pack_bf16(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-            a[mt][3] = mma::pack_bf16(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+            a[mt][0] = mma::pack16<T>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+            a[mt][1] = mma::pack16<T>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+            a[mt][2] = mma::pack16<T>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+            a[mt][3] = mma::pack16<T>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
           }
 #pragma unroll
           for (int dn = 0; dn < D / 16; ++dn) {
@@ -139,8 +141,8 @@ __global__ void __launch_bounds__(kThreads)
             mma::ldmatrix_x4_trans(b, vs + L::offset(16 * kk + lane % 8 + 8 * ((lane / 8) % 2), 2 * dn + lane / 16));
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
-              mma::mma_bf16(acc[mt][2 * dn], a[mt], b[0], b[1]);
-              mma::mma_bf16(acc[mt][2 * dn + 1], a[mt], b[2], b[3]);
+              mma::mma16<T>(acc[mt][2 * dn], a[mt], b[0], b[1]);
+              mma::mma16<T>(acc[mt][2 * dn + 1], a[mt], b[2], b[3]);
             }
           }
         }
@@ -160,15 +162,14 @@ template <int D>
 struct Shared {
   uint4 k[kRows * D / 8], v[kRows * D / 8];        // this block's keys
   uint4 q[2][kRows * D / 8], dout[2][kRows * D / 8];  // the query tile, two buffers
-  uint4 ds[kRows * kRows / 8];                       // dS^T of the tile, bf16, [key][query]
+  uint4 ds[kRows * kRows / 8];                       // dS^T of the tile, 16-bit, [key][query]
   float lse[2][kRows], delta[2][kRows];
 };
 
-template <int D, bool Causal>
+template <class T, int D, bool Causal>
 __global__ void __launch_bounds__(kThreads)
-    flash_backward_tc(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k,
-                      const __nv_bfloat16* __restrict__ v, const __nv_bfloat16* __restrict__ dout,
-                      const float* __restrict__ lse, const float* __restrict__ delta, float* __restrict__ dq,
+    flash_backward_tc(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                      const T* __restrict__ dout, const float* __restrict__ lse, const float* __restrict__ delta, float* __restrict__ dq,
                       float* __restrict__ dk, float* __restrict__ dv, int seq, float scale, float scale_log2) {
   using L = mma::Layout<D>;
   using L64 = mma::Layout<kRows>;
@@ -225,10 +226,10 @@ __global__ void __launch_bounds__(kThreads)
         const int row = 16 * nn + lane % 8 + 8 * (lane / 16), chunk = 2 * kk + (lane / 8) % 2;
         mma::ldmatrix_x4(qb, qs + L::offset(row, chunk));
         mma::ldmatrix_x4(db, dos + L::offset(row, chunk));
-        mma::mma_bf16(s[2 * nn], ka, qb[0], qb[1]);
-        mma::mma_bf16(s[2 * nn + 1], ka, qb[2], qb[3]);
-        mma::mma_bf16(dp[2 * nn], va, db[0], db[1]);
-        mma::mma_bf16(dp[2 * nn + 1], va, db[2], db[3]);
+        mma::mma16<T>(s[2 * nn], ka, qb[0], qb[1]);
+        mma::mma16<T>(s[2 * nn + 1], ka, qb[2], qb[3]);
+        mma::mma16<T>(dp[2 * nn], va, db[0], db[1]);
+        mma::mma16<T>(dp[2 * nn + 1], va, db[2], db[3]);
       }
     }
     // P^T = exp2(S^T scale log2 e - lse) and dS^T = P^T (dP^T - delta), in place; masked: a key or
@@ -245,16 +246,16 @@ __global__ void __launch_bounds__(kThreads)
         dp[n][e] = p * (dp[n][e] - sh.delta[b][c]);
       }
 
-    // dV += P^T dO and dK += dS^T Q: the accumulators are the A fragments, bf16 pairs.
+    // dV += P^T dO and dK += dS^T Q: the accumulators are the A fragments, pairs of T.
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-      const std::uint32_t pa[4] = {mma::pack_bf16(s[2 * kk][0], s[2 * kk][1]), mma::pack_bf16(s[2 * kk][2], s[2 * kk][3]),
-                                   mma::pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                   mma::pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-      const std::uint32_t da[4] = {mma::pack_bf16(dp[2 * kk][0], dp[2 * kk][1]),
-                                   mma::pack_bf16(dp[2 * kk][2], dp[2 * kk][3]),
-                                   mma::pack_bf16(dp[2 * kk + 1][0], dp[2 * kk + 1][1]),
-                                   mma::pack_bf16(dp[2 * kk + 1][2], dp[2 * kk + 1][3])};
+      const std::uint32_t pa[4] = {mma::pack16<T>(s[2 * kk][0], s[2 * kk][1]), mma::pack16<T>(s[2 * kk][2], s[2 * kk][3]),
+                                   mma::pack16<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                   mma::pack16<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      const std::uint32_t da[4] = {mma::pack16<T>(dp[2 * kk][0], dp[2 * kk][1]),
+                                   mma::pack16<T>(dp[2 * kk][2], dp[2 * kk][3]),
+                                   mma::pack16<T>(dp[2 * kk + 1][0], dp[2 * kk + 1][1]),
+                                   mma::pack16<T>(dp[2 * kk + 1][2], dp[2 * kk + 1][3])};
       // dS^T to shared memory for dQ: rows g and g + 8 of the warp's keys, this kk's 16 queries.
       uint32_t* ds = reinterpret_cast<uint32_t*>(sh.ds);
       ds[4 * L64::offset(wkey + g, 2 * kk) + t] = da[0];
@@ -267,10 +268,10 @@ __global__ void __launch_bounds__(kThreads)
         const int row = 16 * kk + lane % 8 + 8 * ((lane / 8) % 2), chunk = 2 * dn + lane / 16;
         mma::ldmatrix_x4_trans(ob, dos + L::offset(row, chunk));
         mma::ldmatrix_x4_trans(qb, qs + L::offset(row, chunk));
-        mma::mma_bf16(dv_acc[2 * dn], pa, ob[0], ob[1]);
-        mma::mma_bf16(dv_acc[2 * dn + 1], pa, ob[2], ob[3]);
-        mma::mma_bf16(dk_acc[2 * dn], da, qb[0], qb[1]);
-        mma::mma_bf16(dk_acc[2 * dn + 1], da, qb[2], qb[3]);
+        mma::mma16<T>(dv_acc[2 * dn], pa, ob[0], ob[1]);
+        mma::mma16<T>(dv_acc[2 * dn + 1], pa, ob[2], ob[3]);
+        mma::mma16<T>(dk_acc[2 * dn], da, qb[0], qb[1]);
+        mma::mma16<T>(dk_acc[2 * dn + 1], da, qb[2], qb[3]);
       }
     }
     __syncthreads();  // dS^T complete
@@ -285,8 +286,8 @@ __global__ void __launch_bounds__(kThreads)
       for (int dn = 0; dn < D / 16; ++dn) {
         std::uint32_t kb[4];
         mma::ldmatrix_x4_trans(kb, sh.k + L::offset(16 * kk + lane % 8 + 8 * ((lane / 8) % 2), 2 * dn + lane / 16));
-        mma::mma_bf16(dq_acc[2 * dn], a, kb[0], kb[1]);
-        mma::mma_bf16(dq_acc[2 * dn + 1], a, kb[2], kb[3]);
+        mma::mma16<T>(dq_acc[2 * dn], a, kb[0], kb[1]);
+        mma::mma16<T>(dq_acc[2 * dn + 1], a, kb[2], kb[3]);
       }
     }
 #pragma unroll
@@ -316,13 +317,14 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace bwd
 
-// The forward over bh heads: O, and lse (natural log) per row.
-inline void forward(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, float* o, float* lse,
-                    int bh, int seq, int d, bool causal, float scale, cudaStream_t stream) {
+// The forward over bh heads: O, and lse (natural log) per row. T: __nv_bfloat16 or __half.
+template <class T>
+inline void forward(const T* q, const T* k, const T* v, float* o, float* lse, int bh, int seq, int d, bool causal,
+                    float scale, cudaStream_t stream) {
   flash::dispatch(d, causal, [&](auto dc, auto c) {
     constexpr int D = decltype(dc)::value;
     using C = fwd::Config<D>;
-    auto kernel = fwd::flash_forward_tc<D, decltype(c)::value>;
+    auto kernel = fwd::flash_forward_tc<T, D, decltype(c)::value>;
     constexpr int bytes = C::kSmemBytes;
     LAB_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
     const dim3 grid((seq + C::kBr - 1) / C::kBr, bh);
@@ -333,12 +335,12 @@ inline void forward(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_b
 
 // The backward over bh heads, from the forward's lse and delta = rowsum(dO o O): dK, dV written,
 // dQ added to (zero it first: every key block adds its share atomically).
-inline void backward(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
-                     const __nv_bfloat16* dout, const float* lse, const float* delta, float* dq, float* dk, float* dv,
-                     int bh, int seq, int d, bool causal, float scale, cudaStream_t stream) {
+template <class T>
+inline void backward(const T* q, const T* k, const T* v, const T* dout, const float* lse, const float* delta, float* dq,
+                     float* dk, float* dv, int bh, int seq, int d, bool causal, float scale, cudaStream_t stream) {
   flash::dispatch(d, causal, [&](auto dc, auto c) {
     constexpr int D = decltype(dc)::value;
-    auto kernel = bwd::flash_backward_tc<D, decltype(c)::value>;
+    auto kernel = bwd::flash_backward_tc<T, D, decltype(c)::value>;
     constexpr int bytes = sizeof(bwd::Shared<D>);
     LAB_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
     const dim3 grid((seq + bwd::kRows - 1) / bwd::kRows, bh);

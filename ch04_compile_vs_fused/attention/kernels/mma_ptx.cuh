@@ -1,16 +1,18 @@
 // The tensor-core instructions the fused attention kernels are built from, as PTX wrappers: the
-// warp-level mma.sync m16n8k16 (bf16 inputs, fp32 accumulation) and m16n8k8 (tf32, for 3xTF32),
+// warp-level mma.sync m16n8k16 (bf16 or fp16 inputs, fp32 accumulation) and m16n8k8 (tf32, for 3xTF32),
 // ldmatrix to load fragments from shared memory, cp.async to copy tiles from device memory without
 // passing through registers (so the next tile's copy runs under this tile's arithmetic), the
 // swizzled layout that keeps ldmatrix free of bank conflicts, and small conversions (tf32 splits,
-// bf16 pairs, paired atomics). The attention schedule built on them is in mma_tiles.cuh.
+// 16-bit pairs, paired atomics). The attention schedule built on them is in mma_tiles.cuh.
 // The fragment layouts are the PTX ISA's ("Matrix Fragments for mma.m16n8k16"): lane l holds rows
 // l/4 and l/4 + 8, columns 2 (l%4) and 2 (l%4) + 1 of a 16 x 8 result.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 namespace mma {
 
@@ -42,15 +44,16 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-// Copies rows [row0, row0 + Rows) of a row-major bf16 matrix (D columns, `rows` rows) into a
-// swizzled tile, zeros past the last row; `threads` threads share the work.
-template <int Rows, int D, int Threads>
-__device__ __forceinline__ void load_tile_async(uint4* tile, const __nv_bfloat16* g, int row0, int rows) {
+// Copies rows [row0, row0 + Rows) of a row-major 16-bit matrix (bf16 or fp16; D columns, `rows`
+// rows) into a swizzled tile, zeros past the last row; `threads` threads share the work.
+template <int Rows, int D, int Threads, class T>
+__device__ __forceinline__ void load_tile_async(uint4* tile, const T* g, int row0, int rows) {
+  static_assert(sizeof(T) == 2, "a 16-bit element");
   constexpr int kChunks = D / 8;
   for (int i = threadIdx.x; i < Rows * kChunks; i += Threads) {
     const int r = i / kChunks, c = i % kChunks;
     const bool valid = row0 + r < rows;
-    const __nv_bfloat16* src = g + std::size_t(valid ? row0 + r : 0) * D + 8 * c;
+    const T* src = g + std::size_t(valid ? row0 + r : 0) * D + 8 * c;
     cp_async16(tile + Layout<D>::offset(r, c), src, valid);
   }
 }
@@ -66,14 +69,27 @@ __device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const v
                : "r"(smem_address(p)));
 }
 
-// d += a b for a 16 x 16 (row) by 16 x 8 (col) product.
+// d += a b for a 16 x 16 (row) by 16 x 8 (col) product of T values (__nv_bfloat16 or __half): the
+// same fragments, the same fp32 accumulation, the instruction's type bf16 or f16 (fp16's 11
+// significant bits against bf16's 8, its range up to 65504 against bf16's fp32 range).
+template <class T>
+__device__ __forceinline__ void mma16(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                      std::uint32_t b1) {
+  static_assert(std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>, "bf16 or fp16");
+#define LAB_MMA16(TYPE)                                                                                          \
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." TYPE "." TYPE                                            \
+               ".f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"                          \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                                   \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
+  if constexpr (std::is_same_v<T, __half>)
+    LAB_MMA16("f16");
+  else
+    LAB_MMA16("bf16");
+#undef LAB_MMA16
+}
 __device__ __forceinline__ void mma_bf16(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
                                          std::uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  mma16<__nv_bfloat16>(d, a, b0, b1);
 }
 
 // fp32 as a sum of two tf32 values (10-bit mantissas): x = big + small + e with |e| <= 2^-21 |x|
@@ -136,22 +152,43 @@ __device__ __forceinline__ void atomic_add2(float* at, float x, float y) {
 #endif
 }
 
-// a and b (columns col and col + 1 of a row of bf16 at r - col) rounded to nearest, even, and
-// stored at r[0] and r[1], leaving the columns from `cols` on (a head's padding) unwritten: one
-// 4-byte store where both are in the row and r is aligned to it, else one store each.
-__device__ __forceinline__ void store_bf16_pair(__nv_bfloat16* r, int col, int cols, float a, float b) {
+// a and b (columns col and col + 1 of a row of T, bf16 or fp16, at r - col) rounded to nearest,
+// even, and stored at r[0] and r[1], leaving the columns from `cols` on (a head's padding)
+// unwritten: one 4-byte store where both are in the row and r is aligned to it, else one store each.
+template <class T>
+__device__ __forceinline__ void store16_pair(T* r, int col, int cols, float a, float b) {
+  static_assert(std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>, "bf16 or fp16");
   if (col + 1 < cols && reinterpret_cast<std::uintptr_t>(r) % 4 == 0) {
-    *reinterpret_cast<__nv_bfloat162*>(r) = __floats2bfloat162_rn(a, b);
+    if constexpr (std::is_same_v<T, __half>)
+      *reinterpret_cast<__half2*>(r) = __floats2half2_rn(a, b);
+    else
+      *reinterpret_cast<__nv_bfloat162*>(r) = __floats2bfloat162_rn(a, b);
+  } else if constexpr (std::is_same_v<T, __half>) {
+    if (col < cols) r[0] = __float2half_rn(a);
+    if (col + 1 < cols) r[1] = __float2half_rn(b);
   } else {
     if (col < cols) r[0] = __float2bfloat16(a);
     if (col + 1 < cols) r[1] = __float2bfloat16(b);
   }
+}
+__device__ __forceinline__ void store_bf16_pair(__nv_bfloat16* r, int col, int cols, float a, float b) {
+  store16_pair(r, col, cols, a, b);
 }
 
 // Two floats as a bf16 pair (lo in the low half: the lower column).
 __device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const std::uint32_t*>(&v);
+}
+// Two floats as a pair of T (bf16 or fp16), rounded to nearest, even.
+template <class T>
+__device__ __forceinline__ std::uint32_t pack16(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __half>) {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const std::uint32_t*>(&v);
+  } else {
+    return pack_bf16(lo, hi);
+  }
 }
 
 }  // namespace mma

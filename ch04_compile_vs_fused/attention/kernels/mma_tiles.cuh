@@ -144,15 +144,15 @@ struct Softmax {
       *reinterpret_cast<float2*>(o + std::size_t(row) * (8 * DN) + col) = make_float2(a, b);
     });
   }
-  // write() into bf16 rows of ld elements, row r at o + r ld, its first `cols` columns alone (a head
-  // narrower than the kernel's width is padded with zeros: the rest is that padding): the GPT-2
-  // step's merged attention output, which its next product reads.
-  template <int DN>
-  __device__ __forceinline__ void write_rows(const float (&acc)[MT][DN][4], __nv_bfloat16* __restrict__ o,
+  // write() into 16-bit rows (T: bf16 or fp16) of ld elements, row r at o + r ld, its first `cols`
+  // columns alone (a head narrower than the kernel's width is padded with zeros: the rest is that
+  // padding): the GPT-2 step's merged attention output, which its next product reads.
+  template <int DN, class T>
+  __device__ __forceinline__ void write_rows(const float (&acc)[MT][DN][4], T* __restrict__ o,
                                              std::size_t ld, int cols, float* __restrict__ lse, int qrow0,
                                              int seq) const {
     finish(acc, lse, qrow0, seq, [&](int row, int col, float a, float b) {
-      mma::store_bf16_pair(o + std::size_t(row) * ld + col, col, cols, a, b);
+      mma::store16_pair(o + std::size_t(row) * ld + col, col, cols, a, b);
     });
   }
 

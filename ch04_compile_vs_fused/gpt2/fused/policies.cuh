@@ -258,8 +258,8 @@ struct FlashBf16 {
   static constexpr const char* kPrecision = "bf16";
   using Operand = __nv_bfloat16;
   FlashBf16(const gpt2::Config&, gpt2::Phase) {}
-  static constexpr auto forward = flashbf16::forward;
-  static constexpr auto backward = flashbf16::backward;
+  static constexpr auto forward = flashbf16::forward<Operand>;
+  static constexpr auto backward = flashbf16::backward<Operand>;
 };
 
 // Every linear layer's products in bf16, the head's included, with dY made in bf16 where it is made
