@@ -659,6 +659,9 @@ class ResultTablesInReadmes(unittest.TestCase):
         ("python/README.md", "ops-hopper", "python/results/ops_hopper_h200.md"),
         ("python/README.md", "ops-bf16", "python/results/ops_bf16_h200.md"),
         ("python/README.md", "dropin", "python/results/gpt2_dropin_h100.md"),
+        ("python/README.md", "dropin-bf16", "python/results/gpt2_dropin_bf16_h200.md"),
+        ("python/README.md", "ops-attention16", "python/results/ops_attention16_h200.md"),
+        ("python/README.md", "ops-layernorm16", "python/results/ops_layernorm16_h200.md"),
         ("ch04_compile_vs_fused/gpt2/README.md", "seed002-h200",
          "ch04_compile_vs_fused/results/seed002_h200/compiled_transformer_benchmark.md"),
         ("ch04_compile_vs_fused/attention/README.md", "seed002-a-h200",
@@ -672,6 +675,24 @@ class ResultTablesInReadmes(unittest.TestCase):
                 table = f.read()
             self.assertEqual(readme_section(os.path.join(REPO, readme), section), table.strip(), name)
             self.assertTrue(table.startswith(("Measured by `tools/", "Measured by `demo_")), name)
+
+    # compare's tables of the 16-bit ch03 topics, as written by compare --markdown (or by compare
+    # --replay of several runs' JSON merged, its first line naming the commands).
+    COMPARE_TABLES = [("ch03_kernels/README.md", section, "ch03_kernels/results/" + name) for section, name in (
+        ("activations-bf16", "activations_bf16_h200.md"), ("activations-fp16", "activations_fp16_h200.md"),
+        ("layernorm-bf16", "layernorm_bf16_h200.md"), ("layernorm-fp16", "layernorm_fp16_h200.md"),
+        ("layernorm-backward-bf16", "layernorm_backward_bf16_h200.md"),
+        ("layernorm-backward-fp16", "layernorm_backward_fp16_h200.md"),
+        ("cross-entropy-backward-fp16", "cross_entropy_backward_fp16_h200.md"),
+        ("cross-entropy-16bit", "cross_entropy_16bit_h200.md"))]
+
+    def test_each_compare_section_is_its_results_file(self):
+        for readme, section, name in self.COMPARE_TABLES:
+            with open(os.path.join(REPO, name)) as f:
+                table = f.read()
+            self.assertEqual(readme_section(os.path.join(REPO, readme), section), table.strip(), name)
+            self.assertTrue(table.startswith("Measured by `compare"), name)
+            self.assertIn("| topic | shape | variant | compared with |", table, name)
 
     def test_sensitivity_rows_are_the_tools(self):
         """Each row: a bug, its program, a cell a scale, the smallest scale caught."""
