@@ -152,6 +152,19 @@ struct Work {
   int seq;
   float scale_log2;
   Out<T> out;
+  // A block that runs several items one after another (optimized_attention_fused_persistent.cu):
+  // the ring's tiles before this item's first (its tile j is the ring's tile base + j, whose stage
+  // and parity continue from the last item's), the parity of Q's phase for this item, and the
+  // barrier on which the consumers free Q once their last S has landed. A block of one item: 0, 0
+  // and none.
+  int base = 0;
+  unsigned q_parity = 0;
+  std::uint64_t* q_empty = nullptr;
+  __device__ int stage(int j) const { return (base + j) % Config<D>::kStages; }
+  __device__ unsigned parity(int j) const { return unsigned((base + j) / Config<D>::kStages) & 1; }
+  __device__ void release_q() const {
+    if (q_empty && threadIdx.x % 32 == 0) tma::arrive(q_empty);
+  }
   // The first key of the block's j-th tile (the mask's col0).
   __device__ int key(int j) const { return key0 + j * Config<D>::kBc; }
   __device__ const std::uint8_t* q_rows() const { return ring.q + 64 * consumer * 128; }
@@ -206,17 +219,19 @@ struct Turns {
 };
 
 // The producer: one thread copies Q, then K and V tiles key_tile0 .. key_tile0 + tiles - 1 into
-// the ring, each copy once the consumers have freed its stage (a fresh stage counts as freed).
+// the ring, each copy once the consumers have freed its stage (a fresh stage counts as freed). base:
+// the ring's tiles before these (a block that runs several items; see Work::base).
 template <int D>
 __device__ __forceinline__ void produce(const Ring<D>& r, const CUtensorMap* qmap, const CUtensorMap* kmap,
-                                        const CUtensorMap* vmap, int row0, int head, int key_tile0, int tiles) {
+                                        const CUtensorMap* vmap, int row0, int head, int key_tile0, int tiles,
+                                        int base = 0) {
   using C = Config<D>;
   tma::prefetch_map(qmap), tma::prefetch_map(kmap), tma::prefetch_map(vmap);
   tma::arrive_expect_bytes(r.q_full, C::kQBytes);
   for (int g = 0; g < C::kRegions; ++g) tma::load_tile(r.q + g * C::kBr * 128, qmap, 64 * g, row0, head, r.q_full);
   for (int j = 0; j < tiles; ++j) {
-    const int st = j % C::kStages;
-    const unsigned parity = ((j / C::kStages) & 1) ^ 1;
+    const int st = (base + j) % C::kStages;
+    const unsigned parity = (((base + j) / C::kStages) & 1) ^ 1;
     tma::wait(r.k_empty + st, parity);
     tma::arrive_expect_bytes(r.k_full + st, C::kTileBytes);
     for (int g = 0; g < C::kRegions; ++g)

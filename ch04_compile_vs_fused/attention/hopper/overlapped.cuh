@@ -19,9 +19,9 @@ struct Overlapped {
 #if defined(LAB_SM90A)
   template <int D, bool Causal, class T>
   __device__ static void consume(const flashtma::Work<D, T>& w) {  // T: bf16, or fp16 (the package's)
-    constexpr int kStages = flashtma::Config<D>::kStages, NT = flashtma::Config<D>::kBc / 8;
-    auto stage = [](int j) { return j % kStages; };
-    auto parity = [](int j) { return unsigned(j / kStages) & 1; };
+    constexpr int NT = flashtma::Config<D>::kBc / 8;
+    auto stage = [&](int j) { return w.stage(j); };  // the ring's stage and phase of tile j
+    auto parity = [&](int j) { return w.parity(j); };
     const flashtma::Turns<D> turns{w.consumer};
     float acc[1][D / 8][4] = {};
     float(&od)[D / 2] = reinterpret_cast<float(&)[D / 2]>(acc);
@@ -29,7 +29,7 @@ struct Overlapped {
     float s[1][NT][4];
     float(&sd)[4 * NT] = reinterpret_cast<float(&)[4 * NT]>(s);
     std::uint32_t a[NT / 2][4];  // P of the previous tile
-    lab::tma::wait(w.ring.q_full, 0);
+    lab::tma::wait(w.ring.q_full, w.q_parity);
     turns.start();
     float alpha[1][2];
     // Turn 0: S_0 alone; O is still zero, nothing to rescale.
@@ -63,6 +63,7 @@ struct Overlapped {
       if (rescale) mma::Softmax<1>::rescale(acc, alpha);
       w.pack(s, a);
     }
+    w.release_q();  // every S has landed: Q is free for the block's next item (if it has one)
     // The last turn: P_last V_last alone.
     turns.wait();
     lab::tma::wait(w.ring.v_full + stage(w.tiles - 1), parity(w.tiles - 1));

@@ -58,9 +58,19 @@ inline double makespan(const std::vector<flashtma::Item>& items, int sms) {
   return end;
 }
 
-inline Plan make_plan(const attn::Dims& a, int br, int bc, int sms, std::size_t l2_bytes) {
+// The key tiles query tile t of br queries sees (bc keys a tile), and the longest of them.
+inline int key_tiles(const attn::Dims& a, int br, int bc, int t) {
+  return ((a.causal ? std::min(a.seq, (t + 1) * br) : a.seq) + bc - 1) / bc;
+}
+inline int longest_tiles(const attn::Dims& a, int br, int bc) {
+  int longest = 0;
+  for (int t = 0; t < (a.seq + br - 1) / br; ++t) longest = std::max(longest, key_tiles(a, br, bc, t));
+  return longest;
+}
+// The plan whose chunks are at most L tiles (L = longest_tiles: no split), its blocks in launch order.
+inline Plan plan_for(const attn::Dims& a, int br, int bc, int sms, std::size_t l2_bytes, int L) {
   const int qtiles = (a.seq + br - 1) / br;
-  auto key_tiles = [&](int t) { return ((a.causal ? std::min(a.seq, (t + 1) * br) : a.seq) + bc - 1) / bc; };
+  auto key_tiles = [&](int t) { return splitplan::key_tiles(a, br, bc, t); };
   auto latest = [&](int t) { return a.causal ? std::min(key_tiles(t) - 1, t * br / bc) : key_tiles(t) - 1; };
   // The order: longest blocks first across all heads where every head's K and V fit in half the
   // L2 together (few heads); else heads in groups of an eighth of the L2, longest first within a
@@ -70,27 +80,27 @@ inline Plan make_plan(const attn::Dims& a, int br, int bc, int sms, std::size_t 
   const int group = std::size_t(a.bh()) * head_bytes <= l2_bytes / 2
                   ? a.bh()
                   : int(std::clamp<std::size_t>(l2_bytes / 8 / head_bytes, 1, std::size_t(a.bh())));
-  auto plan_for = [&](int L) {
-    Plan plan;
-    for (int h = 0; h < a.bh(); ++h)
-      for (int t = 0; t < qtiles; ++t) {
-        const std::vector<int> sizes = chunk_sizes(key_tiles(t), L, latest(t));
-        const bool split = sizes.size() > 1;
-        if (split) plan.combines.push_back({h, t, int(sizes.size()), plan.slots});
-        int k0 = 0;
-        for (int size : sizes) {
-          plan.items.push_back({h, t, k0, size, split ? plan.slots++ : -1});
-          k0 += size;
-        }
+  Plan plan;
+  for (int h = 0; h < a.bh(); ++h)
+    for (int t = 0; t < qtiles; ++t) {
+      const std::vector<int> sizes = chunk_sizes(key_tiles(t), L, latest(t));
+      const bool split = sizes.size() > 1;
+      if (split) plan.combines.push_back({h, t, int(sizes.size()), plan.slots});
+      int k0 = 0;
+      for (int size : sizes) {
+        plan.items.push_back({h, t, k0, size, split ? plan.slots++ : -1});
+        k0 += size;
       }
-    std::stable_sort(plan.items.begin(), plan.items.end(), [&](const flashtma::Item& x, const flashtma::Item& y) {
-      return x.head / group != y.head / group ? x.head < y.head : x.tiles > y.tiles;
-    });
-    plan.estimate = makespan(plan.items, sms) + (plan.slots > 0 ? kCombineCost : 0);
-    return plan;
-  };
-  int longest = 0;
-  for (int t = 0; t < qtiles; ++t) longest = std::max(longest, key_tiles(t));
+    }
+  std::stable_sort(plan.items.begin(), plan.items.end(), [&](const flashtma::Item& x, const flashtma::Item& y) {
+    return x.head / group != y.head / group ? x.head < y.head : x.tiles > y.tiles;
+  });
+  plan.estimate = makespan(plan.items, sms) + (plan.slots > 0 ? kCombineCost : 0);
+  return plan;
+}
+inline Plan make_plan(const attn::Dims& a, int br, int bc, int sms, std::size_t l2_bytes) {
+  auto plan_for = [&](int L) { return splitplan::plan_for(a, br, bc, sms, l2_bytes, L); };
+  const int longest = longest_tiles(a, br, bc);
   Plan best = plan_for(longest);
   // Splitting shortens the last round at most: at 8 rounds or more it cannot gain an eighth.
   if (best.items.size() >= 8 * std::size_t(sms)) return best;
