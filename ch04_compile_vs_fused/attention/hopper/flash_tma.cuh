@@ -41,7 +41,7 @@ struct Config {
   static constexpr int kStages = D == 64 ? 4 : 2;
   static constexpr int kQBytes = kBr * D * 2, kTileBytes = kBc * D * 2;  // bf16
   static constexpr int kConsumerRegs = kConsumers == 2 ? 240 : 160, kProducerRegs = 24;
-  static constexpr int kBarriers = 1 + 4 * kStages;  // Q; full and empty for K and for V, per stage
+  static constexpr int kBarriers = 2 + 4 * kStages;  // Q full and empty; full and empty for K and for V, per stage
   static constexpr int kSmemBytes = 1024 + kQBytes + 2 * kStages * kTileBytes + 8 * kBarriers;  // 1024: alignment
   static_assert((kConsumers * kConsumerRegs + kProducerRegs) * 128 <= 65536, "the register file");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
@@ -54,12 +54,15 @@ struct Item {
   int head, tile, key_tile0, tiles, slot;
 };
 // A variant's own list of blocks, block b taking items[b]; without one (items null) the grid is
-// (query tiles, heads), each block all the keys its queries see.
+// (query tiles, heads), each block all the keys its queries see. With starts (persistent blocks,
+// optimized_attention_fused_persistent.cu), block b runs items[starts[b]] .. items[starts[b + 1] - 1]
+// one after another, whole query tiles (no slots).
 struct Listed {
   const Item* items = nullptr;
   int blocks = 0;
   float* part_o = nullptr;    // slots x kBr x d
   float* part_lse = nullptr;  // slots x kBr
+  const int* starts = nullptr;  // blocks + 1 offsets into items
 };
 
 // O written where the next product reads it instead of by head in fp32 (the GPT-2 step's merged
@@ -84,13 +87,14 @@ template <int D>
 struct Ring {
   using C = Config<D>;
   std::uint8_t *q, *k, *v;
-  std::uint64_t *q_full, *k_full, *k_empty, *v_full, *v_empty;
+  std::uint64_t *q_full, *k_full, *k_empty, *v_full, *v_empty, *q_empty;
   __device__ explicit Ring(std::uint8_t* raw) {
     q = raw + ((1024 - tma::smem_address(raw) % 1024) % 1024);  // the swizzle needs 1024-byte alignment
     k = q + C::kQBytes;
     v = k + C::kStages * C::kTileBytes;
     q_full = reinterpret_cast<std::uint64_t*>(v + C::kStages * C::kTileBytes);
     k_full = q_full + 1, k_empty = k_full + C::kStages, v_full = k_empty + C::kStages, v_empty = v_full + C::kStages;
+    q_empty = v_empty + C::kStages;  // a persistent block's consumers free Q on it (Work::release_q)
   }
   __device__ const std::uint8_t* k_tile(int st) const { return k + st * C::kTileBytes; }
   __device__ const std::uint8_t* v_tile(int st) const { return v + st * C::kTileBytes; }
@@ -249,8 +253,11 @@ __device__ __forceinline__ void produce(const Ring<D>& r, const CUtensorMap* qma
 // Schedule::consume<D, Causal>(work). Without a list, block (x, y) takes query tile x of head y and
 // all the keys it sees; causal blocks run longest first within a head (the last query tile has the
 // most keys), the heads one after another (optimized_attention_fused_split.cu lists its
-// blocks longest first across the heads).
-template <int D, bool Causal, class Schedule, class T = __nv_bfloat16>
+// blocks longest first across the heads). Persistent (a list with starts), a block runs its items
+// in turn: the producer copies an item's Q once the consumers have freed the last one's (q_empty)
+// and its K and V tiles into the ring where the last item's left off (Work::base), so the next
+// item's start-up runs under this one's last products; the consumers run consume for each item.
+template <int D, bool Causal, class Schedule, class T = __nv_bfloat16, bool Persistent = false>
 __global__ void __launch_bounds__(Config<D>::kThreads, 1)
     forward(const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap kmap,
             const __grid_constant__ CUtensorMap vmap, const Listed list, float* __restrict__ o,
@@ -258,26 +265,20 @@ __global__ void __launch_bounds__(Config<D>::kThreads, 1)
   using C = Config<D>;
   extern __shared__ std::uint8_t smem_raw[];
   const Ring<D> ring(smem_raw);
-  Item item;
-  if (list.items) {
-    item = list.items[blockIdx.x];
-  } else {
+  // Block b's items: [first, end) of the list's (persistent), or the one the list or the grid gives.
+  const int first = Persistent ? list.starts[blockIdx.x] : 0, end = Persistent ? list.starts[blockIdx.x + 1] : 1;
+  auto item_at = [&](int i) {
+    if (Persistent) return list.items[i];
+    if (list.items) return list.items[blockIdx.x];
     const int tile = Causal ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
     const int last = Causal ? min(seq, (tile + 1) * C::kBr) : seq;  // keys [0, last) matter
-    item = {int(blockIdx.y), tile, 0, (last + C::kBc - 1) / C::kBc, -1};
-  }
-  const int row0 = item.tile * C::kBr, head = item.head;
-  const std::size_t slot = std::size_t(item.slot);
-  const std::size_t batch_row0 = std::size_t(head / rows.heads) * seq;  // with rows.o: the head's first row
-  const Out<T> out = rows.o ? Out<T>{nullptr, lse + std::size_t(head) * seq, 0, seq,
-                               rows.o + batch_row0 * rows.ld + std::size_t(head % rows.heads) * rows.cols, rows.ld,
-                               rows.cols}
-                  : item.slot < 0 ? Out<T>{o + std::size_t(head) * seq * D, lse + std::size_t(head) * seq, 0, seq}
-                                  : Out<T>{list.part_o + slot * C::kBr * D, list.part_lse + slot * C::kBr, row0,
-                                        min(C::kBr, seq - row0)};
+    return Item{int(blockIdx.y), tile, 0, (last + C::kBc - 1) / C::kBc, -1};
+  };
+  const Item first_item = item_at(first);  // both roles' first (a non-persistent block's only) item
   const int group = int(threadIdx.x) / 128;  // 0: the producer; 1..kConsumers: consumers
   if (threadIdx.x == 0) {
     tma::init(ring.q_full, 1);
+    if (Persistent) tma::init(ring.q_empty, 4 * C::kConsumers);  // each consumer warp's lane 0, once an item
     for (int st = 0; st < C::kStages; ++st) {
       tma::init(ring.k_full + st, 1), tma::init(ring.v_full + st, 1);  // the producer's arrive (and the bytes)
       tma::init(ring.k_empty + st, 4 * C::kConsumers), tma::init(ring.v_empty + st, 4 * C::kConsumers);
@@ -287,13 +288,37 @@ __global__ void __launch_bounds__(Config<D>::kThreads, 1)
   __syncthreads();
   if (group == 0) {
     wgmma::setmaxnreg_dec<C::kProducerRegs>();
-    if (threadIdx.x == 0) produce<D>(ring, &qmap, &kmap, &vmap, row0, head, item.key_tile0, item.tiles);
+    if (threadIdx.x == 0) {
+      int base = 0;  // the ring's tiles so far
+      for (int i = first; i < end; ++i) {
+        const Item item = i == first ? first_item : item_at(i);
+        if (Persistent) tma::wait(ring.q_empty, unsigned((i - first) & 1) ^ 1);  // a fresh barrier counts as freed
+        produce<D>(ring, &qmap, &kmap, &vmap, item.tile * C::kBr, item.head, item.key_tile0, item.tiles, base);
+        base += item.tiles;
+      }
+    }
   } else {  // setmaxnreg wants each role one branch of an if/else
     wgmma::setmaxnreg_inc<C::kConsumerRegs>();
-    const int consumer = group - 1, rows0 = row0 + 64 * consumer;
-    const int qrow0 = rows0 + 16 * (int(threadIdx.x / 32) % 4) + int(threadIdx.x % 32) / 4;
-    const Work<D, T> work{ring, consumer, rows0, qrow0, item.key_tile0 * C::kBc, item.tiles, seq, scale_log2, out};
-    Schedule::template consume<D, Causal>(work);
+    const int consumer = group - 1;
+    int base = 0;
+    for (int i = first; i < end; ++i) {
+      const Item item = i == first ? first_item : item_at(i);
+      const int row0 = item.tile * C::kBr, head = item.head;
+      const std::size_t slot = std::size_t(item.slot);
+      const std::size_t batch_row0 = std::size_t(head / rows.heads) * seq;  // with rows.o: the head's first row
+      const Out<T> out = rows.o ? Out<T>{nullptr, lse + std::size_t(head) * seq, 0, seq,
+                                   rows.o + batch_row0 * rows.ld + std::size_t(head % rows.heads) * rows.cols,
+                                   rows.ld, rows.cols}
+                      : item.slot < 0 ? Out<T>{o + std::size_t(head) * seq * D, lse + std::size_t(head) * seq, 0, seq}
+                                      : Out<T>{list.part_o + slot * C::kBr * D, list.part_lse + slot * C::kBr, row0,
+                                            min(C::kBr, seq - row0)};
+      const int rows0 = row0 + 64 * consumer;
+      const int qrow0 = rows0 + 16 * (int(threadIdx.x / 32) % 4) + int(threadIdx.x % 32) / 4;
+      const Work<D, T> work{ring,  consumer, rows0, qrow0, item.key_tile0 * C::kBc, item.tiles, seq, scale_log2, out,
+                            base,  unsigned((i - first) & 1), Persistent ? ring.q_empty : nullptr};
+      Schedule::template consume<D, Causal>(work);
+      base += item.tiles;
+    }
   }
 }
 #endif
@@ -371,13 +396,21 @@ void with_kernel(int d, bool causal, F&& f) {
 // memory of one unit's copy and launch() start another's, which fails with an invalid argument.
 // Static, each unit prepares and launches its own.
 //
-// forward<D, causal, Schedule, T>'s shared memory, set once before launches (outside a graph's capture).
-template <class Schedule, class T = __nv_bfloat16>
+// Whether a schedule's consume runs a persistent block's items (honours Work::base, q_parity and
+// q_empty): hopper/overlapped.cuh's does; the TMA and ping-pong steps' run one item a block.
+template <class Schedule>
+constexpr bool kRunsItems = requires { Schedule::kRunsItems; };
+
+// forward<D, causal, Schedule, T, Persistent>'s shared memory, set once before launches (outside a
+// graph's capture). Persistent: the kernel's persistent form, which a caller of persistent lists
+// names (so that the other callers do not compile it).
+template <class Schedule, class T = __nv_bfloat16, bool Persistent = false>
 static void prepare(int d, bool causal) {
+  static_assert(!Persistent || kRunsItems<Schedule>, "this schedule runs one item a block");
 #if defined(LAB_SM90A)
   with_kernel(d, causal, [&](auto dc, auto cc) {
     constexpr int D = decltype(dc)::value;
-    LAB_CHECK(cudaFuncSetAttribute(forward<D, decltype(cc)::value, Schedule, T>,
+    LAB_CHECK(cudaFuncSetAttribute(forward<D, decltype(cc)::value, Schedule, T, Persistent>,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, Config<D>::kSmemBytes));
   });
 #else
@@ -386,18 +419,23 @@ static void prepare(int d, bool causal) {
 }
 
 // Launches forward<D, causal, Schedule> over bh heads of seq queries (Q, K, V by the maps; O and lse
-// by head, or O into rows): a block per kBr queries of each head, or the blocks `list` names.
-// scale_log2: the scores' scale times log2(e). prepare() first.
-template <class Schedule, class T = __nv_bfloat16>
+// by head, or O into rows): a block per kBr queries of each head, or the blocks `list` names (with
+// starts: persistent blocks, each running its items; Persistent true). scale_log2: the scores' scale
+// times log2(e). prepare() first.
+template <class Schedule, class T = __nv_bfloat16, bool Persistent = false>
 static void launch(const Maps& m, float* o, float* lse, int bh, int seq, int d, bool causal, float scale_log2,
             cudaStream_t stream, const Listed& list = {}, const RowsOf<T>& rows = {}) {
 #if defined(LAB_SM90A)
-  if (rows.o && list.items) throw lab::Error("flashtma::launch: O in rows is written by the frame's grid, not a list");
+  static_assert(!Persistent || kRunsItems<Schedule>, "this schedule runs one item a block");
+  if (Persistent != (list.starts != nullptr))
+    throw lab::Error("flashtma::launch: a persistent list (starts) goes with the persistent kernel, and only it");
+  if (rows.o && list.items && !Persistent)
+    throw lab::Error("flashtma::launch: O in rows is written by the frame's grid or persistent blocks, not a split list");
   with_kernel(d, causal, [&](auto dc, auto cc) {
     constexpr int D = decltype(dc)::value;
     using C = Config<D>;
     const dim3 grid = list.items ? dim3(list.blocks) : dim3((seq + C::kBr - 1) / C::kBr, bh);
-    forward<D, decltype(cc)::value, Schedule, T>
+    forward<D, decltype(cc)::value, Schedule, T, Persistent>
         <<<grid, C::kThreads, C::kSmemBytes, stream>>>(m.q, m.k, m.v, list, o, lse, seq, scale_log2, rows);
     LAB_CHECK(cudaGetLastError());
   });
@@ -409,13 +447,13 @@ static void launch(const Maps& m, float* o, float* lse, int bh, int seq, int d, 
 }
 
 // Runs forward<D, causal, Schedule> over the problem: a block per kBr queries of each head, or the
-// blocks a variant lists.
-template <class Schedule>
+// blocks a variant lists (Persistent: persistent blocks' lists).
+template <class Schedule, bool Persistent = false>
 static void run(const Inputs& in, Attention::Problem& p, cudaStream_t stream, const Listed& list = {}) {
   const attn::Dims& a = p.dims;
-  prepare<Schedule>(a.d, a.causal);
-  launch<Schedule>(in.maps, p.o.data(), p.lse.data(), a.bh(), a.seq, a.d, a.causal, a.scale() * flash::kLog2e,
-                   stream, list);
+  prepare<Schedule, __nv_bfloat16, Persistent>(a.d, a.causal);
+  launch<Schedule, __nv_bfloat16, Persistent>(in.maps, p.o.data(), p.lse.data(), a.bh(), a.seq, a.d, a.causal,
+                                              a.scale() * flash::kLog2e, stream, list);
 }
 
 // A forward variant on this frame, the variant class its file registers: its state is Inputs,

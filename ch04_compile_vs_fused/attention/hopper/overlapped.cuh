@@ -16,6 +16,7 @@ namespace flashtma {
 // issued together, S_j waited for and exponentiated under P_{j-1} V_{j-1}, then O rescaled; P_last V_last
 // on the last turn.
 struct Overlapped {
+  static constexpr bool kRunsItems = true;  // consume honours Work::base, q_parity and q_empty (persistent blocks)
 #if defined(LAB_SM90A)
   template <int D, bool Causal, class T>
   __device__ static void consume(const flashtma::Work<D, T>& w) {  // T: bf16, or fp16 (the package's)

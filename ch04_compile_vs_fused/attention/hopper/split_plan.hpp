@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <functional>
 #include <queue>
+#include <utility>
 #include <vector>
 
 #include "attention/attention.cuh"
@@ -98,6 +99,39 @@ inline Plan plan_for(const attn::Dims& a, int br, int bc, int sms, std::size_t l
   plan.estimate = makespan(plan.items, sms) + (plan.slots > 0 ? kCombineCost : 0);
   return plan;
 }
+// Persistent blocks (optimized_attention_fused_persistent.cu): the items of a plan without splits,
+// in its order, each to the block that the model says frees first (an item costs its tiles and
+// kItemCost more: its Q's copy and its first and last products, which the next item's start-up no
+// longer hides; a guess of 2 tiles, to be measured; a block's own start-up is the same for all).
+// Block b runs items[starts[b]] .. items[starts[b + 1] - 1] in that order; blocks = min(items, sms).
+constexpr double kItemCost = 2;
+struct Lists {
+  std::vector<flashtma::Item> items;
+  std::vector<int> starts;
+  double estimate = 0;  // the model's time, in tiles (kBlockCost once, then each item's cost)
+};
+inline Lists persistent_lists(const std::vector<flashtma::Item>& order, int sms) {
+  const int blocks = std::min(int(order.size()), sms);
+  std::vector<std::vector<flashtma::Item>> per(static_cast<std::size_t>(blocks));
+  using Slot = std::pair<double, int>;  // (frees at, block): ties to the lower block
+  std::priority_queue<Slot, std::vector<Slot>, std::greater<>> free_at;
+  for (int b = 0; b < blocks; ++b) free_at.push({kBlockCost, b});
+  Lists out;
+  for (const flashtma::Item& it : order) {
+    const auto [t, b] = free_at.top();
+    free_at.pop();
+    per[std::size_t(b)].push_back(it);
+    free_at.push({t + it.tiles + kItemCost, b});
+    out.estimate = std::max(out.estimate, t + it.tiles + kItemCost);
+  }
+  out.starts.push_back(0);
+  for (const auto& list : per) {
+    out.items.insert(out.items.end(), list.begin(), list.end());
+    out.starts.push_back(int(out.items.size()));
+  }
+  return out;
+}
+
 inline Plan make_plan(const attn::Dims& a, int br, int bc, int sms, std::size_t l2_bytes) {
   auto plan_for = [&](int L) { return splitplan::plan_for(a, br, bc, sms, l2_bytes, L); };
   const int longest = longest_tiles(a, br, bc);
