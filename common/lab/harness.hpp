@@ -51,6 +51,10 @@ std::string describe_json(const Variant& v);
 // The topic's check shapes (unless with_check_set is false: --skip-check-set), and the timed shapes
 // within kVerifyBytesLimit and kVerifyFlopsLimit (contract.hpp) that the topic can verify.
 std::vector<Shape> shapes_to_verify(const TopicInfo& t, const std::vector<Shape>& timed, bool with_check_set = true);
+// A variant's check set: its topic's check shapes and those it declares itself (Declared::checks).
+std::vector<Shape> check_set(const Variant& v);
+// shapes_to_verify with the variant's check set in place of its topic's.
+std::vector<Shape> shapes_to_verify(const Variant& v, const std::vector<Shape>& timed, bool with_check_set = true);
 
 // The problem for a shape, its inputs made from the seed, and the variant's state for it (its
 // prepare step, run and synchronized here: nothing of it is timed).

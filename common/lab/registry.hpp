@@ -87,6 +87,11 @@ struct Declared {
   // defines, in std::any: attention's attn::ForwardSchedule, the tiles of keys over which a bf16
   // forward's online softmax keeps its running maximum, to which its P is rounded).
   std::function<std::any(const Shape&)> schedule = {};
+  // Shapes it adds to its topic's check set: where a code path of its own starts that the topic's
+  // shapes do not reach (a persistent kernel's blocks run more than one item only where a shape has
+  // more items than the GPU has SMs). Verified with the check set (lab::check_set), each a test of
+  // the chapter's; within the CPU reference's limits and the topic's own, or the variant is refused.
+  std::vector<Shape> checks = {};
 
   Tolerance tolerance_or(Tolerance topic_default) const { return tolerance.value_or(topic_default); }
   bool writes_output(std::string_view name) const;

@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
                               [t = v->topic]() -> ::testing::Test* { return new WorkModel(t); });
     }
   for (const lab::Variant* v : all) {
-    for (const lab::Shape& s : v->topic->checks) {
+    for (const lab::Shape& s : lab::check_set(*v)) {
       ::testing::RegisterTest(v->topic->name.c_str(), (v->program + "/" + s.str()).c_str(), nullptr,
                               nullptr, __FILE__, __LINE__,
                               [v, s]() -> ::testing::Test* { return new VariantCheck(v, s); });

@@ -236,7 +236,7 @@ int run(const Variant& v, const Options& opt, const std::string& argv0) {
   Stream stream;
   std::string verification = "skipped (--no-check)";
   if (!opt.no_check) {
-    const auto shapes = shapes_to_verify(t, timed, !opt.skip_check_set);
+    const auto shapes = shapes_to_verify(v, timed, !opt.skip_check_set);
     out << "verification (" << shapes.size() << (shapes.size() == 1 ? " shape" : " shapes")
         << " against a double-precision CPU reference):\n";
     int failed = 0, checked = 0;

@@ -34,6 +34,9 @@ std::string footer(const Variant& v) {
   for (const auto& sw : t.switches) o << " (" << sw << ": 0 off, 1 on)";
   o << ". Default sweep: " << shapes_text(t.sweep) << "\n"
     << "Always verified (awkward sizes): " << shapes_text(t.checks) << "\n"
+    << (v.declared.checks.empty() ? std::string()
+                                  : "and this variant's own (where a code path of its own starts): " +
+                                        shapes_text(v.declared.checks) + "\n")
     << "Timed shapes are verified too while the CPU reference stays under " << verify_limits_text()
     << " of work.\n\n"
     << "Timing runs through Google Benchmark; its flags pass through, for example\n"

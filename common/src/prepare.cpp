@@ -12,13 +12,30 @@
 
 namespace lab {
 
-std::vector<Shape> shapes_to_verify(const TopicInfo& t, const std::vector<Shape>& timed, bool with_check_set) {
-  std::vector<Shape> out = with_check_set ? t.checks : std::vector<Shape>{};
+namespace {
+// `out` and the timed shapes that the topic can verify, each once.
+std::vector<Shape> with_timed(const TopicInfo& t, std::vector<Shape> out, const std::vector<Shape>& timed) {
   for (const auto& s : timed)
     if (t.work(s).bytes <= kVerifyBytesLimit && t.work(s).flops <= kVerifyFlopsLimit && t.verifiable(s) &&
         std::find(out.begin(), out.end(), s) == out.end())
       out.push_back(s);
   return out;
+}
+}  // namespace
+
+std::vector<Shape> shapes_to_verify(const TopicInfo& t, const std::vector<Shape>& timed, bool with_check_set) {
+  return with_timed(t, with_check_set ? t.checks : std::vector<Shape>{}, timed);
+}
+
+std::vector<Shape> check_set(const Variant& v) {
+  std::vector<Shape> out = v.topic->checks;
+  for (const Shape& s : v.declared.checks)
+    if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+  return out;
+}
+
+std::vector<Shape> shapes_to_verify(const Variant& v, const std::vector<Shape>& timed, bool with_check_set) {
+  return with_timed(*v.topic, with_check_set ? check_set(v) : std::vector<Shape>{}, timed);
 }
 
 namespace {

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "lab/check.hpp"
+#include "lab/contract.hpp"
 
 namespace lab {
 
@@ -149,6 +150,21 @@ const Variant& Registry::add(Variant v) {
     problem = "variant '" + v.program + "' declares a tolerance (" + v.declared.tolerance->name + "), which topic '" +
               v.topic->name + "''s check does not read (it would be judged by the topic's own bound): the topic " +
               "reads it with Problem::tolerance_or and says so with `static constexpr bool reads_declared_tolerance = true`";
+  // Its own check shapes: the topic's kind of shape, and within what the reference can verify.
+  if (problem.empty())
+    for (const Shape& s : v.declared.checks) {
+      std::string why = s.rank() != v.topic->dims.size() ? "not " + std::to_string(v.topic->dims.size()) + " extents"
+                        : v.topic->validate ? v.topic->validate(s) : "";
+      const Work w = why.empty() && v.topic->work ? v.topic->work(s) : Work{};
+      if (why.empty() && (w.bytes > kVerifyBytesLimit || w.flops > kVerifyFlopsLimit ||
+                          (v.topic->verifiable && !v.topic->verifiable(s))))
+        why = "over the CPU reference's limits or the topic's own";
+      if (!why.empty()) {
+        problem = "variant '" + v.program + "' declares the check shape " + s.str() + ", which topic '" +
+                  v.topic->name + "' cannot verify: " + why;
+        break;
+      }
+    }
   // One baseline, one library and one final optimized variant a topic, and each step number once:
   // the order compare runs and the README lists them is the step order, so a tie is a mistake.
   if (problem.empty())

@@ -5,6 +5,7 @@
 #include "fake_topic.hpp"
 #include "lab/check.hpp"
 #include "lab/device.hpp"
+#include "lab/harness.hpp"
 
 namespace {
 
@@ -55,6 +56,36 @@ TEST(Registry, DuplicateProgramIsAnError) {
       lab::register_variant<FakeTopic>(reg, "baseline_fake", lab::Role::baseline, 0, "b", &fake_run);  // no throw
   EXPECT_EQ(refused.description, "b");
   expect_lookups_refused(reg, {"'baseline_fake' registered twice"});
+}
+
+// A variant's own check shapes (Declared::checks): added to its topic's, once each, in its check
+// set and in what a run verifies; a shape its topic cannot verify refuses the variant, naming it.
+TEST(Registry, AVariantsOwnCheckShapesJoinItsTopicsAndBadOnesAreRefused) {
+  lab::Registry reg;
+  const lab::Variant& plain =
+      lab::register_variant<FakeTopic>(reg, "baseline_fake", lab::Role::baseline, 0, "a", &fake_run);
+  const lab::Variant& own = lab::register_variant<FakeTopic>(reg, "optimized_fake", lab::Role::optimized, lab::kFinalStep,
+                                                             "b", &fake_run, {.checks = {{9, 11}, {3, 5}}});
+  EXPECT_EQ(lab::check_set(plain), (std::vector<lab::Shape>{{1, 1}, {3, 5}}));
+  EXPECT_EQ(lab::check_set(own), (std::vector<lab::Shape>{{1, 1}, {3, 5}, {9, 11}}));  // {3, 5} once
+  EXPECT_EQ(lab::shapes_to_verify(own, {{64, 64}}), (std::vector<lab::Shape>{{1, 1}, {3, 5}, {9, 11}, {64, 64}}));
+  EXPECT_EQ(lab::shapes_to_verify(own, {{64, 64}}, false), (std::vector<lab::Shape>{{64, 64}}));  // --skip-check-set
+  EXPECT_EQ(lab::shapes_to_verify(plain, {{64, 64}}), (std::vector<lab::Shape>{{1, 1}, {3, 5}, {64, 64}}));
+  EXPECT_EQ(reg.variants().size(), 2u);  // nothing refused
+  const std::string help = lab::help_text(own);
+  EXPECT_NE(help.find("and this variant's own (where a code path of its own starts): 9x11"), std::string::npos) << help;
+  EXPECT_EQ(lab::help_text(plain).find("this variant's own"), std::string::npos);
+
+  for (const auto& [shape, why] : std::vector<std::pair<lab::Shape, std::string>>{
+           {{2, 2000}, "at most 1000 columns"},            // the topic's validate
+           {{7, 3}, "the CPU reference's limits or the topic's own"},  // the topic's verifiable
+           {{200000, 1000}, "the CPU reference's limits"},  // over kVerifyBytesLimit (1.6 GB)
+           {{4, 4, 4}, "not 2 extents"}}) {
+    lab::Registry bad;
+    lab::register_variant<FakeTopic>(bad, "optimized_fake", lab::Role::optimized, lab::kFinalStep, "c", &fake_run,
+                                     {.checks = {shape}});
+    expect_lookups_refused(bad, {"'optimized_fake' declares the check shape " + shape.str(), why});
+  }
 }
 
 TEST(Registry, TopicInfoComesFromTheTopic) {
