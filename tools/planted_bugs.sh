@@ -34,7 +34,8 @@
 # attention the operands' small parts dropped (plain TF32 attention); and in the LayerNorm backward
 # whose rows two SMs split, the other half's sum of dy gamma xhat left out of a row's dx; and in the
 # Hopper attention whose keys are split across blocks, a chunk's mask taken at the row's first key
-# tile instead of the chunk's; and in the GPT-2 step whose attention writes the products' rows, O's
+# tile instead of the chunk's; in the persistent one, every item of a block written to its first
+# item's head (caught by the variant's own check shapes, where a block runs several); and in the GPT-2 step whose attention writes the products' rows, O's
 # rows placed without their batch's offset, each head's last column of O, dK and dV zeroed, and V's
 # bias gradient not summed; and in the fused steps' shared kernels, the loss's gradient 1% high for
 # every non-target logit (the row held in registers), and the MLP's second bias gradient carried
@@ -305,6 +306,8 @@ plant gpt2_attention_tf32 ch04_compile_vs_fused/attention/kernels/mma_ptx.cuh op
   'return {big, __float_as_uint(x - __uint_as_float(big)) & 0xffffe000u};' 'return {big, 0u};'
 plant split_key_offset ch04_compile_vs_fused/attention/hopper/overlapped.cuh optimized_attention_fused_split \
   'mma::mask_scores<Causal>(s, w.key(j), ' 'mma::mask_scores<Causal>(s, j * flashtma::Config<D>::kBc, '
+plant persistent_first_head ch04_compile_vs_fused/attention/hopper/flash_tma.cuh optimized_attention_fused_persistent \
+  'const int row0 = item.tile * C::kBr, head = item.head;' 'const int row0 = item.tile * C::kBr, head = first_item.head;'
 plant gpt2_rows_batch ch04_compile_vs_fused/attention/hopper/flash_tma.cuh optimized_gpt2_step_fused_bf16_rows \
   'std::size_t(head / rows.heads) * seq;' 'std::size_t(head / rows.heads);'
 plant gpt2_rows_o_mask ch04_compile_vs_fused/attention/kernels/mma_ptx.cuh optimized_gpt2_step_fused_bf16_rows \
