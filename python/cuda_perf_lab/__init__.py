@@ -23,6 +23,8 @@ dense, aligned rows); a wrong one raises ValueError or TypeError naming it.
 
 Build and install from the repository's root: python3 -m pip install --no-build-isolation ./python
 """
+import torch  # noqa: F401  (first: the extension links libc10 and libtorch, which importing torch loads)
+
 from . import _C  # noqa: F401  (registers torch.ops.cuda_perf_lab.*)
 from .ops import attention, cross_entropy, gelu, layer_norm, swish, weighted_sum  # noqa: F401
 from .optim import FlatAdamW  # noqa: F401

@@ -570,6 +570,20 @@ def test_attention_lse():
     assert_close("lse", lse, torch.logsumexp(s, -1), torch.logsumexp(s32, -1))
 
 
+def test_the_package_imports_first():
+    """`import cuda_perf_lab` as a fresh interpreter's first import: its extension links PyTorch's
+    libraries (libc10, libtorch), which only importing torch loads; the package imports it first."""
+    import os
+    import subprocess
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = "import sys; sys.path[:0] = %r; import cuda_perf_lab; print(cuda_perf_lab.variants('gelu')[:1])" % (
+        [p for p in sys.path if os.path.isdir(os.path.join(p, "cuda_perf_lab"))][:1])
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=here)
+    assert out.returncode == 0, out.stderr[-2000:]
+
+
 # ---- the checks: a clear exception, never a fault ----
 
 
