@@ -39,6 +39,12 @@ is one more correct run for the loss check's spread (the largest difference of a
 eager's).
 
 Step time: the median of the steps after the first 5 (forward, backward, AdamW), CUDA events.
+
+--profile N: after each compiled run's timed steps, N more steps under torch.profiler (CUDA
+activity alone), and where their GPU time goes: the kernels (and copies, memsets) by time a step,
+the largest --profile-top of them with their launches a step, and the sum of all; in the JSON too.
+What separates the two compiled steps is read there (the lab's operators, PyTorch's fused kernels
+around them, FlatAdamW's gradient accumulation into its flat buffer).
 Exit status 0 when the lab's losses pass; 1 when they do not; 2 for a bad argument, no PyTorch,
 no GPU, or the package not built.
 """
@@ -70,7 +76,29 @@ def corpus(torch, steps, batch, ctx, vocab, seed=1):
     return seqs.cuda()
 
 
-def train(torch, model, data, label, optimizer=None, bf16=False):
+def profile_steps(torch, step, batches, top):
+    """Runs step(seq) for each of `batches` under torch.profiler (CUDA activity) and returns the
+    kernels by GPU time a step: [(name, ms a step, launches a step)], the largest `top` and a last
+    row "(all)" for the sum over every kernel, copy and memset."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for seq in batches:
+            step(seq)
+        torch.cuda.synchronize()
+    n = len(batches)
+    rows = []
+    for e in prof.key_averages():
+        us = getattr(e, "device_time_total", None)
+        if us is None:
+            us = e.cuda_time_total
+        if us > 0:
+            rows.append((e.key, us / n / 1000.0, e.count / n))
+    rows.sort(key=lambda r: -r[1])
+    return rows[:top] + [("(all)", sum(r[1] for r in rows), sum(r[2] for r in rows))]
+
+
+def train(torch, model, data, label, optimizer=None, bf16=False, profile=0, top=20):
     opt = (optimizer or torch.optim.AdamW)(model.parameters(), lr=3e-4)
     # The peak is training's, from here: the model built, AdamW's moments made at its first step.
     torch.cuda.reset_peak_memory_stats()
@@ -88,7 +116,22 @@ def train(torch, model, data, label, optimizer=None, bf16=False):
         times.append(start.elapsed_time(stop))
         if i == 0 or (i + 1) % 10 == 0:
             print("  %-28s step %3d  loss %.6f  %.2f ms" % (label, i + 1, losses[-1], times[-1]), flush=True)
-    return losses, statistics.median(times[5:]) if len(times) > 5 else statistics.median(times)
+    median = statistics.median(times[5:]) if len(times) > 5 else statistics.median(times)
+    if not profile:
+        return losses, median, None
+
+    def step(seq):  # as above, untimed and its loss not kept
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+            loss = model(seq[:, :-1], seq[:, 1:])
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    rows = profile_steps(torch, step, [data[i % len(data)] for i in range(profile)], top)
+    print("  %s: GPU time a step by kernel (torch.profiler, %d steps)" % (label, profile))
+    for name, ms, launches in rows:
+        print("    %9.4f ms %6.1f  %s" % (ms, launches, name[:110]))
+    return losses, median, rows
 
 
 def main():
@@ -104,6 +147,9 @@ def main():
                    choices=["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"],
                    help="torch.compile's mode for the compiled runs")
     p.add_argument("--no-compile", action="store_true", help="skip the compiled runs")
+    p.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="profile N more steps of each compiled run (torch.profiler): GPU time by kernel")
+    p.add_argument("--profile-top", type=int, default=20, metavar="K", help="the K largest kernels (default 20)")
     p.add_argument("--json", help="write losses and times here")
     p.add_argument("--markdown", help="write the table of step times and the loss check here (for the README)")
     a = p.parse_args()
@@ -111,6 +157,9 @@ def main():
         layers, d, heads, ctx, batch, vocab = (int(v) for v in a.config.split("x"))
     except ValueError:
         print("torch_gpt2_lab.py: error: --config wants layers x d x heads x context x batch x vocab", file=sys.stderr)
+        return 2
+    if a.profile < 0 or a.profile_top < 1:
+        print("torch_gpt2_lab.py: error: --profile at least 0, --profile-top at least 1", file=sys.stderr)
         return 2
     if a.steps < 6 or d % heads or ctx > torch_gpt2.POSITIONS:
         print("torch_gpt2_lab.py: error: --steps at least 6, heads dividing d, context at most %d"
@@ -143,7 +192,7 @@ def main():
                                  ("lab ops", lab_ops, None), ("lab ops + FlatAdamW", lab_ops, lab.FlatAdamW)):
         model = torch_gpt2.build(torch, layers, d, heads, vocab, ops=ops)
         model.load_state_dict(state)
-        losses, ms = train(torch, model, data, name, optimizer, bf16)
+        losses, ms, _ = train(torch, model, data, name, optimizer, bf16)
         runs[name] = {"losses": losses, "step_ms": ms, "peak_MiB": torch.cuda.max_memory_allocated() / 2**20}
         del model
         torch.cuda.empty_cache()
@@ -155,8 +204,11 @@ def main():
                                      ("lab ops + FlatAdamW, compiled", lab_ops, lab.FlatAdamW)):
             model = torch_gpt2.build(torch, layers, d, heads, vocab, ops=ops)
             model.load_state_dict(state)
-            losses, ms = train(torch, torch.compile(model, mode=a.compile_mode), data, name, optimizer, bf16)
+            losses, ms, prof = train(torch, torch.compile(model, mode=a.compile_mode), data, name, optimizer, bf16,
+                                     a.profile, a.profile_top)
             runs[name] = {"losses": losses, "step_ms": ms, "peak_MiB": torch.cuda.max_memory_allocated() / 2**20}
+            if prof:
+                runs[name]["profile"] = [{"kernel": k, "ms_a_step": ms_, "launches_a_step": n} for k, ms_, n in prof]
             compiled_names.append(name)
             del model
             torch.cuda.empty_cache()
