@@ -667,6 +667,8 @@ class ResultTablesInReadmes(unittest.TestCase):
         ("ch04_compile_vs_fused/attention/README.md", "seed002-a-h200",
          "ch04_compile_vs_fused/results/seed002_h200/compiled_attention_benchmark.md"),
         ("README.md", "sensitivity-bf16-steps", "ch04_compile_vs_fused/results/planted_sensitivity_bf16_steps_h200.md"),
+        ("ch04_compile_vs_fused/attention/hopper/README.md", "persistent-h200",
+         "ch04_compile_vs_fused/results/attention_persistent_h200/table.md"),
     ]
 
     def test_each_section_is_its_results_file(self):
@@ -971,6 +973,49 @@ class TorchAgainstLab(unittest.TestCase):
             {"topic": "t", "shape": "8x8", "implementation": "torch.compile", "ms": None, "status": "OOM"}])
         names = [n for n, *_ in self.tr.against_lab(run, LAB_RUN)[1][4]]
         self.assertEqual(names, ["torch eager", "SDPA"])
+
+
+class GbenchTable(unittest.TestCase):
+    """tools/gbench_table.py: programs' Google Benchmark JSON runs beside a torch_reference run."""
+
+    @staticmethod
+    def run_file(d, name, times):  # {shape: (time, unit)}
+        path = os.path.join(d, name)
+        with open(path, "w") as f:
+            json.dump({"benchmarks": [{"name": "attention/p/%s/manual_time_median" % s, "aggregate_name": "median",
+                                       "real_time": t, "time_unit": u} for s, (t, u) in times.items()] +
+                       [{"name": "attention/p/8x8/manual_time_mean", "aggregate_name": "mean", "real_time": 99.0,
+                         "time_unit": "us"}]}, f)
+        return path
+
+    def test_means_each_labels_runs_and_sets_them_beside_pytorch(self):
+        import gbench_table
+
+        with tempfile.TemporaryDirectory() as d:
+            a1 = self.run_file(d, "a1.json", {"8x8": (10.0, "us"), "16x16": (2.0, "ms")})
+            a2 = self.run_file(d, "a2.json", {"8x8": (12.0, "us"), "16x16": (2.2, "ms")})
+            b = self.run_file(d, "b.json", {"8x8": (5.5, "us"), "16x16": (2500.0, "us")})
+            t = os.path.join(d, "t.json")
+            with open(t, "w") as f:
+                json.dump({"results": [{"shape": "8x8", "implementation": "SDPA", "ms": 0.011},
+                                       {"shape": "16x16", "implementation": "SDPA", "ms": 1.0},
+                                       {"shape": "8x8", "implementation": "eager", "ms": 1.0}]}, f)
+            md = os.path.join(d, "t.md")
+            rc = gbench_table.main(["--run", "a=" + a1, "--run", "a=" + a2, "--run", "b=" + b, "--torch", t,
+                                    "--torch-impl", "SDPA", "--baseline", "a", "--markdown", md])
+            self.assertEqual(rc, 0)
+            text = open(md).read()
+            self.assertTrue(text.startswith("Measured by `tools/gbench_table.py --run a=a1.json"))
+            self.assertIn("| 8x8 | 11 | **5.5** | 11 | 2.00x | 2.00 |", text)  # (10 + 12) / 2 = 11 us
+            self.assertIn("| 16x16 | **2100** | 2500 | 1000 | 0.84x | 0.40 |", text)
+            self.assertLess(text.index("| 8x8 |"), text.index("| 16x16 |"))
+            readme = "a\n<!-- results:x:begin -->\nold\n<!-- results:x:end -->\n"
+            self.assertIn("**5.5**", urr.update(readme, text, "x"))
+            # a shape one run lacks, an unknown baseline, a bad --run: one line, status 2
+            c = self.run_file(d, "c.json", {"8x8": (1.0, "us")})
+            for args in (["--run", "a=" + a1, "--run", "c=" + c, "--baseline", "a"],
+                         ["--run", "a=" + a1, "--baseline", "z"], ["--run", a1, "--baseline", "a"]):
+                self.assertEqual(gbench_table.main(args + ["--torch", t, "--torch-impl", "SDPA"]), 2)
 
 
 class TorchAgainstGpt2Report(unittest.TestCase):
