@@ -122,6 +122,10 @@ void attention_backward16(Storage storage, int batch, int heads, int seq, int d,
 // heads, d) one); lse fp32 [batch][heads][seq]; dQ fp32 by head (zeroed here, then added to).
 // q, k, v, dO: 16-byte aligned (the TMA's). db: 2 heads d floats of scratch.
 std::string hopper_attention_supports(std::int64_t d);
+// How the 16-bit Hopper forward runs (batch, heads, seq, d, causal) on the current device: "grid" (a
+// block a query tile, step 8), "persistent N" (N persistent blocks, step 10; their lists made now if
+// new), or "" where it does not run the Hopper kernels.
+std::string hopper_attention_forward_blocks(int batch, int heads, int seq, int d, bool causal);
 void hopper_attention_forward(Storage storage, int batch, int heads, int seq, int d, bool causal, const void* q,
                               const void* k, const void* v, void* o_rows, float* lse, float scale, cudaStream_t s);
 void hopper_attention_backward(Storage storage, int batch, int heads, int seq, int d, bool causal, const void* q,

@@ -5,12 +5,15 @@
 // scaled_dot_product_attention's layout, and the backward of
 // attention/backward/06_optimized_attention_backward_fused_wgmma_split_dq.cu (flashtma::bwd, dQ split
 // by columns at d = 128) with dK and dV written in bf16 the same way; the GPT-2 steps run the same
-// two (gpt2/fused/hopper_attention.cuh).
+// two (gpt2/fused/hopper_attention.cuh). Causal forwards of a few waves run step 10's persistent
+// blocks instead (attention/forward/10_optimized_attention_fused_persistent.cu: one block an SM, each
+// a planned list of query tiles), their lists planned once a shape and kept on the device.
 // Head sizes 64 and 128 on an sm_90 GPU, with this file compiled for sm_90a; the bridge runs the
 // mma.sync kernels (flash_bf16.cuh) otherwise.
 // lab-arch: sm_90a
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -20,6 +23,7 @@
 
 #include "attention/hopper/backward_wgmma.cuh"
 #include "attention/hopper/overlapped.cuh"
+#include "attention/hopper/split_plan.hpp"
 #include "bridge.hpp"
 #include "storage16.cuh"
 #include "lab/device.hpp"
@@ -41,6 +45,8 @@ void prepare_once(char which, int d, bool causal, int consumers) {
   if (!done.emplace(device, which, d, causal, consumers).second) return;
   if (which == 'f')
     flashtma::prepare<Schedule, T>(d, causal);
+  else if (which == 'p')
+    flashtma::prepare<Schedule, T, true>(d, causal);
   else
     flashtma::bwd::prepare<T>(d, causal, consumers);
 }
@@ -60,7 +66,72 @@ int backward_consumers(int bh, int seq, int d) {
   return blocks >= 4LL * lab::current_device().sms ? 3 : 2;
 }
 
+// Persistent blocks or the grid, for the forward over bh heads of seq queries: persistent where the
+// mask is causal and the grid is at most four waves. There a block's start-up and end, which the
+// persistent blocks run under the last item's products, are a large part of each block's few tiles,
+// and the longest-first lists even out the causal rows' unequal lengths. The chapter's step 10
+// against step 8 on the H200 (ch04_compile_vs_fused/results/attention_persistent_h200, the hopper
+// README's table): causal (4, 12, 1024, 64), 2.2 waves, 32.2 us against 36.8; (4, 16, 1024, 128), 3.9
+// waves, 51.7 against 53.6; (8, 1, 4096, 64), 1.3 waves, 55.4 against 67.5. Not where the grid is many
+// waves ((8, 16, 4096, 64) causal, 31 waves: 677 against 681 us; at d = 128 1077 against 1069) nor
+// without the mask ((4, 12, 1024, 64): 48.4 against 47.3 us): the grid's block scheduler already keeps
+// the SMs busy there.
+bool persistent_forward(int bh, int seq, int d, bool causal) {
+  const int br = d == 64 ? flashtma::Config<64>::kBr : flashtma::Config<128>::kBr;
+  const long long blocks = (long long)bh * ((seq + br - 1) / br);
+  return causal && blocks <= 4LL * lab::current_device().sms;
+}
+
+// A shape's persistent lists on the device (split_plan.hpp's persistent_lists, as step 10 plans
+// them), made on its first forward and kept for the process: a CUDA graph captured later launches
+// with these pointers. Made outside a capture only (the upload is a copy from the host); a forward
+// captured before its shape ran uncaptured runs the grid (nullptr here). Never freed: a few KiB a
+// shape.
+struct DeviceLists {
+  flashtma::Item* items = nullptr;
+  int* starts = nullptr;
+  int blocks = 0;
+};
+const DeviceLists* persistent_lists(int bh, int seq, int d, bool causal, cudaStream_t s) {
+  static std::mutex m;
+  static std::map<std::tuple<int, int, int, int, bool>, DeviceLists> made;
+  int device = 0;
+  LAB_CHECK(cudaGetDevice(&device));
+  const auto key = std::make_tuple(device, bh, seq, d, causal);
+  const std::lock_guard<std::mutex> g(m);
+  if (const auto it = made.find(key); it != made.end()) return &it->second;
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  LAB_CHECK(cudaStreamIsCapturing(s, &capturing));
+  if (capturing != cudaStreamCaptureStatusNone) return nullptr;
+  const int br = d == 64 ? flashtma::Config<64>::kBr : flashtma::Config<128>::kBr, bc = flashtma::Config<64>::kBc;
+  const attn::Dims a(lab::Shape{1, bh, seq, d, causal ? 1 : 0});
+  const lab::DeviceFacts& dev = lab::current_device();
+  const splitplan::Lists lists = splitplan::persistent_lists(
+      splitplan::plan_for(a, br, bc, dev.sms, dev.l2_bytes, splitplan::longest_tiles(a, br, bc)).items, dev.sms);
+  DeviceLists out;
+  out.blocks = int(lists.starts.size()) - 1;
+  LAB_CHECK(cudaMalloc(&out.items, lists.items.size() * sizeof(flashtma::Item)));
+  LAB_CHECK(cudaMalloc(&out.starts, lists.starts.size() * sizeof(int)));
+  LAB_CHECK(cudaMemcpy(out.items, lists.items.data(), lists.items.size() * sizeof(flashtma::Item),
+                       cudaMemcpyHostToDevice));
+  LAB_CHECK(cudaMemcpy(out.starts, lists.starts.data(), lists.starts.size() * sizeof(int), cudaMemcpyHostToDevice));
+  return &made.emplace(key, out).first->second;
+}
+
 }  // namespace
+
+std::string hopper_attention_forward_blocks(int batch, int heads, int seq, int d, bool causal) {
+#if defined(LAB_SM90A)
+  if (!hopper_attention_supports(d).empty()) return "";
+  const int bh = batch * heads;
+  if (!persistent_forward(bh, seq, d, causal)) return "grid";
+  const DeviceLists* lists = persistent_lists(bh, seq, d, causal, cudaStreamPerThread);
+  return lists ? "persistent " + std::to_string(lists->blocks) : "grid";
+#else
+  (void)batch, (void)heads, (void)seq, (void)d, (void)causal;
+  return "";
+#endif
+}
 
 std::string hopper_attention_supports(std::int64_t d) {
 #if defined(LAB_SM90A)
@@ -80,13 +151,20 @@ void hopper_attention_forward(Storage storage, int batch, int heads, int seq, in
   const int bh = batch * heads;
   on16(storage, "the Hopper attention", [&](auto t) {
     using T = typename decltype(t)::type;
-    prepare_once<T>('f', d, causal, 0);
     // O in rows: head b heads + h's query t in row b seq + t of heads d elements, columns [h d, h d + d).
     const flashtma::RowsOf<T> rows{.o = static_cast<T*>(o_rows), .heads = heads, .cols = d,
                                    .ld = std::size_t(heads) * d};
-    flashtma::launch<Schedule, T>(flashtma::maps(static_cast<const T*>(q), static_cast<const T*>(k),
-                                                 static_cast<const T*>(v), attn::Dims(lab::Shape{1, bh, seq, d, 0})),
-                                  nullptr, lse, bh, seq, d, causal, flash::kLog2e * scale, s, {}, rows);
+    const flashtma::Maps maps = flashtma::maps(static_cast<const T*>(q), static_cast<const T*>(k),
+                                               static_cast<const T*>(v), attn::Dims(lab::Shape{1, bh, seq, d, 0}));
+    const DeviceLists* lists = persistent_forward(bh, seq, d, causal) ? persistent_lists(bh, seq, d, causal, s) : nullptr;
+    if (lists) {
+      prepare_once<T>('p', d, causal, 0);
+      const flashtma::Listed list{.items = lists->items, .blocks = lists->blocks, .starts = lists->starts};
+      flashtma::launch<Schedule, T, true>(maps, nullptr, lse, bh, seq, d, causal, flash::kLog2e * scale, s, list, rows);
+      return;
+    }
+    prepare_once<T>('f', d, causal, 0);
+    flashtma::launch<Schedule, T>(maps, nullptr, lse, bh, seq, d, causal, flash::kLog2e * scale, s, {}, rows);
   });
 }
 

@@ -562,4 +562,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("hopper_attention", &bridge::hopper_attention_supports,
         "'' when the bf16 attention runs the Hopper kernels (sm_90a) at head size d on the current device, else why "
         "not");
+  m.def("hopper_attention_forward_blocks", &bridge::hopper_attention_forward_blocks,
+        "How the 16-bit Hopper forward runs (batch, heads, seq, d, causal): 'grid', 'persistent N' (N blocks), or ''");
 }

@@ -560,6 +560,24 @@ def test_bf16_attention_runs_the_hopper_kernels_on_sm90():
     assert "64 and 128" in _C.hopper_attention(32)
 
 
+def test_16bit_causal_attention_runs_persistent_blocks_at_few_waves():
+    """On an sm_90 GPU a causal 16-bit forward whose grid is a few waves runs step 10's persistent
+    blocks (one an SM, each a planned list of query tiles), the grid otherwise; at (4, 50, 200, 64) and
+    (4, 16, 300, 128), causal, the blocks run two to three query tiles each, checked against SDPA as
+    every shape is, forward and backward."""
+    from cuda_perf_lab import _C
+    if _C.hopper_attention(64) != "":
+        pytest.skip("the Hopper kernels do not run here: %s" % _C.hopper_attention(64))
+    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    assert _C.hopper_attention_forward_blocks(4, 50, 200, 64, True) == "persistent %d" % min(400, sms)
+    assert _C.hopper_attention_forward_blocks(4, 50, 200, 64, False) == "grid"
+    assert _C.hopper_attention_forward_blocks(8, 16, 4096, 64, True) == "grid"
+    assert _C.hopper_attention_forward_blocks(4, 50, 200, 32, True) == ""
+    for precision in ("bf16", "fp16"):
+        check_attention((4, 50, 200, 64, True), precision)
+    check_attention((4, 16, 300, 128, True), "bf16")
+
+
 def test_attention_lse():
     q, k, v = (rand(2, 3, 100, 64, seed=20 + i) for i in range(3))
     _, lse = ops.attention_forward(q, k, v, True, "fp32")
