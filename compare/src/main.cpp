@@ -123,7 +123,8 @@ int main(int argc, char** argv) {
       "compare"};
   std::string manifest_path = default_manifest();
   bool do_list = false, all = false, quick = false, ignore_device = false, no_color = false;
-  std::string chapter, topic, json_path, csv_path, md_path, against_path, replay_path;
+  std::string chapter, topic, json_path, csv_path, md_path, against_path;
+  std::vector<std::string> replay_paths;
   compare::RunOptions o;
   std::uint64_t seed = 0;
   app.add_option("--manifest", manifest_path, "the build's manifest.json")->capture_default_str();
@@ -167,9 +168,11 @@ int main(int argc, char** argv) {
   app.add_option("--against", against_path, "compare this run with a saved --json run (regressions)");
   app.add_flag("--ignore-device", ignore_device, "with --against: accept a run from another device");
   app.add_flag("--no-color", no_color, "no color in the terminal table");
-  auto* replay_opt = app.add_option("--replay", replay_path,
+  auto* replay_opt = app.add_option("--replay", replay_paths,
                                     "render a saved --json run again (table, --markdown, --csv) without running "
-                                    "anything; with --against, judge it against another saved run");
+                                    "anything; with --against, judge it against another saved run. Repeatable: "
+                                    "several runs of one device (the same repetitions, rounds and cache) as one "
+                                    "table, each program at each shape from the one run that measured it");
   replay_opt->excludes(ch_opt)->excludes(topic_opt)->excludes(all_opt)->excludes(list_opt);
   app.footer(
       "Exit status: 0 all good; 1 a failure row or a regression; 2 bad usage; 3 no usable CUDA device.\n"
@@ -184,7 +187,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const bool color = !no_color && isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr;
-  if (!replay_path.empty()) {
+  if (!replay_paths.empty()) {
     std::string against_text;
     if (!against_path.empty()) {  // two saved runs judged against each other, nothing run
       std::string error;
@@ -195,13 +198,22 @@ int main(int argc, char** argv) {
       }
     }
     compare::Replayed r;
+    std::vector<nlohmann::json> runs;
+    for (const std::string& path : replay_paths) {
+      try {
+        std::ifstream in(path);
+        if (!in) throw std::runtime_error("cannot read it");
+        const std::string text(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>{});
+        runs.push_back(compare::parse_run_file(text));
+      } catch (const std::exception& e) {
+        std::cerr << "compare: error: --replay " << path << ": " << e.what() << "\n";
+        return 2;
+      }
+    }
     try {
-      std::ifstream in(replay_path);
-      if (!in) throw std::runtime_error("cannot read it");
-      const std::string text(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>{});
-      compare::replay(compare::parse_run_file(text), r);
+      compare::merge_replays(runs, replay_paths, r);
     } catch (const std::exception& e) {
-      std::cerr << "compare: error: --replay " << replay_path << ": " << e.what() << "\n";
+      std::cerr << "compare: error: --replay: " << e.what() << "\n";
       return 2;
     }
     const compare::Analysis a = compare::analyse(r.collected, r.meta.seed);

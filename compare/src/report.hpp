@@ -49,6 +49,13 @@ struct Replayed {
   Meta meta;
 };
 void replay(const nlohmann::json& j, Replayed& out);
+// Several saved runs of one device as one (compare --replay A.json --replay B.json): each run's
+// programs and shapes, a program's shapes from several runs joined into one result. The runs must
+// share the device (its UUID, else its name), the repetitions, rounds and cache; a program at a
+// shape in two runs, or a program with a different status in two, is refused. The metadata is the
+// first run's, with every run's dates, commits and commands (one each where all agree). `names`
+// labels the runs in errors. Throws std::runtime_error saying what differs.
+void merge_replays(const std::vector<nlohmann::json>& runs, const std::vector<std::string>& names, Replayed& out);
 void print_changes(std::ostream& out, const std::vector<Change>& changes, bool color);
 void print_agreement(std::ostream& out, const Agreement& a);
 

@@ -1,5 +1,6 @@
 // compare's run file (--json), written and read in one place: the run's metadata (device, clocks,
 // commit), its rows and raw samples; parse_run_file is the one reader, for --replay and --against.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -197,6 +198,77 @@ void replay(const nlohmann::json& j, Replayed& out) {
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(std::string("a field is missing or has the wrong type: ") + e.what());
   }
+}
+
+void merge_replays(const std::vector<nlohmann::json>& runs, const std::vector<std::string>& names, Replayed& out) {
+  if (runs.empty()) throw std::runtime_error("no run to replay");
+  std::vector<Replayed> each(runs.size());
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    try {
+      replay(runs[i], each[i]);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(names[i] + ": " + e.what());
+    }
+  }
+  const Meta& first = each[0].meta;
+  auto join_distinct = [&](auto field) {
+    std::vector<std::string> seen;
+    for (const Replayed& r : each)
+      if (std::find(seen.begin(), seen.end(), field(r.meta)) == seen.end()) seen.push_back(field(r.meta));
+    std::string s;
+    for (std::size_t i = 0; i < seen.size(); ++i) s += (i ? (i + 1 == seen.size() ? " and " : ", ") : "") + seen[i];
+    return s;
+  };
+  for (std::size_t i = 1; i < each.size(); ++i) {
+    const Meta& m = each[i].meta;
+    const bool same_device = !first.uuid.empty() && !m.uuid.empty() ? first.uuid == m.uuid : first.device == m.device;
+    if (!same_device)
+      throw std::runtime_error(names[i] + " ran on " + m.device + " (" + m.uuid + "), " + names[0] + " on " +
+                               first.device + " (" + first.uuid + "): runs of one device only");
+    if (m.repetitions != first.repetitions || m.rounds != first.rounds || m.cache != first.cache)
+      throw std::runtime_error(names[i] + " took " + std::to_string(m.repetitions) + " x " + std::to_string(m.rounds) +
+                               " samples (cache " + m.cache + "), " + names[0] + " " +
+                               std::to_string(first.repetitions) + " x " + std::to_string(first.rounds) + " (cache " +
+                               first.cache + "): merge runs of the same samples only");
+  }
+  out.meta = first;
+  out.meta.date = join_distinct([](const Meta& m) { return m.date; });
+  out.meta.commit = join_distinct([](const Meta& m) { return m.commit; });
+  out.meta.command = join_distinct([](const Meta& m) { return m.command; });
+  // The programs, each once, in the order the runs name them; then their results, shapes joined.
+  std::size_t total = 0;
+  for (const Replayed& r : each) total += r.programs.size();
+  out.programs.clear();
+  out.programs.reserve(total);  // ProgramResult points into it: no reallocation below
+  out.collected = Collected{};
+  out.collected.context = each[0].collected.context;
+  std::map<std::string, std::size_t> at;  // program name -> index in out.collected.programs
+  std::map<std::string, std::string> from;  // program name -> the run that gave it
+  for (std::size_t i = 0; i < each.size(); ++i)
+    for (ProgramResult& pr : each[i].collected.programs) {
+      const std::string& name = pr.program->name;
+      const auto it = at.find(name);
+      if (it == at.end()) {
+        out.programs.push_back(*pr.program);
+        pr.program = &out.programs.back();
+        at[name] = out.collected.programs.size();
+        from[name] = names[i];
+        out.collected.programs.push_back(std::move(pr));
+        continue;
+      }
+      ProgramResult& into = out.collected.programs[it->second];
+      if (into.status != pr.status)
+        throw std::runtime_error(name + " is " + status_name(into.status) + " in " + from[name] + " and " +
+                                 status_name(pr.status) + " in " + names[i]);
+      for (const std::string& shape : pr.shape_order) {
+        if (into.shapes.count(shape))
+          throw std::runtime_error(name + " at " + shape + " is in " + from[name] + " and in " + names[i] +
+                                   ": one measurement a program and shape");
+        into.shape_order.push_back(shape);
+        into.shapes[shape] = std::move(pr.shapes[shape]);
+      }
+      into.seconds += pr.seconds;
+    }
 }
 
 nlohmann::json parse_run_file(const std::string& text) {

@@ -611,6 +611,57 @@ TEST_F(FakeLab, ReplayRendersTheSameResults) {
   EXPECT_EQ(compare::run_process({COMPARE_BIN, "--replay", j.string(), "--chapter", "1"}, 60).exit_code, 2);
 }
 
+TEST_F(FakeLab, ReplayMergesRunsOfOneDevice) {
+  const auto m = manifest({"baseline_fake", "optimized_fake"});
+  const auto a = dir_ / "a.json", b = dir_ / "b.json", ab = dir_ / "ab.json", md = dir_ / "ab.md", both = dir_ / "both.md";
+  auto run_at = [&](const std::string& shape, const fs::path& j, const fs::path* markdown = nullptr) {
+    std::vector<std::string> args = {COMPARE_BIN, "--manifest", m.string(), "--chapter", "1", "--shape", shape,
+                                     "--seed", "5", "--json", j.string()};
+    if (markdown) args.insert(args.end(), {"--markdown", markdown->string()});
+    return compare::run_process(args, 60);
+  };
+  ASSERT_EQ(run_at("64x64", a).exit_code, 0);
+  ASSERT_EQ(run_at("128x256", b).exit_code, 0);
+  const auto merged = compare::run_process(
+      {COMPARE_BIN, "--replay", a.string(), "--replay", b.string(), "--markdown", md.string(), "--json", ab.string()}, 60);
+  ASSERT_EQ(merged.exit_code, 0) << merged.err;
+  const std::string text = read(md);
+  EXPECT_NE(text.find("| fake | 64x64 | `optimized_fake` |"), std::string::npos) << text;
+  EXPECT_NE(text.find("| fake | 128x256 | `optimized_fake` |"), std::string::npos) << text;
+  // one run of both shapes renders the same rows as the two runs merged (the samples are the fake's)
+  ASSERT_EQ(compare::run_process({COMPARE_BIN, "--manifest", m.string(), "--chapter", "1", "--shape", "64x64", "--shape",
+                                  "128x256", "--seed", "5", "--markdown", both.string()},
+                                 60)
+                .exit_code,
+            0);
+  const auto rows = [](const std::string& t) { return t.substr(t.find("\n| topic")); };
+  EXPECT_EQ(rows(text), rows(read(both)));
+  // the merged JSON names both commands; replayed alone it gives the same table
+  const auto j = nlohmann::json::parse(read(ab));
+  EXPECT_NE(j.at("command").get<std::string>().find(" and "), std::string::npos) << j.at("command");
+  const auto again = compare::run_process({COMPARE_BIN, "--replay", ab.string(), "--markdown", both.string()}, 60);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(read(both), text);
+  // refused: a program at a shape twice, another device, other samples; nothing written
+  auto refused = [&](const std::vector<std::string>& files, const std::string& why) {
+    std::vector<std::string> args = {COMPARE_BIN};
+    for (const auto& f : files) args.insert(args.end(), {"--replay", f});
+    const auto r = compare::run_process(args, 60);
+    EXPECT_EQ(r.exit_code, 2) << why;
+    EXPECT_NE(r.err.find(why), std::string::npos) << r.err;
+  };
+  refused({a.string(), a.string()}, "at 64x64 is in");
+  auto other = nlohmann::json::parse(read(b));
+  other["device"]["uuid"] = "GPU-other";
+  std::ofstream(dir_ / "other.json") << other.dump();
+  refused({a.string(), (dir_ / "other.json").string()}, "runs of one device only");
+  auto fewer = nlohmann::json::parse(read(b));
+  fewer["options"]["rounds"] = 1;
+  std::ofstream(dir_ / "fewer.json") << fewer.dump();
+  refused({a.string(), (dir_ / "fewer.json").string()}, "merge runs of the same samples only");
+  refused({a.string(), (dir_ / "missing.json").string()}, "missing.json: cannot read it");
+}
+
 TEST_F(FakeLab, CommandLineStatuses) {
   const auto m = manifest({"baseline_fake", "optimized_fake_wrong"});
   auto run_cli = [&](std::vector<std::string> args) {
