@@ -138,5 +138,15 @@ void hopper_attention_backward(Storage storage, int batch, int heads, int seq, i
 std::string adamw_validate(std::int64_t step, double lr, double beta1, double beta2, double eps, double weight_decay);
 void adamw_step(float* p, const float* g, float* m, float* v, std::int64_t n, std::int64_t step, double lr,
                 double beta1, double beta2, double eps, double weight_decay, cudaStream_t s);
+// The same step with each tensor's gradient where autograd left it (FlatAdamW after zero_grad(
+// set_to_none=True): backward hands each parameter a fresh gradient, with nothing added into a flat
+// one). p, m, v: flat, n elements, each 16-byte aligned, tensor t at the offset of the tensors before it
+// each rounded up to 4 elements (so that every tensor starts on a 16-byte boundary); g[t]: tensor t's
+// sizes[t] gradient elements, 16-byte aligned. Empty when the layout is one the kernel takes, else why not.
+std::string adamw_list_validate(const float* p, const float* m, const float* v, std::int64_t n,
+                                const std::vector<const float*>& g, const std::vector<std::int64_t>& sizes);
+void adamw_list_step(float* p, float* m, float* v, std::int64_t n, const std::vector<const float*>& g,
+                     const std::vector<std::int64_t>& sizes, std::int64_t step, double lr, double beta1, double beta2,
+                     double eps, double weight_decay, cudaStream_t s);
 
 }  // namespace bridge

@@ -510,6 +510,38 @@ void adamw_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, cons
   });
 }
 
+// The same step, each parameter's gradient a tensor of its own (grads[t], any shape, t's elements in
+// order): param, exp_avg and exp_avg_sq flat, tensor t at the sizes before it each rounded up to 4.
+void adamw_list_(const Tensor& param, at::TensorList grads, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                 int64_t step, double lr, double beta1, double beta2, double eps, double weight_decay) {
+  check_tensor(param, "param", at::kFloat);
+  check_tensor(exp_avg, "exp_avg", at::kFloat, &param);
+  check_tensor(exp_avg_sq, "exp_avg_sq", at::kFloat, &param);
+  check_shape(exp_avg, "exp_avg", param.sizes().vec());
+  check_shape(exp_avg_sq, "exp_avg_sq", param.sizes().vec());
+  for (const auto& [t, name] : {std::pair{&param, "param"}, {&exp_avg, "exp_avg"}, {&exp_avg_sq, "exp_avg_sq"}})
+    TORCH_CHECK_VALUE(t->is_contiguous(), name, " must be contiguous (adamw_list_ updates it in place)");
+  std::vector<const float*> g;
+  std::vector<std::int64_t> sizes;
+  for (std::size_t t = 0; t < grads.size(); ++t) {
+    const std::string name = "grads[" + std::to_string(t) + "]";
+    check_tensor(grads[t], name.c_str(), at::kFloat, &param);
+    TORCH_CHECK_VALUE(grads[t].is_contiguous(), name, " must be contiguous");
+    g.push_back(grads[t].data_ptr<float>());
+    sizes.push_back(grads[t].numel());
+  }
+  std::string why = bridge::adamw_validate(step, lr, beta1, beta2, eps, weight_decay);
+  if (why.empty())
+    why = bridge::adamw_list_validate(param.data_ptr<float>(), exp_avg.data_ptr<float>(), exp_avg_sq.data_ptr<float>(),
+                                      param.numel(), g, sizes);
+  TORCH_CHECK_VALUE(why.empty(), "adamw_list_: " + why);
+  const c10::cuda::CUDAGuard guard(param.device());
+  call([&] {
+    bridge::adamw_list_step(param.data_ptr<float>(), exp_avg.data_ptr<float>(), exp_avg_sq.data_ptr<float>(),
+                            param.numel(), g, sizes, step, lr, beta1, beta2, eps, weight_decay, stream_of(param));
+  });
+}
+
 }  // namespace
 
 TORCH_LIBRARY(cuda_perf_lab, m) {
@@ -531,6 +563,8 @@ TORCH_LIBRARY(cuda_perf_lab, m) {
         " str precision, float? scale=None) -> (Tensor, Tensor, Tensor)");
   m.def("adamw_(Tensor(a!) param, Tensor grad, Tensor(b!) exp_avg, Tensor(c!) exp_avg_sq, int step, float lr,"
         " float beta1, float beta2, float eps, float weight_decay) -> ()");
+  m.def("adamw_list_(Tensor(a!) param, Tensor[] grads, Tensor(b!) exp_avg, Tensor(c!) exp_avg_sq, int step,"
+        " float lr, float beta1, float beta2, float eps, float weight_decay) -> ()");
 }
 
 // The same functions for CPU tensors, so that a CPU tensor gets the checks' message ("must be a
@@ -548,7 +582,8 @@ TORCH_LIBRARY(cuda_perf_lab, m) {
   m.impl("weighted_sum_backward", &weighted_sum_backward); \
   m.impl("attention_forward", &attention_forward);        \
   m.impl("attention_backward", &attention_backward);      \
-  m.impl("adamw_", &adamw_)
+  m.impl("adamw_", &adamw_);                              \
+  m.impl("adamw_list_", &adamw_list_)
 
 TORCH_LIBRARY_IMPL(cuda_perf_lab, CUDA, m) { LAB_IMPLS(m); }
 TORCH_LIBRARY_IMPL(cuda_perf_lab, CPU, m) { LAB_IMPLS(m); }

@@ -80,6 +80,11 @@ def _(param, grad, exp_avg, exp_avg_sq, step, lr, beta1, beta2, eps, weight_deca
     return None  # in place: no outputs
 
 
+@torch.library.register_fake(LIB + "adamw_list_")
+def _(param, grads, exp_avg, exp_avg_sq, step, lr, beta1, beta2, eps, weight_decay):
+    return None  # in place: no outputs
+
+
 # ---- autograd ----
 
 

@@ -4,17 +4,26 @@ The fused GPT-2 step of chapter 4 keeps every parameter in one flat fp32 array, 
 and AdamW's two moments in three more, so that one launch updates the whole model moving the 28
 bytes a parameter AdamW must move (read p, g, m, v; write p, m, v). FlatAdamW gives a PyTorch
 model the same layout: on construction it moves the parameters into one flat tensor (each
-parameter becomes a view of it: .data is rebound, the Parameter objects stay the ones the model
-holds) and makes each .grad a view of a flat gradient tensor, which backward accumulates into in
-place. step() is then one call of torch.ops.cuda_perf_lab.adamw_.
+parameter becomes a view of it, starting on a 16-byte boundary: .data is rebound, the Parameter
+objects stay the ones the model holds), the moments into two more.
+
+The gradients, two ways, as zero_grad says:
+  - zero_grad() (set_to_none=True, PyTorch's default) sets each .grad to None: backward then hands
+    each parameter the gradient tensor it made, with nothing copied or added, and step() reads each
+    from where it lies (torch.ops.cuda_perf_lab.adamw_list_: one launch a 128 tensors, the flat
+    kernel's 28 bytes a parameter). The flat gradient buffer is not kept.
+  - zero_grad(set_to_none=False) zeroes a flat gradient buffer and makes each .grad a view of it,
+    which backward accumulates into in place (an add a parameter each backward: at GPT-2 small's
+    101M parameters 1.2 GB moved, 0.5 ms a step on an H200), and step() is one call of
+    torch.ops.cuda_perf_lab.adamw_ over the four flat tensors. Gradient accumulation over
+    micro-batches works either way. After construction the gradients are these views.
+A gradient PyTorch replaced by a new tensor is read where it lies (the list kernel); one that is not
+contiguous float32 on the device, or does not start on a 16-byte boundary, is copied first.
 
 Its arithmetic is torch.optim.AdamW's (defaults included); differences in use:
   - one parameter group; every parameter float32 and on one CUDA device;
   - every parameter must have a gradient at each step (AdamW skips one without; a single launch
-    cannot, and a zero gradient would still move it): a missing one raises ValueError;
-  - zero_grad() zeroes the flat gradient in place (set_to_none is not honoured: None would end the
-    gradients' views). A gradient PyTorch replaced by a new tensor (after model.zero_grad(), say)
-    is copied into the flat gradient at the next step and made a view again.
+    cannot, and a zero gradient would still move it): a missing one raises ValueError.
 lr, betas, eps and weight_decay are read from param_groups[0] at each step, so schedulers work.
 state_dict() is AdamW's format (per parameter: step, exp_avg, exp_avg_sq).
 """
@@ -44,23 +53,24 @@ class FlatAdamW(torch.optim.Optimizer):
             if p.dtype != torch.float32 or not p.is_cuda or p.device != device:
                 raise ValueError("FlatAdamW: parameter %d is %s on %s; all must be float32 on one CUDA device (%s)"
                                  % (i, p.dtype, p.device, device))
-        n = sum(p.numel() for p in params)
-        self.flat = torch.empty(n, device=device)
-        self.flat_grad = torch.zeros(n, device=device)
-        self.exp_avg = torch.zeros(n, device=device)
-        self.exp_avg_sq = torch.zeros(n, device=device)
+        # Each parameter at a multiple of 4 elements (16 bytes), as adamw_list_ lays them out: the
+        # padding between them is zero in every flat tensor and stays zero under either kernel.
         self._views, at = [], 0
+        for p in params:
+            self._views.append((at, p.numel()))
+            at += (p.numel() + 3) // 4 * 4
+        self.flat = torch.zeros(at, device=device)
+        self.flat_grad = torch.zeros(at, device=device)
+        self.exp_avg = torch.zeros(at, device=device)
+        self.exp_avg_sq = torch.zeros(at, device=device)
         with torch.no_grad():
-            for p in params:
-                k = p.numel()
+            for (at, k), p in zip(self._views, params):
                 view = self.flat[at:at + k].view_as(p)
                 view.copy_(p)
                 if p.grad is not None:
                     self.flat_grad[at:at + k].view_as(p).copy_(p.grad)
                 p.data = view
                 p.grad = self.flat_grad[at:at + k].view_as(p)
-                self._views.append((at, k))
-                at += k
         self._step = 0
 
     def _grad_view(self, i, p):
@@ -69,8 +79,17 @@ class FlatAdamW(torch.optim.Optimizer):
 
     @torch.no_grad()
     def zero_grad(self, set_to_none=True):
-        self.flat_grad.zero_()
-        for i, p in enumerate(self.param_groups[0]["params"]):
+        params = self.param_groups[0]["params"]
+        if set_to_none:
+            self.flat_grad = None  # backward makes each gradient; the flat buffer's memory goes back
+            for p in params:
+                p.grad = None
+            return
+        if self.flat_grad is None:
+            self.flat_grad = torch.zeros_like(self.flat)
+        else:
+            self.flat_grad.zero_()
+        for i, p in enumerate(params):
             if p.grad is None or p.grad.data_ptr() != self._grad_view(i, p).data_ptr():
                 p.grad = self._grad_view(i, p)
 
@@ -81,20 +100,29 @@ class FlatAdamW(torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
         group = self.param_groups[0]
-        for i, p in enumerate(group["params"]):
+        params = group["params"]
+        for i, p in enumerate(params):
             if p.grad is None:
                 raise ValueError("FlatAdamW: parameter %d has no gradient; the flat step updates every parameter "
                                  "(torch.optim.AdamW would skip it)" % i)
-            view = self._grad_view(i, p)
-            if p.grad.data_ptr() != view.data_ptr():
-                view.copy_(p.grad)
-                p.grad = view
         self._step += 1
         beta1, beta2 = group["betas"]
-        torch.ops.cuda_perf_lab.adamw_(self.flat, self.flat_grad, self.exp_avg, self.exp_avg_sq, self._step,
-                                       float(group["lr"]), float(beta1), float(beta2), float(group["eps"]),
-                                       float(group["weight_decay"]))
+        hyper = (self._step, float(group["lr"]), float(beta1), float(beta2), float(group["eps"]),
+                 float(group["weight_decay"]))
+        if self.flat_grad is not None and all(p.grad.data_ptr() == self._grad_view(i, p).data_ptr()
+                                              for i, p in enumerate(params)):
+            torch.ops.cuda_perf_lab.adamw_(self.flat, self.flat_grad, self.exp_avg, self.exp_avg_sq, *hyper)
+        else:
+            torch.ops.cuda_perf_lab.adamw_list_(self.flat, [self._readable(p.grad) for p in params], self.exp_avg,
+                                                self.exp_avg_sq, *hyper)
         return loss
+
+    @staticmethod
+    def _readable(g):
+        """g as adamw_list_ reads it: contiguous float32 from a 16-byte boundary (a copy where not)."""
+        if g.dtype == torch.float32 and g.is_contiguous() and g.data_ptr() % 16 == 0:
+            return g
+        return torch.empty(g.shape, dtype=torch.float32, device=g.device).copy_(g)
 
     def state_dict(self):
         self._sync_state()

@@ -89,6 +89,80 @@ def test_adamw_on_views_at_one_offset(offset):
         assert (b[:offset] == 12345.0).all()
 
 
+def flat_of(sizes):
+    """The flat layout of adamw_list_: tensor t at the sizes before it each rounded up to 4."""
+    at, out = 0, []
+    for n in sizes:
+        out.append((at, n))
+        at += (n + 3) // 4 * 4
+    return at, out
+
+
+@pytest.mark.parametrize("sizes", [[1, 3, 4, 5, 17, 1000, (1 << 20) + 3], [(i % 7) + 1 for i in range(300)]])
+def test_adamw_list_matches_torch(sizes):
+    """Each tensor's gradient where it lies: tensors ending in partial quads (1, 3, 5, 17, ...) and
+    whole ones, and 300 tensors (three launches of at most 128). Each tensor as torch.optim.AdamW has
+    it; the padding between tensors untouched."""
+    total, layout = flat_of(sizes)
+    p0s = [rand(n, seed=7 + t) for t, n in enumerate(sizes)]
+    p, m, v = torch.full((total,), 7.0, device=DEV), torch.full((total,), 7.0, device=DEV), \
+        torch.full((total,), 7.0, device=DEV)
+    for (at, n), p0 in zip(layout, p0s):
+        p[at:at + n].copy_(p0), m[at:at + n].zero_(), v[at:at + n].zero_()
+    for s in range(1, STEPS + 1):
+        gs = [grads(n, s, torch.float32) for n in sizes]
+        ops.adamw_list_(p, gs, m, v, s, HP["lr"], *HP["betas"], HP["eps"], HP["weight_decay"])
+    pad = torch.ones(total, dtype=torch.bool, device=DEV)
+    for (at, n), p0 in zip(layout, p0s):
+        pad[at:at + n] = False
+        if n > 1000 or at < 64:  # every tensor of the first list, a few of the second (the CPU's time)
+            check_against_torch(p0, p[at:at + n], m[at:at + n], v[at:at + n])
+    for t in (p, m, v):
+        assert (t[pad] == 7.0).all()
+    # every tensor, against the flat kernel over the same values (the same arithmetic, element for element)
+    fp, fm, fv = torch.zeros(total, device=DEV), torch.zeros(total, device=DEV), torch.zeros(total, device=DEV)
+    for (at, n), p0 in zip(layout, p0s):
+        fp[at:at + n].copy_(p0)
+    for s in range(1, STEPS + 1):
+        g = torch.zeros(total, device=DEV)
+        for (at, n) in layout:
+            g[at:at + n] = grads(n, s, torch.float32)
+        ops.adamw_(fp, g, fm, fv, s, HP["lr"], *HP["betas"], HP["eps"], HP["weight_decay"])
+    assert torch.equal(p[~pad], fp[~pad]) and torch.equal(m[~pad], fm[~pad]) and torch.equal(v[~pad], fv[~pad])
+
+
+def test_adamw_list_bad_inputs_raise_clear_errors():
+    total, _ = flat_of([5, 8])
+    p, m, v = rand(total), torch.zeros(total, device=DEV), torch.zeros(total, device=DEV)
+    g5, g8 = rand(5, seed=2), rand(8, seed=3)
+    hp = (1e-3, 0.9, 0.999, 1e-8, 0.01)
+    cases = [
+        (ValueError, "step must be at least 1", lambda: ops.adamw_list_(p, [g5, g8], m, v, 0, *hp)),
+        (ValueError, "12 elements; the gradients. sizes, each rounded up to 4, add up to 16",
+         lambda: ops.adamw_list_(p, [g5, g5], m, v, 1, *hp)),
+        (ValueError, r"grads\[1\] must start at a 16-byte boundary", lambda: ops.adamw_list_(
+            p, [g5, rand(9, seed=4)[1:]], m, v, 1, *hp)),
+        (ValueError, r"grads\[1\] must be contiguous", lambda: ops.adamw_list_(p, [g5, rand(16)[::2]], m, v, 1, *hp)),
+        (TypeError, r"grads\[0\] must be Float", lambda: ops.adamw_list_(p, [g5.double(), g8], m, v, 1, *hp)),
+        (ValueError, r"grads\[0\] must be a CUDA tensor", lambda: ops.adamw_list_(p, [g5.cpu(), g8], m, v, 1, *hp)),
+        (ValueError, "exp_avg must have shape", lambda: ops.adamw_list_(p, [g5, g8], m[:8], v, 1, *hp)),
+        (ValueError, "16-byte boundary \\(fresh", lambda: ops.adamw_list_(rand(13)[1:], [g5, g8], m, v, 1, *hp)),
+    ]
+    for exc, text, call in cases:
+        before = p.clone()
+        with pytest.raises(exc, match=text):
+            call()
+        assert torch.equal(p, before)  # nothing ran
+    torch.cuda.synchronize()
+
+
+def test_adamw_list_opcheck():
+    total, _ = flat_of([37, 4])
+    p = rand(total)
+    torch.library.opcheck(ops.adamw_list_, (p, [rand(37, seed=2), rand(4, seed=3)], torch.zeros_like(p),
+                                            torch.zeros_like(p), 3, 1e-3, 0.9, 0.999, 1e-8, 0.01))
+
+
 def test_adamw_bad_inputs_raise_clear_errors():
     p = rand(64)
     m, v, g = torch.zeros_like(p), torch.zeros_like(p), rand(64, seed=2)
@@ -175,7 +249,7 @@ def test_flat_adamw_keeps_gradients_in_place():
     opt = lab.FlatAdamW(model.parameters())
     x = rand(4, 7, seed=3)
     for _ in range(2):
-        opt.zero_grad()
+        opt.zero_grad(set_to_none=False)
         model(x).square().sum().backward()
         for p in model.parameters():  # backward accumulated into the flat gradient's views
             assert p.grad.untyped_storage().data_ptr() == opt.flat_grad.untyped_storage().data_ptr()
@@ -183,6 +257,30 @@ def test_flat_adamw_keeps_gradients_in_place():
         before = opt.flat.clone()
         opt.step()
         assert not torch.equal(before, opt.flat)
+
+
+def test_flat_adamw_takes_the_gradients_backward_makes():
+    """zero_grad() (set_to_none, PyTorch's default): no gradient kept, backward's own tensors read by
+    the list kernel, with no flat gradient buffer; the same parameters, bit for bit, as the flat
+    gradient's in-place accumulation (zero_grad(set_to_none=False)) over three steps, with two
+    micro-batches a step accumulated either way."""
+    models = [tiny_model(), tiny_model()]
+    opts = [lab.FlatAdamW(m.parameters(), **HP) for m in models]
+    for s in range(3):
+        for none, (model, opt) in zip((True, False), zip(models, opts)):
+            opt.zero_grad(set_to_none=none)
+            if none:
+                assert opt.flat_grad is None and all(p.grad is None for p in model.parameters())
+            for k in range(2):
+                model(rand(4, 7, seed=30 + 2 * s + k)).square().sum().backward()
+            if none:
+                for p in model.parameters():
+                    assert p.grad.untyped_storage().data_ptr() != opt.flat.untyped_storage().data_ptr()
+            opt.step()
+    for a, b in zip(*(m.parameters() for m in models)):
+        assert torch.equal(a, b)
+    # every parameter starts on a 16-byte boundary of the flat tensor
+    assert all(p.data_ptr() % 16 == 0 for p in models[0].parameters())
 
 
 def test_flat_adamw_state_dict_round_trip():

@@ -42,6 +42,15 @@ struct Coef {
 
 inline constexpr int kThreads = 256;
 
+// One parameter's update, the arithmetic above in fp32 (step_size and inv_sqrt_bc2: Coef's, read once
+// a thread); the bridge's list kernel (python/csrc/bridge_adamw.cu) runs the same.
+__device__ __forceinline__ void update(float& pp, float& mm, float& vv, float gg, float step_size, float inv_sqrt_bc2,
+                                       const Hyper& h) {
+  mm = h.b1 * mm + h.one_b1 * gg;
+  vv = h.b2 * vv + h.one_b2 * gg * gg;
+  pp = pp * h.decay - step_size * (mm / (sqrtf(vv) * inv_sqrt_bc2 + h.eps));
+}
+
 namespace {
 
 // The parameters [begin, end) of the four arrays, each 16-byte aligned: 16-byte accesses to the
@@ -50,11 +59,7 @@ __global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ g,
                              float* __restrict__ v, std::size_t begin, std::size_t end, Coef coef, Hyper h) {
   const float step_size = coef.device ? coef.device[0] : coef.step_size;
   const float inv_sqrt_bc2 = coef.device ? coef.device[1] : coef.inv_sqrt_bc2;
-  auto one = [&](float& pp, float& mm, float& vv, float gg) {
-    mm = h.b1 * mm + h.one_b1 * gg;
-    vv = h.b2 * vv + h.one_b2 * gg * gg;
-    pp = pp * h.decay - step_size * (mm / (sqrtf(vv) * inv_sqrt_bc2 + h.eps));
-  };
+  auto one = [&](float& pp, float& mm, float& vv, float gg) { update(pp, mm, vv, gg, step_size, inv_sqrt_bc2, h); };
   const std::size_t up = (begin + 3) / 4 * 4, down = end / 4 * 4;
   const std::size_t a = up < end ? up : end, b = down > a ? down : a;  // the quads lie in [a, b)
   auto* p4 = reinterpret_cast<float4*>(p) + a / 4;
