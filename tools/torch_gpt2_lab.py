@@ -44,8 +44,8 @@ Step time: the median of the steps after the first 5 (forward, backward, AdamW),
 --profile N: after each compiled run's timed steps, N more steps under torch.profiler (CUDA
 activity alone), and where their GPU time goes: the kernels (and copies, memsets) by time a step,
 the largest --profile-top of them with their launches a step, and the sum of all; in the JSON too.
-What separates the two compiled steps is read there (the lab's operators, PyTorch's fused kernels
-around them, FlatAdamW's gradient accumulation into its flat buffer).
+What separates the compiled steps is read there (the lab's operators, PyTorch's fused kernels
+around them, the optimizers' kernels).
 Exit status 0 when the lab's losses pass; 1 when they do not; 2 for a bad argument, no PyTorch,
 no GPU, or the package not built.
 """
@@ -202,8 +202,8 @@ def main():
         # PyTorch's compiled run is its fastest configuration: SDPA and the fused AdamW.
         fused_adamw = functools.partial(torch.optim.AdamW, fused=True)
         # The lab's operators compiled twice: with FlatAdamW, and with PyTorch's fused AdamW, which
-        # separates what the operators cost from what the optimizer (FlatAdamW accumulates each
-        # gradient into its flat buffer, where AdamW keeps the tensor backward made) does.
+        # separates what the operators cost from what the optimizer does (the steps zero the
+        # gradients with set_to_none, so both optimizers read the tensors backward made).
         for name, ops, optimizer in (("pytorch torch.compile", sdpa_ops, fused_adamw),
                                      ("lab ops + FlatAdamW, compiled", lab_ops, lab.FlatAdamW),
                                      ("lab ops + fused AdamW, compiled", lab_ops, fused_adamw)):

@@ -102,7 +102,9 @@ def flat_of(sizes):
 def test_adamw_list_matches_torch(sizes):
     """Each tensor's gradient where it lies: tensors ending in partial quads (1, 3, 5, 17, ...) and
     whole ones, and 300 tensors (three launches of at most 128). Each tensor as torch.optim.AdamW has
-    it; the padding between tensors untouched."""
+    it, within the bound; the padding between tensors untouched. (Not bit for bit the flat kernel's:
+    ptxas pairs the same formula's multiply-adds otherwise in the two kernels, an ulp apart here and
+    there, as the H200 showed.)"""
     total, layout = flat_of(sizes)
     p0s = [rand(n, seed=7 + t) for t, n in enumerate(sizes)]
     p, m, v = torch.full((total,), 7.0, device=DEV), torch.full((total,), 7.0, device=DEV), \
@@ -115,20 +117,9 @@ def test_adamw_list_matches_torch(sizes):
     pad = torch.ones(total, dtype=torch.bool, device=DEV)
     for (at, n), p0 in zip(layout, p0s):
         pad[at:at + n] = False
-        if n > 1000 or at < 64:  # every tensor of the first list, a few of the second (the CPU's time)
-            check_against_torch(p0, p[at:at + n], m[at:at + n], v[at:at + n])
+        check_against_torch(p0, p[at:at + n], m[at:at + n], v[at:at + n])
     for t in (p, m, v):
         assert (t[pad] == 7.0).all()
-    # every tensor, against the flat kernel over the same values (the same arithmetic, element for element)
-    fp, fm, fv = torch.zeros(total, device=DEV), torch.zeros(total, device=DEV), torch.zeros(total, device=DEV)
-    for (at, n), p0 in zip(layout, p0s):
-        fp[at:at + n].copy_(p0)
-    for s in range(1, STEPS + 1):
-        g = torch.zeros(total, device=DEV)
-        for (at, n) in layout:
-            g[at:at + n] = grads(n, s, torch.float32)
-        ops.adamw_(fp, g, fm, fv, s, HP["lr"], *HP["betas"], HP["eps"], HP["weight_decay"])
-    assert torch.equal(p[~pad], fp[~pad]) and torch.equal(m[~pad], fm[~pad]) and torch.equal(v[~pad], fv[~pad])
 
 
 def test_adamw_list_bad_inputs_raise_clear_errors():
@@ -138,15 +129,15 @@ def test_adamw_list_bad_inputs_raise_clear_errors():
     hp = (1e-3, 0.9, 0.999, 1e-8, 0.01)
     cases = [
         (ValueError, "step must be at least 1", lambda: ops.adamw_list_(p, [g5, g8], m, v, 0, *hp)),
-        (ValueError, "12 elements; the gradients. sizes, each rounded up to 4, add up to 16",
-         lambda: ops.adamw_list_(p, [g5, g5], m, v, 1, *hp)),
+        (ValueError, "16 elements; the gradients. sizes, each rounded up to 4, add up to 24",
+         lambda: ops.adamw_list_(p, [g5, g5, g8], m, v, 1, *hp)),
         (ValueError, r"grads\[1\] must start at a 16-byte boundary", lambda: ops.adamw_list_(
             p, [g5, rand(9, seed=4)[1:]], m, v, 1, *hp)),
         (ValueError, r"grads\[1\] must be contiguous", lambda: ops.adamw_list_(p, [g5, rand(16)[::2]], m, v, 1, *hp)),
         (TypeError, r"grads\[0\] must be Float", lambda: ops.adamw_list_(p, [g5.double(), g8], m, v, 1, *hp)),
         (ValueError, r"grads\[0\] must be a CUDA tensor", lambda: ops.adamw_list_(p, [g5.cpu(), g8], m, v, 1, *hp)),
         (ValueError, "exp_avg must have shape", lambda: ops.adamw_list_(p, [g5, g8], m[:8], v, 1, *hp)),
-        (ValueError, "16-byte boundary \\(fresh", lambda: ops.adamw_list_(rand(13)[1:], [g5, g8], m, v, 1, *hp)),
+        (ValueError, "16-byte boundary \\(fresh", lambda: ops.adamw_list_(rand(17)[1:], [g5, g8], m, v, 1, *hp)),
     ]
     for exc, text, call in cases:
         before = p.clone()
@@ -260,10 +251,10 @@ def test_flat_adamw_keeps_gradients_in_place():
 
 
 def test_flat_adamw_takes_the_gradients_backward_makes():
-    """zero_grad() (set_to_none, PyTorch's default): no gradient kept, backward's own tensors read by
-    the list kernel, with no flat gradient buffer; the same parameters, bit for bit, as the flat
+    """zero_grad() (set_to_none, PyTorch's default): no gradient kept, backward's own tensors read
+    where they lie, with no flat gradient buffer; the same parameters, bit for bit, as the flat
     gradient's in-place accumulation (zero_grad(set_to_none=False)) over three steps, with two
-    micro-batches a step accumulated either way."""
+    micro-batches a step accumulated either way (the same sums, the same kernel)."""
     models = [tiny_model(), tiny_model()]
     opts = [lab.FlatAdamW(m.parameters(), **HP) for m in models]
     for s in range(3):
