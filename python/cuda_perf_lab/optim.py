@@ -13,8 +13,9 @@ The gradients, two ways, as zero_grad says:
     buffer is not kept.
   - zero_grad(set_to_none=False) zeroes a flat gradient buffer and makes each .grad a view of it,
     which backward accumulates into in place (an add a parameter each backward: at GPT-2 small's
-    101M parameters 1.2 GB moved, 0.51 ms a step on an H200). After construction the gradients
-    are these views.
+    101M parameters 1.2 GB moved, 0.51 ms a step on an H200). Construction leaves the gradients as
+    they are (None for a fresh model) and makes no flat gradient: a model's peak memory is then
+    PyTorch's AdamW's, less AdamW's per-tensor state.
 Gradient accumulation over micro-batches works either way. step() reads each gradient where it lies
 (torch.ops.cuda_perf_lab.adamw_list_: one launch a 128 tensors, the flat kernel's 28 bytes a
 parameter, the table of gradients in the kernel's parameters); one that is not contiguous float32
@@ -60,17 +61,14 @@ class FlatAdamW(torch.optim.Optimizer):
             self._views.append((at, p.numel()))
             at += (p.numel() + 3) // 4 * 4
         self.flat = torch.zeros(at, device=device)
-        self.flat_grad = torch.zeros(at, device=device)
+        self.flat_grad = None  # made by zero_grad(set_to_none=False) only
         self.exp_avg = torch.zeros(at, device=device)
         self.exp_avg_sq = torch.zeros(at, device=device)
         with torch.no_grad():
             for (at, k), p in zip(self._views, params):
                 view = self.flat[at:at + k].view_as(p)
                 view.copy_(p)
-                if p.grad is not None:
-                    self.flat_grad[at:at + k].view_as(p).copy_(p.grad)
-                p.data = view
-                p.grad = self.flat_grad[at:at + k].view_as(p)
+                p.data = view  # a gradient the parameter has stays where it is: step() reads it there
         self._step = 0
 
     def _grad_view(self, i, p):
