@@ -82,8 +82,7 @@ bool persistent_forward(int bh, int seq, int d, bool causal) {
   return causal && blocks <= 4LL * lab::current_device().sms;
 }
 
-// A shape's persistent lists on the device (split_plan.hpp's persistent_lists, as step 10 plans
-// them), made on its first forward and kept for the process: a CUDA graph captured later launches
+// A shape's persistent lists on the device (split_plan.hpp's persistent_plan, as step 10's), made on its first forward and kept for the process: a CUDA graph captured later launches
 // with these pointers. Made outside a capture only (the upload is a copy from the host); a forward
 // captured before its shape ran uncaptured runs the grid (nullptr here). Never freed: a few KiB a
 // shape.
@@ -103,11 +102,9 @@ const DeviceLists* persistent_lists(int bh, int seq, int d, bool causal, cudaStr
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   LAB_CHECK(cudaStreamIsCapturing(s, &capturing));
   if (capturing != cudaStreamCaptureStatusNone) return nullptr;
-  const int br = d == 64 ? flashtma::Config<64>::kBr : flashtma::Config<128>::kBr, bc = flashtma::Config<64>::kBc;
-  const attn::Dims a(lab::Shape{1, bh, seq, d, causal ? 1 : 0});
   const lab::DeviceFacts& dev = lab::current_device();
-  const splitplan::Lists lists = splitplan::persistent_lists(
-      splitplan::plan_for(a, br, bc, dev.sms, dev.l2_bytes, splitplan::longest_tiles(a, br, bc)).items, dev.sms);
+  const splitplan::Lists lists =
+      splitplan::persistent_plan(attn::Dims(lab::Shape{1, bh, seq, d, causal ? 1 : 0}), dev.sms, dev.l2_bytes);
   DeviceLists out;
   out.blocks = int(lists.starts.size()) - 1;
   LAB_CHECK(cudaMalloc(&out.items, lists.items.size() * sizeof(flashtma::Item)));

@@ -48,11 +48,8 @@ struct Persistent {
   Persistent(const Attention::Problem& p, cudaStream_t stream) : in(p, stream) {
     const attn::Dims& a = p.dims;
     if (a.d != 64 && a.d != 128) return;  // supports() says N/A
-    const int br = a.d == 64 ? flashtma::Config<64>::kBr : flashtma::Config<128>::kBr, bc = flashtma::Config<64>::kBc;
     const lab::DeviceFacts& dev = lab::current_device();
-    const splitplan::Plan order =
-        splitplan::plan_for(a, br, bc, dev.sms, dev.l2_bytes, splitplan::longest_tiles(a, br, bc));
-    const splitplan::Lists lists = splitplan::persistent_lists(order.items, dev.sms);
+    const splitplan::Lists lists = splitplan::persistent_plan(a, dev.sms, dev.l2_bytes);
     blocks = int(lists.starts.size()) - 1;
     items = lab::DeviceBuffer<flashtma::Item>(lists.items.size());
     items.upload(lists.items);

@@ -132,6 +132,14 @@ inline Lists persistent_lists(const std::vector<flashtma::Item>& order, int sms)
   return out;
 }
 
+// A shape's persistent lists on a GPU of `sms` SMs and `l2_bytes` of L2, as step 10 and the PyTorch
+// package plan them: the split plan's order without a split (chunks as long as the longest row),
+// each item to the block the model frees first.
+inline Lists persistent_plan(const attn::Dims& a, int sms, std::size_t l2_bytes) {
+  const int br = a.d == 64 ? flashtma::Config<64>::kBr : flashtma::Config<128>::kBr, bc = flashtma::Config<64>::kBc;
+  return persistent_lists(plan_for(a, br, bc, sms, l2_bytes, longest_tiles(a, br, bc)).items, sms);
+}
+
 inline Plan make_plan(const attn::Dims& a, int br, int bc, int sms, std::size_t l2_bytes) {
   auto plan_for = [&](int L) { return splitplan::plan_for(a, br, bc, sms, l2_bytes, L); };
   const int longest = longest_tiles(a, br, bc);

@@ -69,6 +69,13 @@ TEST(PersistentLists, EveryQueryTileOnceWholeInPlanOrderWithinGreedysBound) {
     }
     const splitplan::Lists lists = splitplan::persistent_lists(order.items, sms);
     EXPECT_EQ(wrong(order.items, lists, sms), "");
+    // persistent_plan (step 10's and the package's) is this composition, item for item.
+    const splitplan::Lists planned = splitplan::persistent_plan(a, sms, l2);
+    ASSERT_EQ(planned.starts, lists.starts);
+    ASSERT_EQ(planned.items.size(), lists.items.size());
+    for (std::size_t i = 0; i < lists.items.size(); ++i)
+      ASSERT_TRUE(planned.items[i].head == lists.items[i].head && planned.items[i].tile == lists.items[i].tile &&
+                  planned.items[i].tiles == lists.items[i].tiles) << i;
     // Greedy list scheduling ends by the mean load plus the longest item (Graham's bound).
     const int blocks = std::min(int(order.items.size()), sms);
     double total = 0;
