@@ -3,11 +3,14 @@
 Accuracy, as test_ops.py states it: after several steps, each of p, m and v (and the change of p,
 which is what the update's arithmetic decides: p itself is mostly its starting value) is at an
 L2 distance from a float64 AdamW that is at most 4 times float32 torch.optim.AdamW's own distance,
-or 2^-21 of the reference's norm. The gradients span 10^-10 to 10 in magnitude, so that eps
+or 2^-21 of the reference's norm; for the change of p also the most that fp32's rounding of p itself
+can leave in it (p_rounding: on a tensor of a few elements PyTorch's own distance is a sample of a
+few roundings, sometimes none, and 4 times it is no bound). The gradients span 10^-10 to 10 in magnitude, so that eps
 (1e-8) decides some denominators: a kernel that placed eps wrongly, dropped a bias correction or
 the decoupled decay moves those elements by a good part of lr, orders of magnitude past the bound.
 """
 import copy
+import math
 
 import pytest
 
@@ -53,12 +56,40 @@ def lab_adamw_(p, m, v, steps=STEPS):
                    HP["weight_decay"])
 
 
+def p_rounding(p0, p):
+    """The most fp32 arithmetic can leave in p - p0, in whatever order an implementation updates p:
+    each of the STEPS steps rounds at p's scale at most twice (p times the decay, then the update
+    subtracted: half an ulp each) and multiplies p by the decay 1 - lr wd rounded to fp32 (half an
+    ulp of 0.999, 2^-25, times |p|: under half an ulp of p), so 1.5 ulps of the largest |p| the step
+    sees. A step moves p by at most lr (sqrt(t) + wd |p|) < 4 lr (Adam's normalized step
+    |m_hat| / sqrt(v_hat) is at most sqrt(t)). The L2 norm over the elements. A 1% error in the
+    update (1e-4 an element at the first step, where |m_hat| / sqrt(v_hat) is 1) lies ten times and more
+    above 4 times this bound: test_adamw_bound_fails_a_one_percent_error."""
+    reach = (torch.maximum(p0.abs(), p.abs()) + STEPS * 4 * HP["lr"]).float()
+    ulp = torch.nextafter(reach, torch.full_like(reach, math.inf)).double() - reach.double()
+    return (1.5 * STEPS * ulp).norm().item()
+
+
 def check_against_torch(p0, p, m, v):
     ref, low = torch_adamw(p0, torch.float64), torch_adamw(p0, torch.float32)
     assert_close("p", p, ref[0], low[0])
-    assert_close("p - p0", p.double() - p0.double(), ref[0] - p0.double(), low[0].double() - p0.double())
+    assert_close("p - p0", p.double() - p0.double(), ref[0] - p0.double(), low[0].double() - p0.double(),
+                 cancel=p_rounding(p0, p))
     assert_close("exp_avg", m, ref[1], low[1])
     assert_close("exp_avg_sq", v, ref[2], low[2])
+
+
+@pytest.mark.parametrize("n", [1, 3, 1000])
+def test_adamw_bound_fails_a_one_percent_error(n):
+    """The check is tight: the lab's kernel with lr 1% high (every update 1% too large, the decay
+    with it) fails it, at one element as at a thousand."""
+    p0 = rand(n, seed=7)
+    p, m, v = p0.clone(), torch.zeros_like(p0), torch.zeros_like(p0)
+    for s in range(1, STEPS + 1):
+        ops.adamw_(p, grads(n, s, torch.float32), m, v, s, 1.01 * HP["lr"], *HP["betas"], HP["eps"],
+                   HP["weight_decay"])
+    with pytest.raises(AssertionError, match=r"^p( - p0)?: L2 error"):
+        check_against_torch(p0, p, m, v)
 
 
 @pytest.mark.parametrize("n", [1, 3, 4, 5, 17, 1000, (1 << 20) + 3])
