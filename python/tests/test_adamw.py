@@ -153,6 +153,17 @@ def test_adamw_list_matches_torch(sizes):
         assert (t[pad] == 7.0).all()
 
 
+def expect_raises_untouched(cases, p):
+    """Each (exception, message, call) raises that exception with that message and leaves p as it
+    was: the operator checks before it launches."""
+    for exc, text, call in cases:
+        before = p.clone()
+        with pytest.raises(exc, match=text):
+            call()
+        assert torch.equal(p, before)  # nothing ran
+    torch.cuda.synchronize()
+
+
 def test_adamw_list_bad_inputs_raise_clear_errors():
     total, _ = flat_of([5, 8])
     p, m, v = rand(total), torch.zeros(total, device=DEV), torch.zeros(total, device=DEV)
@@ -170,12 +181,7 @@ def test_adamw_list_bad_inputs_raise_clear_errors():
         (ValueError, "exp_avg must have shape", lambda: ops.adamw_list_(p, [g5, g8], m[:8], v, 1, *hp)),
         (ValueError, "16-byte boundary \\(fresh", lambda: ops.adamw_list_(rand(17)[1:], [g5, g8], m, v, 1, *hp)),
     ]
-    for exc, text, call in cases:
-        before = p.clone()
-        with pytest.raises(exc, match=text):
-            call()
-        assert torch.equal(p, before)  # nothing ran
-    torch.cuda.synchronize()
+    expect_raises_untouched(cases, p)
 
 
 def test_adamw_list_opcheck():
@@ -203,12 +209,7 @@ def test_adamw_bad_inputs_raise_clear_errors():
         (ValueError, "same address modulo 16",
          lambda: ops.adamw_(rand(65)[1:], g, m, v, 1, *hp)),
     ]
-    for exc, text, call in cases:
-        before = p.clone()
-        with pytest.raises(exc, match=text):
-            call()
-        assert torch.equal(p, before)  # nothing ran
-    torch.cuda.synchronize()
+    expect_raises_untouched(cases, p)
 
 
 def test_adamw_opcheck():
