@@ -237,7 +237,7 @@ plant label_logit ch03_kernels/optimized_cross_entropy.cu optimized_cross_entrop
 # (2^-8 in bf16, eight times less in fp16) and no more.
 for storage in bf16 fp16; do
   plant layernorm_${storage}_odd ch03_kernels/optimized_layernorm.cu optimized_layernorm_$storage \
-    'out.v[i] = (v[k].v[i] - mu) * rs * g.v[i] + b.v[i];' 'out.v[i] = (i & 1 ? 1.01f : 1.f) * ((v[k].v[i] - mu) * rs * g.v[i] + b.v[i]);'
+    'out.v[i] = (v[k][i] - mu) * rs * gk[i] + bk[i];' 'out.v[i] = (i & 1 ? 1.01f : 1.f) * ((v[k][i] - mu) * rs * gk[i] + bk[i]);'
   plant cross_entropy_backward_${storage}_odd ch03_kernels/optimized_cross_entropy_backward.cu \
     optimized_cross_entropy_backward_$storage \
     'out.v[i] = ok ? (__expf(v.v[i] - shift) - (c + i == label ? 1.f : 0.f)) * scale : NAN;' \
