@@ -31,8 +31,14 @@ struct Packed {
   __device__ __forceinline__ static Packed load(const T* p) { return {*reinterpret_cast<const uint4*>(p)}; }
   __device__ __forceinline__ float operator[](int i) const {
     const unsigned u = i < 4 ? (i < 2 ? w.x : w.y) : (i < 6 ? w.z : w.w);
-    const float2 t = lab::pair_to_f32<T>(u);
-    return i & 1 ? t.y : t.x;
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      // bf16 is fp32's upper half: a shift or a mask, no conversion. Through __bfloat1622float2 ptxas
+      // kept the widened floats instead (92 registers a thread at three chunks a lane, against 62).
+      return __uint_as_float(i & 1 ? u & 0xffff0000u : u << 16);
+    } else {
+      const float2 t = lab::pair_to_f32<T>(u);
+      return i & 1 ? t.y : t.x;
+    }
   }
 };
 template <int V>
@@ -58,21 +64,27 @@ __global__ void __launch_bounds__(rows::block_threads<kLanes>())
 #pragma unroll
   for (int k = 0; k < kItems; ++k) {
     const int c = (lane + k * kLanes) * V;
-    if (c < dim) v[k] = Hold::load(xr + c);
+    if (c < dim) {
+      v[k] = Hold::load(xr + c);
+      if constexpr (!kAffineFirst) {
+#pragma unroll
+        for (int i = 0; i < V; ++i) sum += v[k][i];
+      }
+    }
   }
-  if constexpr (kAffineFirst) {
+  if constexpr (kAffineFirst) {  // gamma and beta, then the sum (the same order of terms)
 #pragma unroll
     for (int k = 0; k < kItems; ++k) {
       const int c = (lane + k * kLanes) * V;
       if (c < dim) g[k] = Hold::load(gamma + c), b[k] = Hold::load(beta + c);
     }
+#pragma unroll
+    for (int k = 0; k < kItems; ++k)
+      if ((lane + k * kLanes) * V < dim) {
+#pragma unroll
+        for (int i = 0; i < V; ++i) sum += v[k][i];
+      }
   }
-#pragma unroll
-  for (int k = 0; k < kItems; ++k)
-    if ((lane + k * kLanes) * V < dim) {
-#pragma unroll
-      for (int i = 0; i < V; ++i) sum += v[k][i];
-    }
   const float mu = rows::group_sum<kLanes>(sum, scratch) / dim;
   float sq = 0.f;
 #pragma unroll
