@@ -22,7 +22,11 @@ the GPU before the start event, long enough for the call to be queued behind it;
 a call is reported apart (host_us: enqueueing one call, measured on the CPU).
 
   python3 tools/torch_ops_bench.py [--ops layernorm,cross_entropy,...] [--build build] [--reps 20]
-      [--compile-modes default,max-autotune] [--json out.json] [--markdown out.md] [--quick]
+      [--compile-modes default,max-autotune] [--kernels 5] [--json out.json] [--markdown out.md] [--quick]
+
+--kernels K: each implementation also run under torch.profiler (the same cold L2, --reps calls), its
+K longest kernels printed under the row, us a call: where a call's time goes, kernel by kernel, the
+lab's against PyTorch's (the flush's own kernels are taken out).
 
 Columns: ms for each; lab/C++ (1.00: the binding adds nothing; the target is within 5%), and
 eager/lab and compile/lab (above 1: the lab is faster). Exit status 0; 2 for a bad argument, no
@@ -38,7 +42,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import torch_gpt2  # noqa: E402  (cuda_torch)
-from torch_timing import import_bridge, l2_flush_buffer, put_bridge_on_path, time_call  # noqa: E402
+from torch_timing import import_bridge, kernel_times, l2_flush_buffer, put_bridge_on_path, time_call  # noqa: E402
 
 put_bridge_on_path(sys)
 
@@ -323,6 +327,9 @@ def main():
     p.add_argument("--compile-modes", default="default",
                    help="torch.compile modes to time, comma-separated (default, reduce-overhead, max-autotune, "
                         "max-autotune-no-cudagraphs); the compile column is the fastest")
+    p.add_argument("--kernels", type=int, default=0, metavar="K",
+                   help="also profile each implementation (torch.profiler, cold L2) and print its K longest "
+                        "kernels, us a call (the JSON keeps them under each row's 'kernels')")
     p.add_argument("--json", help="write the rows as JSON here")
     p.add_argument("--markdown", help="write the table as Markdown here")
     a = p.parse_args()
@@ -330,7 +337,7 @@ def main():
     bad = [o for o in ops_wanted if o not in OPS]
     modes = [m for m in a.compile_modes.split(",") if m]
     why = ("unknown op(s): " + ", ".join(bad) if bad else modes_error(modes) or
-           ("--reps below 1" if a.reps < 1 else None))
+           ("--reps below 1" if a.reps < 1 else "--kernels below 0" if a.kernels < 0 else None))
     if why:
         print("torch_ops_bench.py: error: %s" % why, file=sys.stderr)
         return 2
@@ -363,6 +370,9 @@ def main():
                         row[name + "_ms"] = t.median_ms
                     if name == "lab":
                         row["host_us"] = t.host_us
+                    if a.kernels:
+                        key = name if name != "compile" else "compile " + mode
+                        row.setdefault("kernels", {})[key] = kernel_times(torch, fn, flush, a.reps)
                 has_compile = "compile" in impls
                 del impls
                 torch.cuda.empty_cache()
@@ -383,6 +393,9 @@ def main():
                 op, shape, fmt(row["lab_ms"]), fmt(row["cpp_ms"]), fmt(row.get("eager_ms")),
                 fmt(row.get("compile_ms")), row["host_us"], fmt(row["lab_over_cpp"], "%8.3f"),
                 fmt(row["eager_over_lab"], "%8.2f"), fmt(row["compile_over_lab"], "%8.2f")), flush=True)
+            for key, kernels in row.get("kernels", {}).items():
+                for kname, us in kernels[:a.kernels]:
+                    print("    %-22s %9.1f us  %s" % (key, us, kname[:110]), flush=True)
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "reps": a.reps,

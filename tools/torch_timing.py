@@ -65,6 +65,42 @@ def time_call(torch, fn, flush, reps, warmup=3):
     return Timing(statistics.median(gpu), min(gpu), max(gpu), statistics.median(host), cycles / SPIN_CYCLES_PER_US)
 
 
+def kernels_per_call(with_flush, flush_alone, reps):
+    """[(kernel name, us a call)], longest first: the kernels of `reps` calls each after the flush
+    (with_flush: (name, us) for every kernel the profiler recorded) less those of `reps` flushes
+    alone (flush_alone), by name; the names left under 0.05 us a call dropped (the flush's own, or
+    noise in its time)."""
+    def totals(events):
+        out = {}
+        for name, us in events:
+            out[name] = out.get(name, 0.0) + us
+        return out
+    both, flush = totals(with_flush), totals(flush_alone)
+    per = ((name, (us - flush.get(name, 0.0)) / reps) for name, us in both.items())
+    return sorted((kv for kv in per if kv[1] >= 0.05), key=lambda kv: (-kv[1], kv[0]))
+
+
+def kernel_times(torch, fn, flush, reps, warmup=3):
+    """fn's GPU kernels as torch.profiler records them, cold L2 as time_call: `reps` calls, each
+    after the L2 flush, and `reps` flushes alone, whose kernels are taken out by name
+    (kernels_per_call). What the profiler adds to a launch is in the kernels' times too (a few
+    percent at the tens of microseconds); the event timing (time_call) is the one to quote."""
+    for _ in range(max(1, warmup)):
+        fn()
+    torch.cuda.synchronize()
+
+    def recorded(body):
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            for _ in range(reps):
+                body()
+            torch.cuda.synchronize()
+        return [(e.name, e.time_range.elapsed_us()) for e in prof.events()
+                if e.device_type == torch.autograd.DeviceType.CUDA]
+
+    alone = recorded(lambda: flush.sum())
+    return kernels_per_call(recorded(lambda: (flush.sum(), fn())), alone, reps)
+
+
 def compile_for_shape(torch, fn, mode="default"):
     """torch.compile(fn) as PyTorch is at its best on one fixed shape: dynamo's caches reset first
     and dynamic=False, so fn is traced for this shape alone (compiled after other shapes of the same

@@ -831,6 +831,65 @@ class TorchSpin(unittest.TestCase):
         self.assertGreaterEqual(spins[0], 2 * 2000 * 1980)
 
 
+class KernelTimes(unittest.TestCase):
+    """torch_timing.kernel_times (torch_ops_bench.py --kernels): a call's kernels, us a call, the
+    flush's own taken out by name; a fake profiler records what a fake call launches."""
+
+    def test_the_flush_is_taken_out_and_the_rest_is_per_call(self):
+        import torch_timing
+
+        both = [("reduce", 10.0), ("attn", 30.0), ("reduce", 10.4), ("attn", 31.0), ("memset", 1.0), ("memset", 1.0)]
+        alone = [("reduce", 10.1), ("reduce", 10.3), ("memset", 1.0), ("memset", 1.02)]
+        got = torch_timing.kernels_per_call(both, alone, 2)
+        self.assertEqual([n for n, _ in got], ["attn"])  # the flush's reduce and memset: below 0.05 us a call
+        self.assertAlmostEqual(got[0][1], 30.5)
+        # A kernel of the call's that shares the flush's name keeps its own time.
+        got = torch_timing.kernels_per_call(both + [("reduce", 4.0), ("reduce", 4.0)], alone, 2)
+        self.assertEqual([n for n, _ in got], ["attn", "reduce"])
+        self.assertAlmostEqual(dict(got)["reduce"], 4.0)
+
+    def test_kernel_times_profiles_the_call_after_each_flush(self):
+        import torch_timing
+
+        launched = []  # what the GPU runs: (name, us)
+        flush = type("Flush", (), {"sum": lambda self: launched.append(("reduce", 20.0))})()
+
+        def call():
+            launched.extend([("gemm", 5.0), ("softmax", 2.0)])
+
+        class Event:
+            def __init__(self, name, us):
+                self.name, self.device_type = name, "cuda"
+                self.time_range = type("R", (), {"elapsed_us": lambda self, us=us: us})()
+
+        class Profile:
+            def __init__(self, activities):
+                pass
+
+            def __enter__(self):
+                launched.clear()
+                return self
+
+            def __exit__(self, *exc):
+                return False
+
+            def events(self):
+                return [Event(n, us) for n, us in launched] + [type("Cpu", (), {"device_type": "cpu"})()]
+
+        profiler = type("P", (), {"profile": Profile, "ProfilerActivity": type("A", (), {"CUDA": "cuda"})})
+        torch = type("Torch", (), {"cuda": type("C", (), {"synchronize": staticmethod(lambda: None)}),
+                                   "profiler": profiler,
+                                   "autograd": type("AG", (), {"DeviceType": type("D", (), {"CUDA": "cuda"})})})
+        got = torch_timing.kernel_times(torch, call, flush, 4)
+        self.assertEqual(got, [("gemm", 5.0), ("softmax", 2.0)])
+
+    def test_a_negative_count_is_refused_before_torch(self):
+        tool = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "torch_ops_bench.py")
+        r = subprocess.run([sys.executable, tool, "--kernels", "-1"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--kernels", r.stderr)
+
+
 class CompileForShape(unittest.TestCase):
     """torch_timing.compile_for_shape, which torch_sweep and torch_reference share: dynamo reset
     first, the closure's tensors marked static, dynamic=False, the mode passed (None for default);
