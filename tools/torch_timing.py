@@ -67,24 +67,35 @@ def time_call(torch, fn, flush, reps, warmup=3):
 
 def kernels_per_call(with_flush, flush_alone, reps):
     """[(kernel name, us a call)], longest first: the kernels of `reps` calls each after the flush
-    (with_flush: (name, us) for every kernel the profiler recorded) less those of `reps` flushes
-    alone (flush_alone), by name; the names left under 0.05 us a call dropped (the flush's own, or
-    noise in its time)."""
+    (with_flush: (name, us) for every kernel the profiler recorded, in launch order) less those of
+    `reps` flushes alone (flush_alone, in launch order). One stream runs them in order, so when
+    each of the `reps` rounds launched the same number of kernels and opens with the flush's own
+    (by name), the flush's are taken out by position: its time after a call, which grows as it
+    writes back the call's dirty L2 lines, is not the call's, and a kernel of the call's that shares
+    a name with the flush's keeps its own time. Otherwise they are taken out by name (their time
+    alone subtracted). The names left under 0.05 us a call are dropped (noise)."""
     def totals(events):
         out = {}
         for name, us in events:
             out[name] = out.get(name, 0.0) + us
         return out
-    both, flush = totals(with_flush), totals(flush_alone)
-    per = ((name, (us - flush.get(name, 0.0)) / reps) for name, us in both.items())
-    return sorted((kv for kv in per if kv[1] >= 0.05), key=lambda kv: (-kv[1], kv[0]))
+    k, per = len(flush_alone) // max(reps, 1), len(with_flush) // max(reps, 1)
+    flush_names = [name for name, _ in flush_alone[:k]]
+    rounds = [with_flush[i * per:(i + 1) * per] for i in range(reps)]
+    if (reps > 0 and k * reps == len(flush_alone) and per * reps == len(with_flush) and per >= k
+            and all([name for name, _ in r[:k]] == flush_names for r in rounds)):
+        per_call = ((name, us / reps) for name, us in totals([e for r in rounds for e in r[k:]]).items())
+    else:
+        both, flush = totals(with_flush), totals(flush_alone)
+        per_call = ((name, (us - flush.get(name, 0.0)) / reps) for name, us in both.items())
+    return sorted((kv for kv in per_call if kv[1] >= 0.05), key=lambda kv: (-kv[1], kv[0]))
 
 
 def kernel_times(torch, fn, flush, reps, warmup=3):
     """fn's GPU kernels as torch.profiler records them, cold L2 as time_call: `reps` calls, each
-    after the L2 flush, and `reps` flushes alone, whose kernels are taken out by name
-    (kernels_per_call). What the profiler adds to a launch is in the kernels' times too (a few
-    percent at the tens of microseconds); the event timing (time_call) is the one to quote."""
+    after the L2 flush, and `reps` flushes alone, whose kernels are taken out (kernels_per_call).
+    What the profiler adds to a launch is in the kernels' times too (a few percent at the tens of
+    microseconds); the event timing (time_call) is the one to quote."""
     for _ in range(max(1, warmup)):
         fn()
     torch.cuda.synchronize()
@@ -94,8 +105,9 @@ def kernel_times(torch, fn, flush, reps, warmup=3):
             for _ in range(reps):
                 body()
             torch.cuda.synchronize()
-        return [(e.name, e.time_range.elapsed_us()) for e in prof.events()
-                if e.device_type == torch.autograd.DeviceType.CUDA]
+        kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+        kernels.sort(key=lambda e: e.time_range.start)
+        return [(e.name, e.time_range.elapsed_us()) for e in kernels]
 
     alone = recorded(lambda: flush.sum())
     return kernels_per_call(recorded(lambda: (flush.sum(), fn())), alone, reps)

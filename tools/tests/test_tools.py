@@ -833,34 +833,50 @@ class TorchSpin(unittest.TestCase):
 
 class KernelTimes(unittest.TestCase):
     """torch_timing.kernel_times (torch_ops_bench.py --kernels): a call's kernels, us a call, the
-    flush's own taken out by name; a fake profiler records what a fake call launches."""
+    flush's own taken out (by position, else by name); a fake profiler records what a fake call launches."""
 
-    def test_the_flush_is_taken_out_and_the_rest_is_per_call(self):
+    def test_the_flush_is_taken_out_by_position(self):
         import torch_timing
 
-        both = [("reduce", 10.0), ("attn", 30.0), ("reduce", 10.4), ("attn", 31.0), ("memset", 1.0), ("memset", 1.0)]
-        alone = [("reduce", 10.1), ("reduce", 10.3), ("memset", 1.0), ("memset", 1.02)]
+        # Each round: the flush's sum, then the call. The flush after a call takes longer (12.4: it
+        # writes back the call's lines); that is not the call's.
+        both = [("reduce", 10.0), ("attn", 30.0), ("reduce", 12.4), ("attn", 31.0)]
+        alone = [("reduce", 10.1), ("reduce", 10.3)]
         got = torch_timing.kernels_per_call(both, alone, 2)
-        self.assertEqual([n for n, _ in got], ["attn"])  # the flush's reduce and memset: below 0.05 us a call
-        self.assertAlmostEqual(got[0][1], 30.5)
+        self.assertEqual(got, [("attn", 30.5)])
         # A kernel of the call's that shares the flush's name keeps its own time.
-        got = torch_timing.kernels_per_call(both + [("reduce", 4.0), ("reduce", 4.0)], alone, 2)
+        both = [("reduce", 10.0), ("attn", 30.0), ("reduce", 4.0), ("reduce", 12.4), ("attn", 31.0), ("reduce", 4.2)]
+        got = torch_timing.kernels_per_call(both, alone, 2)
         self.assertEqual([n for n, _ in got], ["attn", "reduce"])
-        self.assertAlmostEqual(dict(got)["reduce"], 4.0)
+        self.assertAlmostEqual(dict(got)["reduce"], 4.1)
+
+    def test_uneven_rounds_fall_back_to_names(self):
+        import torch_timing
+
+        # A memset in one round only: the rounds cannot be cut by position; the flush's time alone
+        # is subtracted by name.
+        both = [("reduce", 10.0), ("attn", 30.0), ("memset", 1.0), ("reduce", 10.4), ("attn", 31.0)]
+        alone = [("reduce", 10.1), ("reduce", 10.3)]
+        got = torch_timing.kernels_per_call(both, alone, 2)
+        self.assertEqual([n for n, _ in got], ["attn", "memset"])
+        self.assertAlmostEqual(dict(got)["attn"], 30.5)
+        self.assertAlmostEqual(dict(got)["memset"], 0.5)
 
     def test_kernel_times_profiles_the_call_after_each_flush(self):
         import torch_timing
 
         launched = []  # what the GPU runs: (name, us)
-        flush = type("Flush", (), {"sum": lambda self: launched.append(("reduce", 20.0))})()
+        # The flush's sum takes longer after a call (it writes back the call's lines), as on a GPU.
+        flush = type("Flush", (), {"sum": lambda self: launched.append(
+            ("reduce", 23.0 if launched and launched[-1][0] == "softmax" else 20.0))})()
 
         def call():
-            launched.extend([("gemm", 5.0), ("softmax", 2.0)])
+            launched.extend([("gemm", 5.0), ("reduce", 1.0), ("softmax", 2.0)])
 
         class Event:
-            def __init__(self, name, us):
+            def __init__(self, name, us, start):
                 self.name, self.device_type = name, "cuda"
-                self.time_range = type("R", (), {"elapsed_us": lambda self, us=us: us})()
+                self.time_range = type("R", (), {"elapsed_us": lambda self, us=us: us, "start": start})()
 
         class Profile:
             def __init__(self, activities):
@@ -874,14 +890,16 @@ class KernelTimes(unittest.TestCase):
                 return False
 
             def events(self):
-                return [Event(n, us) for n, us in launched] + [type("Cpu", (), {"device_type": "cpu"})()]
+                # out of launch order, as a profiler may list them; a call's reduce shares the flush's name
+                return ([Event(n, us, t) for t, (n, us) in reversed(list(enumerate(launched)))]
+                        + [type("Cpu", (), {"device_type": "cpu"})()])
 
         profiler = type("P", (), {"profile": Profile, "ProfilerActivity": type("A", (), {"CUDA": "cuda"})})
         torch = type("Torch", (), {"cuda": type("C", (), {"synchronize": staticmethod(lambda: None)}),
                                    "profiler": profiler,
                                    "autograd": type("AG", (), {"DeviceType": type("D", (), {"CUDA": "cuda"})})})
         got = torch_timing.kernel_times(torch, call, flush, 4)
-        self.assertEqual(got, [("gemm", 5.0), ("softmax", 2.0)])
+        self.assertEqual(got, [("gemm", 5.0), ("softmax", 2.0), ("reduce", 1.0)])
 
     def test_a_negative_count_is_refused_before_torch(self):
         tool = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "torch_ops_bench.py")
