@@ -339,19 +339,34 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Split>::kThreads, 1)
       const std::size_t base = std::size_t(head / out.heads) * seq * out.ld + std::size_t(hh) * out.cols;
       float sk[D / 8][2] = {}, sv[D / 8][2] = {};
       auto put = [&](T* r, int col, float a, float b) { mma::store16_pair(r, col, out.cols, a, b); };
+      // Whole rows, 16-byte aligned: 16 bytes a lane after the quad's words are traded, as the
+      // forward's O (mma::store16_row), where a lane's pairs wrote half a sector each.
+      const bool whole = mma::whole_rows16(out.dk + base, out.ld, out.cols, D) &&
+                         mma::whole_rows16(out.dv + base, out.ld, out.cols, D);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int key = krow0 + 8 * h;
-        if (key >= seq) continue;
         T* krow = out.dk + base + std::size_t(key) * out.ld;
         T* vrow = out.dv + base + std::size_t(key) * out.ld;
+        if (key < seq)
 #pragma unroll
-        for (int nn = 0; nn < D / 8; ++nn) {
-          const int col = 8 * nn + 2 * t;
-          const float k0 = dk_acc[0][nn][2 * h] * scale, k1 = dk_acc[0][nn][2 * h + 1] * scale;
-          const float v0 = dv_acc[0][nn][2 * h], v1 = dv_acc[0][nn][2 * h + 1];
-          sk[nn][0] += k0, sk[nn][1] += k1, sv[nn][0] += v0, sv[nn][1] += v1;
-          put(krow + col, col, k0, k1), put(vrow + col, col, v0, v1);
+          for (int nn = 0; nn < D / 8; ++nn) {
+            sk[nn][0] += dk_acc[0][nn][2 * h] * scale, sk[nn][1] += dk_acc[0][nn][2 * h + 1] * scale;
+            sv[nn][0] += dv_acc[0][nn][2 * h], sv[nn][1] += dv_acc[0][nn][2 * h + 1];
+          }
+        if (whole) {  // every lane: the quads' shuffles
+          mma::store16_row<D / 8>(krow, key < seq, [&](int nn) {
+            return make_float2(dk_acc[0][nn][2 * h] * scale, dk_acc[0][nn][2 * h + 1] * scale);
+          });
+          mma::store16_row<D / 8>(vrow, key < seq,
+                                  [&](int nn) { return make_float2(dv_acc[0][nn][2 * h], dv_acc[0][nn][2 * h + 1]); });
+        } else if (key < seq) {
+#pragma unroll
+          for (int nn = 0; nn < D / 8; ++nn) {
+            const int col = 8 * nn + 2 * t;
+            put(krow + col, col, dk_acc[0][nn][2 * h] * scale, dk_acc[0][nn][2 * h + 1] * scale);
+            put(vrow + col, col, dv_acc[0][nn][2 * h], dv_acc[0][nn][2 * h + 1]);
+          }
         }
       }
       // The columns' sums over the warpgroup's 64 keys: a column's 16 keys of a warp lie in the 8

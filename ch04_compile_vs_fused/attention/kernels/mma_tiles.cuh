@@ -71,6 +71,51 @@ __device__ __forceinline__ void mask_scores(float (&s)[MT][NT][4], int col0, int
 // The MUFU's 2^x (online_softmax.cuh).
 using online_softmax::exp2_ftz;
 
+// 16-bit rows stored 16 bytes a lane. A row of an m16n8 accumulator is held by a quad of lanes,
+// lane t (t = lane % 4) with columns 8 n + 2 t and + 1 of every n: stored as they lie, a pair (4
+// bytes, half a 32-byte sector of the quad's) a store. quad_transpose trades a quad's 4 x 4 words
+// (w0..w3: columns 8 j + 2 t, + 1, j = 0..3) so that lane t leaves with columns 8 t .. 8 t + 7, its
+// eight consecutive columns: two rounds, a lane's half of the words swapped with lane t ^ 2 (the 2 x
+// 2 blocks), then with lane t ^ 1 (the words inside them), four shuffles. Every lane of the warp
+// calls it.
+__device__ __forceinline__ void quad_transpose(std::uint32_t& w0, std::uint32_t& w1, std::uint32_t& w2,
+                                               std::uint32_t& w3, int t) {
+  const bool hi = t & 2, odd = t & 1;
+  std::uint32_t x = __shfl_xor_sync(~0u, hi ? w0 : w2, 2), y = __shfl_xor_sync(~0u, hi ? w1 : w3, 2);
+  if (hi) w0 = x, w1 = y;
+  else w2 = x, w3 = y;
+  x = __shfl_xor_sync(~0u, odd ? w0 : w1, 1), y = __shfl_xor_sync(~0u, odd ? w2 : w3, 1);
+  if (odd) w0 = x, w2 = y;
+  else w1 = x, w3 = y;
+}
+// Whether rows of ld elements from `first` (T, 16-bit) take store16_row: whole rows of the kernel's
+// `width` columns (no padding left out), each 16-byte aligned.
+template <class T>
+__device__ __forceinline__ bool whole_rows16(const T* first, std::size_t ld, int cols, int width) {
+  return cols == width && ld % 8 == 0 && reinterpret_cast<std::uintptr_t>(first) % 16 == 0;
+}
+// A row's 8 DN columns from the quad's fragments, rounded to T (bf16 or fp16; nearest, even) and
+// stored at r, 16 bytes a lane after quad_transpose (a quarter of the pairs' stores, whole sectors).
+// pair(n): this lane's two values of its n-th pair. Every lane of the warp calls it (shuffles);
+// `store` false (a row past seq) stores nothing.
+template <int DN, class T, class Pair>
+__device__ __forceinline__ void store16_row(T* r, bool store, Pair pair) {
+  static_assert(DN % 4 == 0, "whole 32-column groups");
+  const int t = threadIdx.x % 4;
+  std::uint32_t w[DN];
+#pragma unroll
+  for (int n = 0; n < DN; ++n) {
+    const float2 v = pair(n);
+    w[n] = pack16<T>(v.x, v.y);
+  }
+#pragma unroll
+  for (int g = 0; g < DN / 4; ++g) quad_transpose(w[4 * g], w[4 * g + 1], w[4 * g + 2], w[4 * g + 3], t);
+  if (!store) return;
+#pragma unroll
+  for (int g = 0; g < DN / 4; ++g)
+    *reinterpret_cast<uint4*>(r + 32 * g + 8 * t) = make_uint4(w[4 * g], w[4 * g + 1], w[4 * g + 2], w[4 * g + 3]);
+}
+
 // The online softmax's state for a warp's MT m16 tiles of queries: each row's running max m (in
 // units of log2, that is, of s scale log2 e) and this lane's share l of its running sum (the quad's
 // shares are added by write). Rows are (mt, h): this lane's rows g + 16 mt + 8 h.
@@ -147,31 +192,20 @@ struct Softmax {
   // write() into 16-bit rows (T: bf16 or fp16) of ld elements, row r at o + r ld, its first `cols`
   // columns alone (a head narrower than the kernel's width is padded with zeros: the rest is that
   // padding): the GPT-2 step's merged attention output, which its next product reads, and the
-  // package's O in SDPA's layout. Where the row is whole (cols = the kernel's width) and its chunks
-  // 16-byte aligned, a quad's four lanes first trade their pairs (quad_transpose: four shuffles a
-  // 32 columns) so that each lane holds eight consecutive columns and stores them at once: a
-  // quarter of the store instructions, each writing whole 32-byte sectors, where a lane's pairs
-  // wrote half a sector each (the fp32 write() of the same tile, with as many stores as the pairs
-  // but whole sectors, ran 7% faster under ncu at (4, 12, 1024, 64), session 62). Elsewhere a pair
-  // at a time (store16_pair).
+  // package's O in SDPA's layout. Whole rows, 16-byte aligned, are stored 16 bytes a lane
+  // (store16_row): a quarter of the store instructions, each writing whole 32-byte sectors, where a
+  // lane's pairs wrote half a sector each (under ncu at (4, 12, 1024, 64) on the H200, session 62,
+  // the package's forward kernel took 39.0 us this way, 42.3 with the pairs). Elsewhere a pair at
+  // a time (store16_pair).
   template <int DN, class T>
   __device__ __forceinline__ void write_rows(const float (&acc)[MT][DN][4], T* __restrict__ o,
                                              std::size_t ld, int cols, float* __restrict__ lse, int qrow0,
                                              int seq) const {
     if constexpr (DN % 4 == 0) {
-      if (cols == 8 * DN && ld % 8 == 0 && reinterpret_cast<std::uintptr_t>(o) % 16 == 0) {
-        const int t = threadIdx.x % 4;
+      if (whole_rows16(o, ld, cols, 8 * DN)) {
         finish_rows(lse, qrow0, seq, [&](int mt, int h, int row, float inv) {
-          std::uint32_t w[DN];
-#pragma unroll
-          for (int n = 0; n < DN; ++n) w[n] = pack16<T>(acc[mt][n][2 * h] * inv, acc[mt][n][2 * h + 1] * inv);
-#pragma unroll
-          for (int g = 0; g < DN / 4; ++g) quad_transpose(w[4 * g], w[4 * g + 1], w[4 * g + 2], w[4 * g + 3], t);
-          if (row >= seq) return;
-#pragma unroll
-          for (int g = 0; g < DN / 4; ++g)
-            *reinterpret_cast<uint4*>(o + std::size_t(row) * ld + 32 * g + 8 * t) =
-                make_uint4(w[4 * g], w[4 * g + 1], w[4 * g + 2], w[4 * g + 3]);
+          store16_row<DN>(o + std::size_t(row) * ld, row < seq,
+                          [&](int n) { return make_float2(acc[mt][n][2 * h] * inv, acc[mt][n][2 * h + 1] * inv); });
         });
         return;
       }
@@ -212,20 +246,6 @@ struct Softmax {
         row_fn(mt, h, row, 1.f / sum);
         if (t == 0 && row < seq) lse[row] = (m[mt][h] + log2f(sum)) / kLog2e;
       }
-  }
-  // A quad's 4 x 4 words transposed: lane t (t = lane % 4) holds w0..w3 = the words of columns
-  // 8 j + 2 t, + 1 (j = 0..3) and leaves with the words of columns 8 t + 2 j, + 1: its eight
-  // consecutive columns. Two rounds, a lane's half of the words swapped with lane t ^ 2 (the
-  // 2 x 2 blocks), then with lane t ^ 1 (the words inside them): four shuffles.
-  __device__ __forceinline__ static void quad_transpose(std::uint32_t& w0, std::uint32_t& w1, std::uint32_t& w2,
-                                                        std::uint32_t& w3, int t) {
-    const bool hi = t & 2, odd = t & 1;
-    std::uint32_t x = __shfl_xor_sync(~0u, hi ? w0 : w2, 2), y = __shfl_xor_sync(~0u, hi ? w1 : w3, 2);
-    if (hi) w0 = x, w1 = y;
-    else w2 = x, w3 = y;
-    x = __shfl_xor_sync(~0u, odd ? w0 : w1, 1), y = __shfl_xor_sync(~0u, odd ? w2 : w3, 1);
-    if (odd) w0 = x, w2 = y;
-    else w1 = x, w3 = y;
   }
 };
 
