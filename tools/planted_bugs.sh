@@ -36,7 +36,8 @@
 # Hopper attention whose keys are split across blocks, a chunk's mask taken at the row's first key
 # tile instead of the chunk's; in the persistent one, every item of a block written to its first
 # item's head (caught by the variant's own check shapes, where a block runs several); and in the GPT-2 step whose attention writes the products' rows, O's
-# rows placed without their batch's offset, each head's last column of O, dK and dV zeroed, and V's
+# rows placed without their batch's offset, each head's last column of O, dK and dV zeroed (in the
+# pairs' stores, and in the 16-byte stores of whole rows), and V's
 # bias gradient not summed; and in the fused steps' shared kernels, the loss's gradient 1% high for
 # every non-target logit (the row held in registers), and the MLP's second bias gradient carried
 # into the block below without clearing (each block's then the sum of its own and those above),
@@ -313,6 +314,8 @@ plant gpt2_rows_batch ch04_compile_vs_fused/attention/hopper/flash_tma.cuh optim
 plant gpt2_rows_o_mask ch04_compile_vs_fused/attention/kernels/mma_ptx.cuh optimized_gpt2_step_fused_bf16_rows \
   '*reinterpret_cast<__nv_bfloat162*>(r) = __floats2bfloat162_rn(a, b);' \
   '*reinterpret_cast<__nv_bfloat162*>(r) = __floats2bfloat162_rn(a, col + 2 < cols ? b : 0.f);'
+plant gpt2_rows_o16_last_col ch04_compile_vs_fused/attention/kernels/mma_tiles.cuh optimized_gpt2_step_fused_bf16_rows \
+  '    w[n] = pack16<T>(v.x, v.y);' '    w[n] = pack16<T>(v.x, n == DN - 1 ? 0.f : v.y);'
 plant gpt2_rows_v_bias ch04_compile_vs_fused/attention/hopper/backward_wgmma.cuh optimized_gpt2_step_fused_bf16_rows \
   'if (col >= out.cols) continue;' 'if (col >= out.cols || which == 1) continue;'
 plant gpt2_loss_rows ch04_compile_vs_fused/gpt2/fused/kernels.cuh optimized_gpt2_step_fused_bf16_rows \

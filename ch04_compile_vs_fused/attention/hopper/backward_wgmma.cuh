@@ -356,10 +356,13 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Split>::kThreads, 1)
           }
         if (whole) {  // every lane: the quads' shuffles
           mma::store16_row<D / 8>(krow, key < seq, [&](int nn) {
-            return make_float2(dk_acc[0][nn][2 * h] * scale, dk_acc[0][nn][2 * h + 1] * scale);
+            const float* k = dk_acc[0][nn] + 2 * h;
+            return make_float2(k[0] * scale, k[1] * scale);
           });
-          mma::store16_row<D / 8>(vrow, key < seq,
-                                  [&](int nn) { return make_float2(dv_acc[0][nn][2 * h], dv_acc[0][nn][2 * h + 1]); });
+          mma::store16_row<D / 8>(vrow, key < seq, [&](int nn) {
+            const float* v = dv_acc[0][nn] + 2 * h;
+            return make_float2(v[0], v[1]);
+          });
         } else if (key < seq) {
 #pragma unroll
           for (int nn = 0; nn < D / 8; ++nn) {
