@@ -25,7 +25,7 @@ std::vector<float> values(float lo, float hi) {
   for (std::uint32_t bits = 0; bits < (1u << 16); ++bits) {
     const std::uint16_t word = static_cast<std::uint16_t>(bits);
     T t;
-    std::memcpy(&t, &word, sizeof t);
+    std::memcpy(static_cast<void*>(&t), &word, sizeof t);  // the bits as they are (T has no constructor from them)
     const float v = lab::to_f32(t);
     if (std::isfinite(v) && v >= lo && v <= hi) out.push_back(v);
   }
