@@ -28,7 +28,7 @@
 #include "attention/hopper/backward_wgmma.cuh"
 
 namespace {
-using Wgmma = flashtma::bwd::Backward</*SplitDq=*/false>;
+using Wgmma = flashtma::bwd::Backward<flashtma::bwd::kDqPerConsumer>;
 }  // namespace
 
 LAB_VARIANT_CLASS_STEP(Wgmma, LAB_STEP,

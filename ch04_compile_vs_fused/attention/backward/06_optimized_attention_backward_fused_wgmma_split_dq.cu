@@ -23,7 +23,7 @@
 #include "attention/hopper/backward_wgmma.cuh"
 
 namespace {
-using SplitDq = flashtma::bwd::Backward</*SplitDq=*/true>;
+using SplitDq = flashtma::bwd::Backward<flashtma::bwd::kDqSplit>;
 }  // namespace
 
 LAB_VARIANT_CLASS_STEP(SplitDq, LAB_STEP,

@@ -2,8 +2,9 @@
 // over bf16 Q, K, V and dO by head and the fp32 dQ it adds to, the shared-memory attribute, the
 // launch, and the variant class (Backward) of the two steps that run it alone:
 // backward/05_optimized_attention_backward_fused_wgmma.cu, where the lesson is told (its opening
-// comment), and 06_optimized_attention_backward_fused_wgmma_split_dq.cu (dQ's product split by
-// columns across the consumers: kSplitDq). The GPT-2 steps that run the Hopper attention launch it
+// comment), 06_optimized_attention_backward_fused_wgmma_split_dq.cu (dQ's product split by
+// columns across the consumers: kSplitDq) and 07_optimized_attention_backward_fused_wgmma_dq_behind.cu
+// (dQ made one tile behind: kDqBehind). The GPT-2 steps that run the Hopper attention launch it
 // too (gpt2/fused/hopper_attention.cuh: gpt2/steps/08_optimized_gpt2_step_fused_bf16_hopper.cu, and
 // 09_optimized_gpt2_step_fused_bf16_rows.cu with dK and dV into the products' rows, KVRows), and
 // so does the package (python/csrc/bridge_attention_hopper.cu), both with dQ split where it applies.
@@ -17,6 +18,8 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdlib>
+#include <string>
 
 #include "attention/hopper/flash_tma.cuh"
 
@@ -28,7 +31,12 @@ namespace flashtma::bwd {
 // share each Q and dO tile, at 160 registers each (dV and dK take 64); two (128 keys, 240
 // registers each) make more, smaller blocks, which fill a small grid's last wave better: the GPT-2
 // steps' attention takes two (gpt2/fused/hopper_attention.cuh, kBackwardConsumers).
-template <int D, int Cn = (D == 64 ? 3 : 2), bool Split = true>
+// How dQ's product is divided (the Plan of Bwd and of the kernel): each consumer all of d over its
+// own keys (step 5); split by columns across the consumers (step 6); split, and made one tile
+// behind the rest (step 7: kDqBehind).
+enum DqPlan : int { kDqPerConsumer = 0, kDqSplit = 1, kDqSplitBehind = 2 };
+
+template <int D, int Cn = (D == 64 ? 3 : 2), int Plan = kDqSplit>
 struct Bwd {
   static_assert(Cn == 2 || (Cn == 3 && D == 64), "two consumers, or three at d = 64");
   static constexpr int kConsumers = Cn, kBc = 64 * kConsumers, kBr = 64, kRegions = D / 64;
@@ -41,8 +49,15 @@ struct Bwd {
   // reductions into L2). The consumers then hand dS^T to each other: two buffers each (by the
   // tile's parity), and an mbarrier each that says a buffer is written. Otherwise (step 5, and
   // d = 64) each consumer makes all of d over its own keys.
-  static constexpr bool kSplitDq = Split && D == 128 && kConsumers == 2;
-  static constexpr int kDsBuffers = kSplitDq ? 2 : 1, kDqCols = kSplitDq ? D / kConsumers : D;
+  static constexpr bool kSplitDq = Plan >= kDqSplit && D == 128 && kConsumers == 2;
+  // dQ one tile behind (step 7): a consumer makes dQ's columns of tile n - 1 after dV and dK of
+  // tile n, so it waits on the other consumer's dS^T of the tile before, written half a tile or more
+  // ago, not of the tile it has just made: the consumers are no longer held in step at every tile,
+  // and the second starts one product behind the first (its first S^T waits on the first's: a
+  // named barrier), so that one's softmax and stores run under the other's products. Three dS^T
+  // buffers each, and an mbarrier each on which both consumers say they have read it.
+  static constexpr bool kDqBehind = kSplitDq && Plan == kDqSplitBehind;
+  static constexpr int kDsBuffers = kDqBehind ? 3 : kSplitDq ? 2 : 1, kDqCols = kSplitDq ? D / kConsumers : D;
   // A consumer's dS^T (bf16), and its dQ partial (fp32, kDqCols / 32 regions of 64 rows x 128
   // bytes, 128-byte swizzled as the TMA reads them).
   static constexpr int kDsBytes = 64 * kBr * 2, kDqBytes = kBr * kDqCols * 4;
@@ -50,7 +65,8 @@ struct Bwd {
   static constexpr int kRowsBytes = 2 * kBr * 4;  // a consumer's copy of the tile's lse and delta
   static constexpr int kSmemBytes = 1024 + 2 * kKVBytes + 2 * kStages * kTileBytes +
                                     kConsumers * (kDsBuffers * kDsBytes + kDqBytes + kRowsBytes) +
-                                    8 * (1 + 2 * kStages + (kSplitDq ? 2 * kConsumers : 0));
+                                    8 * (1 + 2 * kStages + (kSplitDq ? kDsBuffers * kConsumers : 0) +
+                                         (kDqBehind ? kDsBuffers * kConsumers : 0));
   static_assert((kConsumers * kConsumerRegs + kProducerRegs) * 128 <= 65536, "the register file");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
 };
@@ -107,14 +123,15 @@ inline Order order_for(int bh, int tiles, int seq, int d, bool causal) {
 #if defined(LAB_SM90A)
 namespace tma = lab::tma;
 
-template <int D, int Cn, bool Split>
+template <int D, int Cn, int Plan>
 struct Smem {
-  using C = Bwd<D, Cn, Split>;
+  using C = Bwd<D, Cn, Plan>;
   std::uint8_t *k, *v, *q, *dout, *ds, *dq;
   float* rows;  // per consumer: lse (log2 units) then delta, kBr each
   std::uint64_t *kv_full, *full, *empty;
-  std::uint64_t* ds_full;  // kSplitDq: [consumer][parity], its dS^T buffer written
-  // Consumer c's dS^T buffer for the tile of parity b.
+  std::uint64_t* ds_full;   // kSplitDq: [consumer][buffer], its dS^T buffer written
+  std::uint64_t* ds_empty;  // kDqBehind: [consumer][buffer], read by every consumer's dQ product
+  // Consumer c's dS^T buffer b (the tile's index modulo kDsBuffers picks it).
   __device__ std::uint8_t* ds_of(int c, int b) const { return ds + (c * C::kDsBuffers + b) * C::kDsBytes; }
   __device__ explicit Smem(std::uint8_t* raw) {
     k = raw + ((1024 - tma::smem_address(raw) % 1024) % 1024);
@@ -126,6 +143,7 @@ struct Smem {
     rows = reinterpret_cast<float*>(dq + C::kConsumers * C::kDqBytes);
     kv_full = reinterpret_cast<std::uint64_t*>(rows + C::kConsumers * 2 * C::kBr);
     full = kv_full + 1, empty = full + C::kStages, ds_full = empty + C::kStages;
+    ds_empty = ds_full + C::kConsumers * C::kDsBuffers;
   }
 };
 
@@ -134,17 +152,17 @@ __device__ __forceinline__ void group_sync(int consumer) {
   asm volatile("bar.sync %0, 128;\n" ::"r"(1 + consumer) : "memory");
 }
 
-template <int D, bool Causal, int Cn, bool Split, class T = __nv_bfloat16>
-__global__ void __launch_bounds__(Bwd<D, Cn, Split>::kThreads, 1)
+template <int D, bool Causal, int Cn, int Plan, class T = __nv_bfloat16>
+__global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
     flash_backward_wgmma(const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap kmap,
                          const __grid_constant__ CUtensorMap vmap, const __grid_constant__ CUtensorMap dmap,
                          const __grid_constant__ CUtensorMap dqmap, const float* __restrict__ lse,
                          const float* __restrict__ delta,
                          float* __restrict__ dk, float* __restrict__ dv, int seq, float scale, float scale_log2,
-                         const KVRowsOf<T> out, const Order order) {
-  using C = Bwd<D, Cn, Split>;
+                         const KVRowsOf<T> out, const Order order, int stagger) {
+  using C = Bwd<D, Cn, Plan>;
   extern __shared__ std::uint8_t smem_raw[];
-  const Smem<D, Cn, Split> sh(smem_raw);
+  const Smem<D, Cn, Plan> sh(smem_raw);
   const Order::Place at = order.place(int(blockIdx.x));
   const int key0 = at.tile * C::kBc, head = at.head;
   const int tiles = (seq + C::kBr - 1) / C::kBr, first = Causal ? key0 / C::kBr : 0;  // earlier queries see no key here
@@ -153,7 +171,9 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Split>::kThreads, 1)
     tma::init(sh.kv_full, 1);
     for (int st = 0; st < C::kStages; ++st) tma::init(sh.full + st, 1), tma::init(sh.empty + st, 4 * C::kConsumers);
     if constexpr (C::kSplitDq)
-      for (int b = 0; b < 2 * C::kConsumers; ++b) tma::init(sh.ds_full + b, 4);  // a warp each
+      for (int b = 0; b < C::kDsBuffers * C::kConsumers; ++b) tma::init(sh.ds_full + b, 4);  // a warp each
+    if constexpr (C::kDqBehind)  // each warp of each consumer, once its dQ product has read the buffer
+      for (int b = 0; b < C::kDsBuffers * C::kConsumers; ++b) tma::init(sh.ds_empty + b, 4 * C::kConsumers);
     tma::fence_init();
   }
   __syncthreads();
@@ -187,7 +207,7 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Split>::kThreads, 1)
     const int krow0 = keyw + 16 * warp + g;       // this lane's keys: krow0, krow0 + 8
     const std::uint8_t* kw = sh.k + 64 * consumer * 128;  // its rows of K and V in each region
     const std::uint8_t* vw = sh.v + 64 * consumer * 128;
-    std::uint8_t* ds = sh.ds_of(consumer, 0);  // with kSplitDq, the tile's parity picks the buffer
+    std::uint8_t* ds = sh.ds_of(consumer, 0);  // with kSplitDq, the tile's index picks the buffer
     std::uint8_t* dqs = sh.dq + consumer * C::kDqBytes;
     float* rows = sh.rows + consumer * 2 * C::kBr;  // lse (log2 units), then delta
     const int me = int(threadIdx.x % 128);
@@ -195,99 +215,21 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Split>::kThreads, 1)
     float dk_acc[1][D / 8][4] = {}, dv_acc[1][D / 8][4] = {};
     float(&dkd)[D / 2] = reinterpret_cast<float(&)[D / 2]>(dk_acc);
     float(&dvd)[D / 2] = reinterpret_cast<float(&)[D / 2]>(dv_acc);
-    tma::wait(sh.kv_full, 0);
 
-    for (int i = first; i < tiles; ++i) {
-      const int n = i - first, st = n % C::kStages, row0 = i * C::kBr;
-      if constexpr (C::kSplitDq) ds = sh.ds_of(consumer, n & 1);
-      const std::uint8_t* qt = sh.q + st * C::kTileBytes;
-      const std::uint8_t* dot = sh.dout + st * C::kTileBytes;
-      // The tile's lse (log2 units) and delta, one value a thread, to shared memory once the products
-      // are issued (the previous tile's readers have all passed its group_sync since).
-      const int query = row0 + me % C::kBr;
-      const float mine = query >= seq ? 0.f : me < C::kBr ? __ldg(lse + rows_before + query) * flash::kLog2e
-                                                         : __ldg(delta + rows_before + query);
-
-      // S^T = K Q^T and dP^T = V dO^T: 64 keys x 64 queries each, one m64n64k16 per 16 of d.
-      float s[1][8][4], dp[1][8][4];
-      float(&sd)[32] = reinterpret_cast<float(&)[32]>(s);
-      float(&dpd)[32] = reinterpret_cast<float(&)[32]>(dp);
-      tma::wait(sh.full + st, unsigned(n / C::kStages) & 1);
-      wgmma::fence();
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        const int off = (kk / 4) * C::kBc * 128, qoff = (kk / 4) * C::kBr * 128;
-        wgmma::mma_ss<0, 0, T>(sd, wgmma::descriptor(kw + off) + 2 * (kk % 4),
-                               wgmma::descriptor(qt + qoff) + 2 * (kk % 4), kk > 0);
-        wgmma::mma_ss<0, 0, T>(dpd, wgmma::descriptor(vw + off) + 2 * (kk % 4),
-                               wgmma::descriptor(dot + qoff) + 2 * (kk % 4), kk > 0);
-      }
-      wgmma::commit();
-      rows[me] = mine;
-      wgmma::wait<0>();
-      group_sync(consumer);
-
-      // P^T = exp2(S^T scale log2 e - lse) and dS^T = P^T (dP^T - delta), in place; masked: a key or
-      // a query past seq, a key after its query.
-      const bool edge = row0 + C::kBr > seq || keyw + 64 > seq || (Causal && row0 < keyw + 64);
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int c = 8 * j + 2 * t + (e & 1), query = row0 + c, key = krow0 + 8 * (e / 2);
-          float p = mma::exp2_ftz(fmaf(s[0][j][e], scale_log2, -rows[c]));
-          if (edge && (query >= seq || key >= seq || (Causal && key > query))) p = 0.f;
-          s[0][j][e] = p;
-          dp[0][j][e] = p * (dp[0][j][e] - rows[C::kBr + c]);
-        }
-      std::uint32_t pa[4][4], da[4][4];  // the A fragments of P^T and dS^T, 16 queries each
-      flashtma::pack_p<T>(s, pa);
-      flashtma::pack_p<T>(dp, da);
-      // dS^T to shared memory for dQ: row r (a key) is 64 queries, 128 bytes, chunk c at c ^ (r % 8).
-      {
-        auto put = [&](int r, int chunk, std::uint32_t x) {
-          *reinterpret_cast<std::uint32_t*>(ds + r * 128 + ((chunk ^ (r % 8)) * 16) + 4 * t) = x;
-        };
-        const int r = 16 * warp + g;
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-          put(r, 2 * kk, da[kk][0]), put(r + 8, 2 * kk, da[kk][1]);
-          put(r, 2 * kk + 1, da[kk][2]), put(r + 8, 2 * kk + 1, da[kk][3]);
-        }
-      }
-      wgmma::fence_proxy_async();  // the stores, before wgmma reads dS^T through the async proxy
-      if constexpr (C::kSplitDq) {  // both consumers' dQ products read it: say it is written
-        __syncwarp();
-        if (lane == 0) tma::arrive(sh.ds_full + 2 * consumer + (n & 1));
-      } else {
-        group_sync(consumer);
-      }
-
-      // dV += P^T dO, dK += dS^T Q (16 queries a wgmma, dO and Q read N-major).
-      wgmma::fence();
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        const std::uint64_t bo = wgmma::descriptor_mn(dot + kk * 2048, C::kBr * 128);
-        const std::uint64_t bq = wgmma::descriptor_mn(qt + kk * 2048, C::kBr * 128);
-        if constexpr (D == 128)
-          wgmma::mma_rs_n128<1, T>(dvd, pa[kk], bo), wgmma::mma_rs_n128<1, T>(dkd, da[kk], bq);
-        else
-          wgmma::mma_rs_n64<1, T>(dvd, pa[kk], bo), wgmma::mma_rs_n64<1, T>(dkd, da[kk], bq);
-      }
-      wgmma::commit();
-      wgmma::wait<0>();  // P^T and dS^T's registers free again (the register file holds dV, dK and dQ)
-      if (lane == 0) tma::arrive(sh.empty + st);  // Q and dO of this stage are used up
-      // dQ (this warpgroup's share) = dS K over its 64 keys, 64 columns of d at a time (the register
-      // file holds dV and dK besides): dS read M-major from dS^T, K N-major, 16 keys (2048 bytes) a
-      // wgmma. Each half goes to shared memory, scaled, as rows of d floats (as in device memory)
-      // once the previous tile's reduction has read the buffer.
+    // dQ (this warpgroup's share) of tile `tile` (counted from `first`) = dS K over its 64 keys, 64
+    // columns of d at a time (the register file holds dV and dK besides): dS read M-major from
+    // dS^T, K N-major, 16 keys (2048 bytes) a wgmma. Each half goes to shared memory, scaled, as rows
+    // of d floats (as in device memory) once the previous tile's reduction has read the buffer.
+    auto dq_tile = [&](int tile) {
+      const int buf = tile % C::kDsBuffers, row0 = (first + tile) * C::kBr;
       if (leader) tma::bulk_wait_read<0>();
       group_sync(consumer);
       // kSplitDq: this consumer's kDqCols columns of dQ over the block's kBc keys, from both
-      // consumers' dS^T of this tile (written once their mbarriers' phases for this parity
-      // complete: a buffer's phase is n / 2) and K's rows of the whole block.
+      // consumers' dS^T of this tile (written once their mbarriers' phases for this buffer
+      // complete: a buffer's phase is tile / kDsBuffers) and K's rows of the whole block.
       if constexpr (C::kSplitDq)
-        for (int c = 0; c < C::kConsumers; ++c) tma::wait(sh.ds_full + 2 * c + (n & 1), unsigned(n / 2) & 1);
+        for (int c = 0; c < C::kConsumers; ++c)
+          tma::wait(sh.ds_full + C::kDsBuffers * c + buf, unsigned(tile / C::kDsBuffers) & 1);
 #pragma unroll
       for (int half = 0; half < C::kDqCols / 64; ++half) {
         float dq_acc[1][8][4];
@@ -295,13 +237,16 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Split>::kThreads, 1)
         wgmma::fence();
 #pragma unroll
         for (int kk = 0; kk < (C::kSplitDq ? C::kBc : 64) / 16; ++kk) {
-          const std::uint8_t* a = C::kSplitDq ? sh.ds_of(kk / 4, n & 1) + (kk % 4) * 2048 : ds + kk * 2048;
+          const std::uint8_t* a = C::kSplitDq ? sh.ds_of(kk / 4, buf) + (kk % 4) * 2048 : ds + kk * 2048;
           const int key = C::kSplitDq ? 16 * kk : 64 * consumer + 16 * kk, region = C::kSplitDq ? consumer : half;
           wgmma::mma_ss<1, 1, T>(dqd, wgmma::descriptor_mn(a, 0),
                               wgmma::descriptor_mn(sh.k + region * C::kBc * 128 + key * 128, 0), kk > 0);
         }
         wgmma::commit();
         wgmma::wait<0>();
+        if constexpr (C::kDqBehind)  // this warp has read every consumer's dS^T of the tile
+          if (lane == 0)
+            for (int c = 0; c < C::kConsumers; ++c) tma::arrive(sh.ds_empty + C::kDsBuffers * c + buf);
         // A float2 store is served a half-warp at a time (16 lanes, 128 bytes a wavefront). In the
         // swizzled rows, lanes g and g ^ 1 of the same nn land in the same two 16-byte chunks (chunk
         // 2 (nn % 4) + t / 2, XOR g: the pair {x, x ^ 1} for both), a 2-way conflict: four wavefronts
@@ -331,7 +276,104 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Split>::kThreads, 1)
           tma::reduce_add_tile(&dqmap, dqs + region * C::kBr * 128, col0 + 32 * region, row0, head);
         tma::bulk_commit();
       }
+    };
+    tma::wait(sh.kv_full, 0);
+    if constexpr (C::kDqBehind)  // the second consumer's first products wait on the first's
+      if (stagger && consumer == 1) asm volatile("bar.sync 3, 256;\n" ::: "memory");
+
+    for (int i = first; i < tiles; ++i) {
+      const int n = i - first, st = n % C::kStages, row0 = i * C::kBr;
+      if constexpr (C::kSplitDq) ds = sh.ds_of(consumer, n % C::kDsBuffers);
+      const std::uint8_t* qt = sh.q + st * C::kTileBytes;
+      const std::uint8_t* dot = sh.dout + st * C::kTileBytes;
+      // The tile's lse (log2 units) and delta, one value a thread, to shared memory once the products
+      // are issued (the previous tile's readers have all passed its group_sync since).
+      const int query = row0 + me % C::kBr;
+      const float mine = query >= seq ? 0.f : me < C::kBr ? __ldg(lse + rows_before + query) * flash::kLog2e
+                                                         : __ldg(delta + rows_before + query);
+
+      // S^T = K Q^T and dP^T = V dO^T: 64 keys x 64 queries each, one m64n64k16 per 16 of d.
+      float s[1][8][4], dp[1][8][4];
+      float(&sd)[32] = reinterpret_cast<float(&)[32]>(s);
+      float(&dpd)[32] = reinterpret_cast<float(&)[32]>(dp);
+      tma::wait(sh.full + st, unsigned(n / C::kStages) & 1);
+      wgmma::fence();
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        const int off = (kk / 4) * C::kBc * 128, qoff = (kk / 4) * C::kBr * 128;
+        wgmma::mma_ss<0, 0, T>(sd, wgmma::descriptor(kw + off) + 2 * (kk % 4),
+                               wgmma::descriptor(qt + qoff) + 2 * (kk % 4), kk > 0);
+        wgmma::mma_ss<0, 0, T>(dpd, wgmma::descriptor(vw + off) + 2 * (kk % 4),
+                               wgmma::descriptor(dot + qoff) + 2 * (kk % 4), kk > 0);
+      }
+      wgmma::commit();
+      rows[me] = mine;
+      wgmma::wait<0>();
+      if constexpr (C::kDqBehind)  // the first consumer's first products are done: the second's may start
+        if (stagger && consumer == 0 && n == 0) asm volatile("bar.arrive 3, 256;\n" ::: "memory");
+      group_sync(consumer);
+
+      // P^T = exp2(S^T scale log2 e - lse) and dS^T = P^T (dP^T - delta), in place; masked: a key or
+      // a query past seq, a key after its query.
+      const bool edge = row0 + C::kBr > seq || keyw + 64 > seq || (Causal && row0 < keyw + 64);
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int c = 8 * j + 2 * t + (e & 1), query = row0 + c, key = krow0 + 8 * (e / 2);
+          float p = mma::exp2_ftz(fmaf(s[0][j][e], scale_log2, -rows[c]));
+          if (edge && (query >= seq || key >= seq || (Causal && key > query))) p = 0.f;
+          s[0][j][e] = p;
+          dp[0][j][e] = p * (dp[0][j][e] - rows[C::kBr + c]);
+        }
+      std::uint32_t pa[4][4], da[4][4];  // the A fragments of P^T and dS^T, 16 queries each
+      flashtma::pack_p<T>(s, pa);
+      flashtma::pack_p<T>(dp, da);
+      // kDqBehind: the buffer's last tile (n - kDsBuffers) has been read by both consumers' dQ.
+      if constexpr (C::kDqBehind)
+        tma::wait(sh.ds_empty + C::kDsBuffers * consumer + n % C::kDsBuffers,
+                  (unsigned(n / C::kDsBuffers) & 1) ^ 1);
+      // dS^T to shared memory for dQ: row r (a key) is 64 queries, 128 bytes, chunk c at c ^ (r % 8).
+      {
+        auto put = [&](int r, int chunk, std::uint32_t x) {
+          *reinterpret_cast<std::uint32_t*>(ds + r * 128 + ((chunk ^ (r % 8)) * 16) + 4 * t) = x;
+        };
+        const int r = 16 * warp + g;
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+          put(r, 2 * kk, da[kk][0]), put(r + 8, 2 * kk, da[kk][1]);
+          put(r, 2 * kk + 1, da[kk][2]), put(r + 8, 2 * kk + 1, da[kk][3]);
+        }
+      }
+      wgmma::fence_proxy_async();  // the stores, before wgmma reads dS^T through the async proxy
+      if constexpr (C::kSplitDq) {  // both consumers' dQ products read it: say it is written
+        __syncwarp();
+        if (lane == 0) tma::arrive(sh.ds_full + C::kDsBuffers * consumer + n % C::kDsBuffers);
+      } else {
+        group_sync(consumer);
+      }
+
+      // dV += P^T dO, dK += dS^T Q (16 queries a wgmma, dO and Q read N-major).
+      wgmma::fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        const std::uint64_t bo = wgmma::descriptor_mn(dot + kk * 2048, C::kBr * 128);
+        const std::uint64_t bq = wgmma::descriptor_mn(qt + kk * 2048, C::kBr * 128);
+        if constexpr (D == 128)
+          wgmma::mma_rs_n128<1, T>(dvd, pa[kk], bo), wgmma::mma_rs_n128<1, T>(dkd, da[kk], bq);
+        else
+          wgmma::mma_rs_n64<1, T>(dvd, pa[kk], bo), wgmma::mma_rs_n64<1, T>(dkd, da[kk], bq);
+      }
+      wgmma::commit();
+      wgmma::wait<0>();  // P^T and dS^T's registers free again (the register file holds dV, dK and dQ)
+      if (lane == 0) tma::arrive(sh.empty + st);  // Q and dO of this stage are used up
+      if constexpr (C::kDqBehind) {
+        if (n > 0) dq_tile(n - 1);  // the tile before's, whose dS^T both consumers wrote a tile ago
+      } else {
+        dq_tile(n);
+      }
     }
+    if constexpr (C::kDqBehind) dq_tile(tiles - 1 - first);  // the last tile's
     if (leader) tma::bulk_wait<0>();
 
     if (out.dk) {  // 16-bit rows (T), and the columns' sums
@@ -379,7 +421,10 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Split>::kThreads, 1)
       // column adds the four warps' sums: one atomic a column a warpgroup.
       // With kSplitDq the other consumer may still read this consumer's last dS^T: the buffer of the
       // other parity is free (its last reader, the other's previous dQ, came before the last wait).
-      if constexpr (C::kSplitDq) ds = sh.ds_of(consumer, (tiles - first) & 1);
+      // With kDqBehind it may still read the last two (its dQ runs a tile behind): the third is free
+      // (its last reader, the other's dQ of tile last - 2, came before the other wrote the last tile's
+      // dS^T, on which this consumer's last dQ waited), as are the ones no tile used.
+      if constexpr (C::kSplitDq) ds = sh.ds_of(consumer, (tiles - first) % C::kDsBuffers);
       float* part = reinterpret_cast<float*>(ds);  // [warp][dK, dV][D]
 #pragma unroll
       for (int nn = 0; nn < D / 8; ++nn)
@@ -437,12 +482,14 @@ inline int consumers_for(int d, int consumers) {
 // The five tensor maps a launch reads and adds through: Q and dO by 64 queries, K and V by a
 // block's keys (64 a consumer), dQ in boxes of 32 columns by 64 queries (fp32, 128-byte swizzled)
 // for the reductions; and the consumers the launch runs, which the K and V boxes were made for.
-// split_dq: dQ's product split by columns across the consumers where it applies (Bwd::kSplitDq);
-// false runs step 5's kernel (each consumer all of dQ's columns over its own keys).
+// dq_plan: how dQ's product is divided (DqPlan; where a split does not apply, at d = 64 or with
+// three consumers, every plan runs step 5's kernel). stagger (kDqSplitBehind): the second consumer
+// starts one product behind the first.
 struct Maps {
   CUtensorMap q{}, k{}, v{}, dout{}, dq{};
   int consumers = 0;
-  bool split_dq = true;
+  int dq_plan = kDqSplit;
+  bool stagger = true;
 };
 template <class T>
 inline Maps maps(const T* q, const T* k, const T* v, const T* dout, float* dq, int bh, int seq, int d,
@@ -471,31 +518,32 @@ void with_consumers(int d, bool causal, int consumers, F&& f) {
   });
 }
 
-// with_consumers's f(d, causal, consumers, split) with split an integral constant too: split_dq
-// where it changes the kernel (d = 128, two consumers), false elsewhere (one kernel, not two).
+// with_consumers's f(d, causal, consumers, plan) with the plan an integral constant too: dq_plan
+// where it changes the kernel (d = 128, two consumers), kDqPerConsumer elsewhere (one kernel, not
+// three).
 template <class F>
-void with_split(int d, bool causal, int consumers, bool split_dq, F&& f) {
+void with_plan(int d, bool causal, int consumers, int dq_plan, F&& f) {
   with_consumers(d, causal, consumers, [&](auto dc, auto cc, auto nc) {
-    if constexpr (Bwd<decltype(dc)::value, decltype(nc)::value, true>::kSplitDq) {
-      if (split_dq) return f(dc, cc, nc, std::true_type{});
+    if constexpr (Bwd<decltype(dc)::value, decltype(nc)::value, kDqSplit>::kSplitDq) {
+      if (dq_plan == kDqSplit) return f(dc, cc, nc, std::integral_constant<int, kDqSplit>{});
+      if (dq_plan == kDqSplitBehind) return f(dc, cc, nc, std::integral_constant<int, kDqSplitBehind>{});
     }
-    f(dc, cc, nc, std::false_type{});
+    f(dc, cc, nc, std::integral_constant<int, kDqPerConsumer>{});
   });
 }
 
 // The kernel's shared memory, set once before launches. Static, as flash_tma.cuh's prepare() and
 // launch() are (see there): each translation unit prepares and launches its own copy of the kernel.
 template <class T = __nv_bfloat16>
-static inline void prepare(int d, bool causal, int consumers = 0, bool split_dq = true) {
+static inline void prepare(int d, bool causal, int consumers = 0, int dq_plan = kDqSplit) {
 #if defined(LAB_SM90A)
-  with_split(d, causal, consumers_for(d, consumers), split_dq, [&](auto dc, auto cc, auto nc, auto sc) {
-    constexpr int D = decltype(dc)::value, Cn = decltype(nc)::value;
-    constexpr bool Split = decltype(sc)::value;
-    LAB_CHECK(cudaFuncSetAttribute(flash_backward_wgmma<D, decltype(cc)::value, Cn, Split, T>,
-                                   cudaFuncAttributeMaxDynamicSharedMemorySize, Bwd<D, Cn, Split>::kSmemBytes));
+  with_plan(d, causal, consumers_for(d, consumers), dq_plan, [&](auto dc, auto cc, auto nc, auto pc) {
+    constexpr int D = decltype(dc)::value, Cn = decltype(nc)::value, Plan = decltype(pc)::value;
+    LAB_CHECK(cudaFuncSetAttribute(flash_backward_wgmma<D, decltype(cc)::value, Cn, Plan, T>,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, Bwd<D, Cn, Plan>::kSmemBytes));
   });
 #else
-  (void)d, (void)causal, (void)consumers, (void)split_dq;
+  (void)d, (void)causal, (void)consumers, (void)dq_plan;
 #endif
 }
 
@@ -506,13 +554,13 @@ template <class T = __nv_bfloat16>
 static inline void launch(const Maps& m, const float* lse, const float* delta, float* dk, float* dv, int bh, int seq, int d,
                    bool causal, float scale, cudaStream_t stream, const KVRowsOf<T>& out = {}) {
 #if defined(LAB_SM90A)
-  with_split(d, causal, consumers_for(d, m.consumers), m.split_dq, [&](auto dc, auto cc, auto nc, auto sc) {
-    constexpr int D = decltype(dc)::value, Cn = decltype(nc)::value;
-    constexpr bool Split = decltype(sc)::value;
-    using C = Bwd<D, Cn, Split>;
+  with_plan(d, causal, consumers_for(d, m.consumers), m.dq_plan, [&](auto dc, auto cc, auto nc, auto pc) {
+    constexpr int D = decltype(dc)::value, Cn = decltype(nc)::value, Plan = decltype(pc)::value;
+    using C = Bwd<D, Cn, Plan>;
     const Order order = order_for(bh, (seq + C::kBc - 1) / C::kBc, seq, d, causal);
-    flash_backward_wgmma<D, decltype(cc)::value, Cn, Split, T><<<unsigned(bh) * order.tiles, C::kThreads, C::kSmemBytes, stream>>>(
-        m.q, m.k, m.v, m.dout, m.dq, lse, delta, dk, dv, seq, scale, scale * flash::kLog2e, out, order);
+    flash_backward_wgmma<D, decltype(cc)::value, Cn, Plan, T><<<unsigned(bh) * order.tiles, C::kThreads, C::kSmemBytes, stream>>>(
+        m.q, m.k, m.v, m.dout, m.dq, lse, delta, dk, dv, seq, scale, scale * flash::kLog2e, out, order,
+        int(m.stagger));
     LAB_CHECK(cudaGetLastError());
   });
 #else
@@ -522,11 +570,11 @@ static inline void launch(const Maps& m, const float* lse, const float* delta, f
 #endif
 }
 
-// A backward variant on this kernel, the class its step file registers (05: SplitDq false, 06:
-// true): its state is O, lse and delta as the forward leaves them, the bf16 copies of Q, K, V and
+// A backward variant on this kernel, the class its step file registers (05: kDqPerConsumer, 06:
+// kDqSplit, 07: kDqSplitBehind): its state is O, lse and delta as the forward leaves them, the bf16 copies of Q, K, V and
 // dO (made before timing), and the tensor maps over them (K and V by the block's keys, Q and dO by
 // 64 queries).
-template <bool SplitDq>
+template <int DqPlan>
 struct Backward {
   using Topic = AttentionBackward;
   attn::SavedOutput saved;
@@ -537,7 +585,7 @@ struct Backward {
       : saved(p, stream), in16(p, stream, p.dout.data()) {
     const attn::Dims& a = p.dims;
     if (a.d != 64 && a.d != 128) return;  // supports() says N/A
-    prepare(a.d, a.causal, 0, SplitDq);
+    prepare(a.d, a.causal, 0, DqPlan);
   }
   static lab::Declared declared() { return {.precision = "bf16"}; }
   static std::string supports(const lab::Shape& s, const lab::DeviceFacts& dev) { return flashtma::supports(s, dev); }
@@ -547,7 +595,8 @@ struct Backward {
     saved.prologue(a, p.dout.data(), p.dq.data(), stream);  // delta, and dQ = 0 for the reductions
     if (p.dq.data() != mapped_dq) {  // the maps over Q, K, V, dO and this dQ (host work only)
       maps = bwd::maps(in16.q.data(), in16.k.data(), in16.v.data(), in16.dout.data(), p.dq.data(), a.bh(), a.seq, a.d);
-      maps.split_dq = SplitDq;
+      maps.dq_plan = DqPlan;
+      if (const char* e = std::getenv("LAB_BWD_STAGGER")) maps.stagger = std::string(e) != "0";  // experiment
       mapped_dq = p.dq.data();
     }
     launch(maps, saved.lse.data(), saved.delta.data(), p.dk.data(), p.dv.data(), a.bh(), a.seq, a.d, a.causal,
