@@ -35,6 +35,9 @@ namespace flashtma::bwd {
 // own keys (step 5); split by columns across the consumers (step 6); split, and made one tile
 // behind the rest (step 7: kDqBehind).
 enum DqPlan : int { kDqPerConsumer = 0, kDqSplit = 1, kDqSplitBehind = 2 };
+// The plan of the launches that do not choose one (the package's; the GPT-2 steps' run d = 64, where
+// every plan is step 5's kernel): the chapter's last step's.
+inline constexpr int kDqDefault = kDqSplitBehind;
 
 template <int D, int Cn = (D == 64 ? 3 : 2), int Plan = kDqSplit>
 struct Bwd {
@@ -369,6 +372,7 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
       if (lane == 0) tma::arrive(sh.empty + st);  // Q and dO of this stage are used up
       if constexpr (C::kDqBehind) {
         if (n > 0) dq_tile(n - 1);  // the tile before's, whose dS^T both consumers wrote a tile ago
+        else group_sync(consumer);  // as dq_tile's: the next tile's lse and delta overwrite this one's
       } else {
         dq_tile(n);
       }
@@ -488,7 +492,7 @@ inline int consumers_for(int d, int consumers) {
 struct Maps {
   CUtensorMap q{}, k{}, v{}, dout{}, dq{};
   int consumers = 0;
-  int dq_plan = kDqSplit;
+  int dq_plan = kDqDefault;
   bool stagger = true;
 };
 template <class T>
@@ -535,7 +539,7 @@ void with_plan(int d, bool causal, int consumers, int dq_plan, F&& f) {
 // The kernel's shared memory, set once before launches. Static, as flash_tma.cuh's prepare() and
 // launch() are (see there): each translation unit prepares and launches its own copy of the kernel.
 template <class T = __nv_bfloat16>
-static inline void prepare(int d, bool causal, int consumers = 0, int dq_plan = kDqSplit) {
+static inline void prepare(int d, bool causal, int consumers = 0, int dq_plan = kDqDefault) {
 #if defined(LAB_SM90A)
   with_plan(d, causal, consumers_for(d, consumers), dq_plan, [&](auto dc, auto cc, auto nc, auto pc) {
     constexpr int D = decltype(dc)::value, Cn = decltype(nc)::value, Plan = decltype(pc)::value;
