@@ -348,14 +348,18 @@ plant attn_wgmma_backward_1pct ch04_compile_vs_fused/attention/hopper/backward_w
 plant attn_split_dq_1pct ch04_compile_vs_fused/attention/hopper/backward_wgmma.cuh \
   optimized_attention_backward_fused_wgmma_split_dq \
   'make_float2(a * scale, b * scale)' 'make_float2(a * scale, 1.01f * b * scale)'
-# The same 1% against step 7, whose consumers make dQ a tile behind; and step 7 without its last
-# tile's dQ (the one made after the loop: a block's last query tile of dQ left unadded).
+# The same 1% against steps 7 and 8, whose consumers make dQ a tile behind (8: in turns); and step 7
+# without its last tile's dQ (the one made after the loop: a block's last query tile of dQ left
+# unadded).
 plant attn_dq_behind_1pct ch04_compile_vs_fused/attention/hopper/backward_wgmma.cuh \
   optimized_attention_backward_fused_wgmma_dq_behind \
   'make_float2(a * scale, b * scale)' 'make_float2(a * scale, 1.01f * b * scale)'
+plant attn_dq_turns_1pct ch04_compile_vs_fused/attention/hopper/backward_wgmma.cuh \
+  optimized_attention_backward_fused_wgmma_turns \
+  'make_float2(a * scale, b * scale)' 'make_float2(a * scale, 1.01f * b * scale)'
 plant attn_dq_behind_last ch04_compile_vs_fused/attention/hopper/backward_wgmma.cuh \
   optimized_attention_backward_fused_wgmma_dq_behind \
-  'if constexpr (C::kDqBehind) dq_tile(tiles - 1 - first);' 'if constexpr (false) dq_tile(tiles - 1 - first);'
+  'dq_tile(tiles - 1 - first, consumer == 0);' '(void)0;'
 plant attn_3xtf32_backward_1pct ch04_compile_vs_fused/attention/kernels/flash_3xtf32.cuh \
   optimized_attention_backward_fused_3xtf32 \
   'make_float2(dk_acc[dn][2 * h] * scale, dk_acc[dn][2 * h + 1] * scale)' \

@@ -3,8 +3,9 @@
 // launch, and the variant class (Backward) of the two steps that run it alone:
 // backward/05_optimized_attention_backward_fused_wgmma.cu, where the lesson is told (its opening
 // comment), 06_optimized_attention_backward_fused_wgmma_split_dq.cu (dQ's product split by
-// columns across the consumers: kSplitDq) and 07_optimized_attention_backward_fused_wgmma_dq_behind.cu
-// (dQ made one tile behind: kDqBehind). The GPT-2 steps that run the Hopper attention launch it
+// columns across the consumers: kSplitDq), 07_optimized_attention_backward_fused_wgmma_dq_behind.cu
+// (dQ made one tile behind: kDqBehind) and 08_optimized_attention_backward_fused_wgmma_turns.cu (the
+// consumers' products in turns: kTurns). The GPT-2 steps that run the Hopper attention launch it
 // too (gpt2/fused/hopper_attention.cuh: gpt2/steps/08_optimized_gpt2_step_fused_bf16_hopper.cu, and
 // 09_optimized_gpt2_step_fused_bf16_rows.cu with dK and dV into the products' rows, KVRows), and
 // so does the package (python/csrc/bridge_attention_hopper.cu), both with dQ split where it applies.
@@ -33,8 +34,9 @@ namespace flashtma::bwd {
 // steps' attention takes two (gpt2/fused/hopper_attention.cuh, kBackwardConsumers).
 // How dQ's product is divided (the Plan of Bwd and of the kernel): each consumer all of d over its
 // own keys (step 5); split by columns across the consumers (step 6); split, and made one tile
-// behind the rest (step 7: kDqBehind).
-enum DqPlan : int { kDqPerConsumer = 0, kDqSplit = 1, kDqSplitBehind = 2 };
+// behind the rest (step 7: kDqBehind); and with the consumers taking turns at the tensor cores
+// (step 8: kTurns).
+enum DqPlan : int { kDqPerConsumer = 0, kDqSplit = 1, kDqSplitBehind = 2, kDqSplitTurns = 3 };
 // The plan of the launches that do not choose one (the package's; the GPT-2 steps' run d = 64, where
 // every plan is step 5's kernel): the chapter's last step's.
 inline constexpr int kDqDefault = kDqSplitBehind;
@@ -59,7 +61,12 @@ struct Bwd {
   // and the second starts one product behind the first (its first S^T waits on the first's: a
   // named barrier), so that one's softmax and stores run under the other's products. Three dS^T
   // buffers each, and an mbarrier each on which both consumers say they have read it.
-  static constexpr bool kDqBehind = kSplitDq && Plan == kDqSplitBehind;
+  static constexpr bool kDqBehind = kSplitDq && Plan >= kDqSplitBehind;
+  // Turns (step 8): the consumers issue their products in turns, a named barrier each (ids 4 and
+  // 5), as the forward's ping-pong step: the first's S^T and dP^T, the second's, the first's dV, dK
+  // and dQ (of the tile before), the second's; so that each one's softmax and stores run while the
+  // other's products hold the tensor cores, by construction rather than by a skew at the start.
+  static constexpr bool kTurns = kSplitDq && Plan == kDqSplitTurns;
   static constexpr int kDsBuffers = kDqBehind ? 3 : kSplitDq ? 2 : 1, kDqCols = kSplitDq ? D / kConsumers : D;
   // A consumer's dS^T (bf16), and its dQ partial (fp32, kDqCols / 32 regions of 64 rows x 128
   // bytes, 128-byte swizzled as the TMA reads them).
@@ -154,6 +161,14 @@ struct Smem {
 __device__ __forceinline__ void group_sync(int consumer) {
   asm volatile("bar.sync %0, 128;\n" ::"r"(1 + consumer) : "memory");
 }
+// kTurns, two consumers: a consumer waits for its turn on its barrier (4 + consumer; the other
+// consumer's 128 arrivals and its own 128 complete it) and passes the turn by arriving on the other's.
+__device__ __forceinline__ void turn_wait(int consumer) {
+  asm volatile("bar.sync %0, 256;\n" ::"r"(4 + consumer) : "memory");
+}
+__device__ __forceinline__ void turn_pass(int consumer) {
+  asm volatile("bar.arrive %0, 256;\n" ::"r"(4 + (consumer ^ 1)) : "memory");
+}
 
 template <int D, bool Causal, int Cn, int Plan, class T = __nv_bfloat16>
 __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
@@ -223,7 +238,8 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
     // columns of d at a time (the register file holds dV and dK besides): dS read M-major from
     // dS^T, K N-major, 16 keys (2048 bytes) a wgmma. Each half goes to shared memory, scaled, as rows
     // of d floats (as in device memory) once the previous tile's reduction has read the buffer.
-    auto dq_tile = [&](int tile) {
+    auto dq_tile = [&](int tile, bool pass) {  // pass: kTurns, pass the turn once dQ's product is issued
+      (void)pass;
       const int buf = tile % C::kDsBuffers, row0 = (first + tile) * C::kBr;
       if (leader) tma::bulk_wait_read<0>();
       group_sync(consumer);
@@ -246,6 +262,8 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
                               wgmma::descriptor_mn(sh.k + region * C::kBc * 128 + key * 128, 0), kk > 0);
         }
         wgmma::commit();
+        if constexpr (C::kTurns)  // dV's, dK's and dQ's products issued: the other consumer's turn
+          if (pass) turn_pass(consumer);
         wgmma::wait<0>();
         if constexpr (C::kDqBehind)  // this warp has read every consumer's dS^T of the tile
           if (lane == 0)
@@ -281,8 +299,10 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
       }
     };
     tma::wait(sh.kv_full, 0);
-    if constexpr (C::kDqBehind)  // the second consumer's first products wait on the first's
+    if constexpr (C::kDqBehind && !C::kTurns)  // the second consumer's first products wait on the first's
       if (stagger && consumer == 1) asm volatile("bar.sync 3, 256;\n" ::: "memory");
+    if constexpr (C::kTurns)  // the first turn is the first consumer's
+      if (consumer == 1) turn_pass(consumer);
 
     for (int i = first; i < tiles; ++i) {
       const int n = i - first, st = n % C::kStages, row0 = i * C::kBr;
@@ -300,6 +320,7 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
       float(&sd)[32] = reinterpret_cast<float(&)[32]>(s);
       float(&dpd)[32] = reinterpret_cast<float(&)[32]>(dp);
       tma::wait(sh.full + st, unsigned(n / C::kStages) & 1);
+      if constexpr (C::kTurns) turn_wait(consumer);
       wgmma::fence();
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
@@ -310,6 +331,7 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
                                wgmma::descriptor(dot + qoff) + 2 * (kk % 4), kk > 0);
       }
       wgmma::commit();
+      if constexpr (C::kTurns) turn_pass(consumer);  // S^T's and dP^T's products issued
       rows[me] = mine;
       wgmma::wait<0>();
       if constexpr (C::kDqBehind)  // the first consumer's first products are done: the second's may start
@@ -357,6 +379,7 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
       }
 
       // dV += P^T dO, dK += dS^T Q (16 queries a wgmma, dO and Q read N-major).
+      if constexpr (C::kTurns) turn_wait(consumer);  // the turn holds dV's, dK's and the dQ product after them
       wgmma::fence();
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
@@ -371,13 +394,20 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
       wgmma::wait<0>();  // P^T and dS^T's registers free again (the register file holds dV, dK and dQ)
       if (lane == 0) tma::arrive(sh.empty + st);  // Q and dO of this stage are used up
       if constexpr (C::kDqBehind) {
-        if (n > 0) dq_tile(n - 1);  // the tile before's, whose dS^T both consumers wrote a tile ago
-        else group_sync(consumer);  // as dq_tile's: the next tile's lse and delta overwrite this one's
+        if (n > 0) {
+          dq_tile(n - 1, true);  // the tile before's, whose dS^T both consumers wrote a tile ago
+        } else {
+          if constexpr (C::kTurns) turn_pass(consumer);
+          group_sync(consumer);  // as dq_tile's: the next tile's lse and delta overwrite this one's
+        }
       } else {
-        dq_tile(n);
+        dq_tile(n, false);
       }
     }
-    if constexpr (C::kDqBehind) dq_tile(tiles - 1 - first);  // the last tile's
+    if constexpr (C::kDqBehind) {  // the last tile's (a turn too; the second consumer's last passes none)
+      if constexpr (C::kTurns) turn_wait(consumer);
+      dq_tile(tiles - 1 - first, consumer == 0);
+    }
     if (leader) tma::bulk_wait<0>();
 
     if (out.dk) {  // 16-bit rows (T), and the columns' sums
@@ -524,13 +554,14 @@ void with_consumers(int d, bool causal, int consumers, F&& f) {
 
 // with_consumers's f(d, causal, consumers, plan) with the plan an integral constant too: dq_plan
 // where it changes the kernel (d = 128, two consumers), kDqPerConsumer elsewhere (one kernel, not
-// three).
+// four).
 template <class F>
 void with_plan(int d, bool causal, int consumers, int dq_plan, F&& f) {
   with_consumers(d, causal, consumers, [&](auto dc, auto cc, auto nc) {
     if constexpr (Bwd<decltype(dc)::value, decltype(nc)::value, kDqSplit>::kSplitDq) {
       if (dq_plan == kDqSplit) return f(dc, cc, nc, std::integral_constant<int, kDqSplit>{});
       if (dq_plan == kDqSplitBehind) return f(dc, cc, nc, std::integral_constant<int, kDqSplitBehind>{});
+      if (dq_plan == kDqSplitTurns) return f(dc, cc, nc, std::integral_constant<int, kDqSplitTurns>{});
     }
     f(dc, cc, nc, std::integral_constant<int, kDqPerConsumer>{});
   });
@@ -575,9 +606,9 @@ static inline void launch(const Maps& m, const float* lse, const float* delta, f
 }
 
 // A backward variant on this kernel, the class its step file registers (05: kDqPerConsumer, 06:
-// kDqSplit, 07: kDqSplitBehind): its state is O, lse and delta as the forward leaves them, the bf16 copies of Q, K, V and
-// dO (made before timing), and the tensor maps over them (K and V by the block's keys, Q and dO by
-// 64 queries).
+// kDqSplit, 07: kDqSplitBehind, 08: kDqSplitTurns): its state is O, lse and delta as the forward
+// leaves them, the bf16 copies of Q, K, V and dO (made before timing), and the tensor maps over them
+// (K and V by the block's keys, Q and dO by 64 queries).
 template <int DqPlan>
 struct Backward {
   using Topic = AttentionBackward;
