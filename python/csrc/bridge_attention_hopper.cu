@@ -3,8 +3,9 @@
 // ch04's attention/forward/08_optimized_attention_fused_overlap.cu (flashtma::Overlapped, the
 // chapter's fastest forward at one block a query tile) with O written in bf16 straight into
 // scaled_dot_product_attention's layout, and the backward of
-// attention/backward/07_optimized_attention_backward_fused_wgmma_dq_behind.cu (flashtma::bwd, dQ split
-// by columns and made a tile behind at d = 128) with dK and dV written in bf16 the same way; the GPT-2 steps run the same
+// attention/backward/08_optimized_attention_backward_fused_wgmma_turns.cu (flashtma::bwd, dQ split
+// by columns and made a tile behind, the two consumers' products in turns, at d = 128) with dK and dV
+// written in bf16 the same way; the GPT-2 steps run the same
 // two (gpt2/fused/hopper_attention.cuh). Causal forwards of a few waves run step 10's persistent
 // blocks instead (attention/forward/10_optimized_attention_fused_persistent.cu: one block an SM, each
 // a planned list of query tiles), their lists planned once a shape and kept on the device.
