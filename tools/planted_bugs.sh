@@ -360,6 +360,11 @@ plant attn_dq_turns_1pct ch04_compile_vs_fused/attention/hopper/backward_wgmma.c
 plant attn_dq_behind_last ch04_compile_vs_fused/attention/hopper/backward_wgmma.cuh \
   optimized_attention_backward_fused_wgmma_dq_behind \
   'dq_tile(tiles - 1 - first, consumer == 0);' '(void)0;'
+# The same 1% against step 9, whose consumers take turns at d = 64 too (its check shapes' d = 64
+# ones run the ring of three without the split).
+plant attn_turns_every_1pct ch04_compile_vs_fused/attention/hopper/backward_wgmma.cuh \
+  optimized_attention_backward_fused_wgmma_turns_every \
+  'make_float2(a * scale, b * scale)' 'make_float2(a * scale, 1.01f * b * scale)'
 plant attn_3xtf32_backward_1pct ch04_compile_vs_fused/attention/kernels/flash_3xtf32.cuh \
   optimized_attention_backward_fused_3xtf32 \
   'make_float2(dk_acc[dn][2 * h] * scale, dk_acc[dn][2 * h + 1] * scale)' \

@@ -4,8 +4,9 @@
 // backward/05_optimized_attention_backward_fused_wgmma.cu, where the lesson is told (its opening
 // comment), 06_optimized_attention_backward_fused_wgmma_split_dq.cu (dQ's product split by
 // columns across the consumers: kSplitDq), 07_optimized_attention_backward_fused_wgmma_dq_behind.cu
-// (dQ made one tile behind: kDqBehind) and 08_optimized_attention_backward_fused_wgmma_turns.cu (the
-// consumers' products in turns: kTurns). The GPT-2 steps that run the Hopper attention launch it
+// (dQ made one tile behind: kDqBehind), 08_optimized_attention_backward_fused_wgmma_turns.cu (the
+// consumers' products in turns: kTurns) and 09_optimized_attention_backward_fused_wgmma_turns_every.cu
+// (the turns where dQ is not split too: kTurnsEvery). The GPT-2 steps that run the Hopper attention launch it
 // too (gpt2/fused/hopper_attention.cuh: gpt2/steps/08_optimized_gpt2_step_fused_bf16_hopper.cu, and
 // 09_optimized_gpt2_step_fused_bf16_rows.cu with dK and dV into the products' rows, KVRows), and
 // so does the package (python/csrc/bridge_attention_hopper.cu), both with dQ split where it applies.
@@ -34,7 +35,9 @@ namespace flashtma::bwd {
 // own keys (step 5); split by columns across the consumers (step 6); split, and made one tile
 // behind the rest (step 7: kDqBehind); and with the consumers taking turns at the tensor cores
 // (step 8: kTurns).
-enum DqPlan : int { kDqPerConsumer = 0, kDqSplit = 1, kDqSplitBehind = 2, kDqSplitTurns = 3 };
+// kTurnsEvery (step 9): step 8's plan where the split applies, and the turns alone elsewhere (d = 64,
+// three consumers or two: a ring of turns, dQ each consumer's own over its keys).
+enum DqPlan : int { kDqPerConsumer = 0, kDqSplit = 1, kDqSplitBehind = 2, kDqSplitTurns = 3, kTurnsEvery = 4 };
 // The plan of the launches that do not choose one (the package's; the GPT-2 steps' run d = 64, where
 // every plan is step 5's kernel): the chapter's last step's.
 inline constexpr int kDqDefault = kDqSplitTurns;
@@ -64,7 +67,9 @@ struct Bwd {
   // 5), as the forward's ping-pong step: the first's S^T and dP^T, the second's, the first's dV, dK
   // and dQ (of the tile before), the second's; so that each one's softmax and stores run while the
   // other's products hold the tensor cores, by construction rather than by a skew at the start.
-  static constexpr bool kTurns = kSplitDq && Plan == kDqSplitTurns;
+  // Step 9 (kTurnsEvery) takes the turns where dQ is not split too: a ring, consumer c passing to
+  // c + 1 and the last to the first (three at d = 64 by default, two in the GPT-2 steps).
+  static constexpr bool kTurns = (kSplitDq && Plan >= kDqSplitTurns) || Plan == kTurnsEvery;
   // Step 7's skew at the start (named barrier 3, once): the turns of step 8 order the consumers
   // without it. Timed on an H200 at (8, 16, 4096, 128): 3.53 ms causal with it, 3.63 without.
   static constexpr bool kStagger = kDqBehind && !kTurns;
@@ -162,13 +167,16 @@ struct Smem {
 __device__ __forceinline__ void group_sync(int consumer) {
   asm volatile("bar.sync %0, 128;\n" ::"r"(1 + consumer) : "memory");
 }
-// kTurns, two consumers: a consumer waits for its turn on its barrier (4 + consumer; the other
-// consumer's 128 arrivals and its own 128 complete it) and passes the turn by arriving on the other's.
+// kTurns, Cn consumers in a ring: a consumer waits for its turn on its barrier (4 + consumer; the
+// previous consumer's 128 arrivals and its own 128 complete it) and passes the turn by arriving on
+// the next one's (the last consumer's next is the first).
 __device__ __forceinline__ void turn_wait(int consumer) {
   asm volatile("bar.sync %0, 256;\n" ::"r"(4 + consumer) : "memory");
 }
+template <int Cn>
 __device__ __forceinline__ void turn_pass(int consumer) {
-  asm volatile("bar.arrive %0, 256;\n" ::"r"(4 + (consumer ^ 1)) : "memory");
+  const int next = Cn == 2 ? consumer ^ 1 : consumer + 1 == Cn ? 0 : consumer + 1;
+  asm volatile("bar.arrive %0, 256;\n" ::"r"(4 + next) : "memory");
 }
 
 template <int D, bool Causal, int Cn, int Plan, class T = __nv_bfloat16>
@@ -264,7 +272,7 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
         }
         wgmma::commit();
         if constexpr (C::kTurns)  // dV's, dK's and dQ's products issued: the other consumer's turn
-          if (pass) turn_pass(consumer);
+          if (pass) turn_pass<Cn>(consumer);
         wgmma::wait<0>();
         if constexpr (C::kDqBehind)  // this warp has read every consumer's dS^T of the tile
           if (lane == 0)
@@ -302,8 +310,8 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
     tma::wait(sh.kv_full, 0);
     if constexpr (C::kStagger)  // the second consumer's first products wait on the first's
       if (consumer == 1) asm volatile("bar.sync 3, 256;\n" ::: "memory");
-    if constexpr (C::kTurns)  // the first turn is the first consumer's
-      if (consumer == 1) turn_pass(consumer);
+    if constexpr (C::kTurns)  // the first turn is the first consumer's: the last passes it
+      if (consumer == Cn - 1) turn_pass<Cn>(consumer);
 
     for (int i = first; i < tiles; ++i) {
       const int n = i - first, st = n % C::kStages, row0 = i * C::kBr;
@@ -332,7 +340,7 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
                                wgmma::descriptor(dot + qoff) + 2 * (kk % 4), kk > 0);
       }
       wgmma::commit();
-      if constexpr (C::kTurns) turn_pass(consumer);  // S^T's and dP^T's products issued
+      if constexpr (C::kTurns) turn_pass<Cn>(consumer);  // S^T's and dP^T's products issued
       rows[me] = mine;
       wgmma::wait<0>();
       if constexpr (C::kStagger)  // the first consumer's first products are done: the second's may start
@@ -398,16 +406,16 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
         if (n > 0) {
           dq_tile(n - 1, true);  // the tile before's, whose dS^T both consumers wrote a tile ago
         } else {
-          if constexpr (C::kTurns) turn_pass(consumer);
+          if constexpr (C::kTurns) turn_pass<Cn>(consumer);
           group_sync(consumer);  // as dq_tile's: the next tile's lse and delta overwrite this one's
         }
-      } else {
-        dq_tile(n, false);
+      } else {  // with turns, the last consumer's last turn is passed to no one
+        dq_tile(n, !(consumer == Cn - 1 && i == tiles - 1));
       }
     }
-    if constexpr (C::kDqBehind) {  // the last tile's (a turn too; the second consumer's last passes none)
+    if constexpr (C::kDqBehind) {  // the last tile's (a turn too; the last consumer's last passes none)
       if constexpr (C::kTurns) turn_wait(consumer);
-      dq_tile(tiles - 1 - first, consumer == 0);
+      dq_tile(tiles - 1 - first, consumer == 0);  // two consumers: the second's last passes none
     }
     if (leader) tma::bulk_wait<0>();
 
@@ -552,15 +560,19 @@ void with_consumers(int d, bool causal, int consumers, F&& f) {
 }
 
 // with_consumers's f(d, causal, consumers, plan) with the plan an integral constant too: dq_plan
-// where it changes the kernel (d = 128, two consumers), kDqPerConsumer elsewhere (one kernel, not
-// four).
+// where it changes the kernel (d = 128, two consumers; kTurnsEvery there is kDqSplitTurns's kernel),
+// kTurnsEvery's turns alone where dQ is not split, kDqPerConsumer for the other plans there (one
+// kernel, not four).
 template <class F>
 void with_plan(int d, bool causal, int consumers, int dq_plan, F&& f) {
   with_consumers(d, causal, consumers, [&](auto dc, auto cc, auto nc) {
     if constexpr (Bwd<decltype(dc)::value, decltype(nc)::value, kDqSplit>::kSplitDq) {
+      if (dq_plan == kDqSplitTurns || dq_plan == kTurnsEvery)  // the same kernel where dQ is split
+        return f(dc, cc, nc, std::integral_constant<int, kDqSplitTurns>{});
       if (dq_plan == kDqSplit) return f(dc, cc, nc, std::integral_constant<int, kDqSplit>{});
       if (dq_plan == kDqSplitBehind) return f(dc, cc, nc, std::integral_constant<int, kDqSplitBehind>{});
-      if (dq_plan == kDqSplitTurns) return f(dc, cc, nc, std::integral_constant<int, kDqSplitTurns>{});
+    } else if (dq_plan == kTurnsEvery) {
+      return f(dc, cc, nc, std::integral_constant<int, kTurnsEvery>{});
     }
     f(dc, cc, nc, std::integral_constant<int, kDqPerConsumer>{});
   });
@@ -604,7 +616,7 @@ static inline void launch(const Maps& m, const float* lse, const float* delta, f
 }
 
 // A backward variant on this kernel, the class its step file registers (05: kDqPerConsumer, 06:
-// kDqSplit, 07: kDqSplitBehind, 08: kDqSplitTurns): its state is O, lse and delta as the forward
+// kDqSplit, 07: kDqSplitBehind, 08: kDqSplitTurns, 09: kTurnsEvery): its state is O, lse and delta as the forward
 // leaves them, the bf16 copies of Q, K, V and dO (made before timing), and the tensor maps over them
 // (K and V by the block's keys, Q and dO by 64 queries).
 template <int DqPlan>
