@@ -122,7 +122,7 @@ void launch(LayerNorm::Problem& p, cudaStream_t stream) {
 // 16-bit rows of a multiple of 8 up to 1024: a warp's tiles at eight values a load, three chunks
 // a lane among them (768, GPT-2 small's d_model, in three where rows.cuh's tiles would take four, the
 // fourth empty), each kept Packed, gamma and beta first.
-constexpr rows::Tile kPackedTiles[] = {{2, 1}, {4, 1}, {4, 2}, {4, 4}, {32, 1}, {32, 2}, {32, 3}, {32, 4}};
+[[maybe_unused]] constexpr rows::Tile kPackedTiles[] = {{2, 1}, {4, 1}, {4, 2}, {4, 4}, {32, 1}, {32, 2}, {32, 3}, {32, 4}};
 template <class T>
 void launch_packed(LayerNorm::Problem& p, cudaStream_t stream) {
   rows::with_tile_of<kPackedTiles, 8>(p.dim, [&](auto lanes, auto items) {
