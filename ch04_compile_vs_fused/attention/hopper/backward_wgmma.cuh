@@ -175,6 +175,8 @@ __device__ __forceinline__ void turn_wait(int consumer) {
 }
 template <int Cn>
 __device__ __forceinline__ void turn_pass(int consumer) {
+  // No %: with (consumer + 1) % Cn ptxas spilled 4 to 16 bytes in step 8's d = 128 kernels and step
+  // 9's three-consumer ones (session 64, sm_90a); with these selects, none.
   const int next = Cn == 2 ? consumer ^ 1 : consumer + 1 == Cn ? 0 : consumer + 1;
   asm volatile("bar.arrive %0, 256;\n" ::"r"(4 + next) : "memory");
 }
