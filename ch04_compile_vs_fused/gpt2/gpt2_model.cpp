@@ -150,6 +150,10 @@ SavedPlan plan_saved(const Config& c, std::span<const std::size_t> floats) {
   return plan;
 }
 
+ForwardSaved plan_forward_saved(std::size_t block, std::size_t kept, std::size_t late) {
+  return {.kept = 0, .block = kept, .late = kept, .floats = kept + std::max(block, late)};
+}
+
 InitRule init_rule(const Config& c, const Tensor& t) {
   using K = Tensor::Kind;
   using D = InitRule::Draw;

@@ -95,6 +95,20 @@ struct SavedPlan {
 };
 SavedPlan plan_saved(const Config&, std::span<const std::size_t> floats);
 
+// The forward alone keeps one block's saved tensors, reused by every block, and the head's in one
+// buffer: `block` floats; the head's `kept` (the final LayerNorm's outputs, which the last block's
+// last pass writes while it reads the block's tensors, and the head's product reads after it) and
+// its `late` (the head's weights' copy and the logits, made after that pass, when the block's
+// tensors are dead). So the kept part lies first, and the block's tensors and the late part both
+// after it, the late over the block's: kept + max(block, late) floats, and neither the block nor
+// the late part ever over the kept part (which a small model with a large vocabulary's late part,
+// carved from the buffer's start, once overwrote: 2026-12-03, the fuzz).
+struct ForwardSaved {
+  std::size_t kept = 0, block = 0, late = 0;  // offsets, in floats
+  std::size_t floats = 0;                     // the buffer's size
+};
+ForwardSaved plan_forward_saved(std::size_t block, std::size_t kept, std::size_t late);
+
 // AdamW with PyTorch's defaults (torch.optim.AdamW): weight decay decoupled from the gradient,
 // applied to every parameter, and bias corrections at step t (t = 1 for the first step).
 struct AdamW {

@@ -208,18 +208,20 @@ struct FusedStep {
   void place_saved(Gpt2Step::Problem& p) {
     if (phase == gpt2::Phase::forward) {
       // Nothing is kept for a backward: the head's weights' copy and its logits are made after the
-      // last block's last pass, so they lie over the block's tensors (from the start of the same
-      // memory), and only the final LayerNorm's outputs, which that pass writes while it reads the
-      // block's mid, follow the block's. At small, context 1024: 103 MB where both took 200. The
-      // logits are made a slice of rows at a time (head_slice_rows): a quarter of them.
+      // last block's last pass, so they lie over the block's tensors, and only the final
+      // LayerNorm's outputs, which that pass writes while it reads the block's mid and the head's
+      // product reads, lie apart: first, the block's tensors and the late part both after them
+      // (gpt2::plan_forward_saved). At small, context 1024: 103 MB where both took 200. The logits
+      // are made a slice of rows at a time (head_slice_rows): a quarter of them.
       const std::size_t slice = std::size_t(head_slice_rows(c, phase));
-      Carver block_count{nullptr}, early_count{nullptr}, late_count{nullptr};
+      Carver block_count{nullptr}, kept_count{nullptr}, late_count{nullptr};
       static_cast<void>(Block(c, block_count));
-      static_cast<void>(Head(c, early_count, late_count, slice));
-      spill = Buffer(std::max(block_count.used + early_count.used, late_count.used));
-      Carver m{spill.data()}, late{spill.data()};
+      static_cast<void>(Head(c, kept_count, late_count, slice));
+      const gpt2::ForwardSaved at = gpt2::plan_forward_saved(block_count.used, kept_count.used, late_count.used);
+      spill = Buffer(at.floats);
+      Carver kept{spill.data() + at.kept}, m{spill.data() + at.block}, late{spill.data() + at.late};
+      head = Head(c, kept, late, slice);
       blocks.emplace_back(c, m);
-      head = Head(c, m, late, slice);
       return;
     }
     std::vector<std::size_t> floats(c.layers + 1, Block::floats(c));

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdio>
@@ -102,6 +103,27 @@ TEST(Gpt2Model, SavedTensorsBorrowOnlyGradientsNotYetWritten) {
   for (const Config& c : {Config{2, 64, 4, 16, 2, 97}, Config{1, 128, 2, 100, 1, 61}, Config{3, 48, 6, 20, 2, 51}})
     plan_for(c);
   EXPECT_THROW(gpt2::plan_saved(Config{}, std::vector<std::size_t>(2, 1)), std::invalid_argument);
+}
+
+// plan_forward_saved's promise: the head's kept part (the final LayerNorm's outputs, read by the
+// head's product) is overlapped by neither the block's tensors nor the head's late part (its
+// weights' copy and logits, made after the block is done), the late part may lie over the block's,
+// and the buffer is no larger than that needs. Sizes in floats, as the bf16 steps' forward alone
+// has them: block larger than the late part (GPT-2 small, context 1024, vocabulary 10000, about
+// 25.6M against 9M), and smaller (one tiny block and 16386 classes, which the fuzz found: the late
+// part, carved from the buffer's start, overwrote the LayerNorm's outputs).
+TEST(Gpt2Model, ForwardSavedKeepsTheHeadsInputApart) {
+  auto apart = [](std::size_t a, std::size_t n, std::size_t b, std::size_t m) { return a + n <= b || b + m <= a; };
+  for (const auto& [block, kept, late] : {std::array<std::size_t, 3>{25'600'000, 6'300'000, 9'000'000},
+                                          {8'576, 512, 276'544}, {64, 64, 64}, {0, 64, 128}, {128, 0, 64}}) {
+    const gpt2::ForwardSaved at = gpt2::plan_forward_saved(block, kept, late);
+    EXPECT_TRUE(apart(at.kept, kept, at.block, block)) << block << " " << kept << " " << late;
+    EXPECT_TRUE(apart(at.kept, kept, at.late, late)) << block << " " << kept << " " << late;
+    EXPECT_LE(at.kept + kept, at.floats);
+    EXPECT_LE(at.block + block, at.floats);
+    EXPECT_LE(at.late + late, at.floats);
+    EXPECT_EQ(at.floats, kept + std::max(block, late));  // the late part over the block's, not beside it
+  }
 }
 
 TEST(Gpt2Model, ConfigRejectsWhatTheModelCannotBe) {
