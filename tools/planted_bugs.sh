@@ -429,6 +429,12 @@ plant kernels_loss_vecs_1pct ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_k
 # made). Against its check.
 plant gpt2_round_ahead_shifted ch04_compile_vs_fused/gpt2/fused/step.cuh optimized_gpt2_step_fused_bf16_round_ahead \
   'l == c.layers ? head.w : saved(l).w, side);' 'l == c.layers ? head.w : saved(l > 0 ? l - 1 : 0).w, side);'
+# The forward alone's old layout (until 2026-12-03): the head's late part (its weights' copy, its
+# logits) carved from the buffer's start, over the final LayerNorm's output it reads wherever it
+# outgrows the block's tensors (a small model, a large vocabulary: the check shape 1x32x2x8x2x16386x1).
+plant gpt2_forward_head_over_ln ch04_compile_vs_fused/gpt2/gpt2_model.cpp optimized_gpt2_step_fused_bf16_round_ahead \
+  'return {.kept = 0, .block = kept, .late = kept, .floats = kept + std::max(block, late)};' \
+  'return {.kept = block, .block = 0, .late = 0, .floats = std::max(block + kept, late)};'
 
 if [ $planted -eq 0 ]; then
   echo "planted_bugs: no bug is named ${only[*]}" >&2
