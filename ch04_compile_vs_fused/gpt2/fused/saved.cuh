@@ -85,4 +85,23 @@ struct HeadSaved {
   }
 };
 
+// The forward alone's saved tensors in one buffer (FusedStep::place_saved): one block's, which every
+// block reuses, and the head's, laid out by gpt2::plan_forward_saved from these types' sizes (the
+// head's kept part, the final LayerNorm's outputs, first; the block's tensors and the head's late
+// part, its weights' copy and logits of logit_rows rows, both after it). forward_saved says where,
+// forward_carvers gives the three Carvers over memory at those offsets.
+template <class Block, class Head>
+gpt2::ForwardSaved forward_saved(const gpt2::Config& c, std::size_t logit_rows) {
+  Carver block{nullptr}, kept{nullptr}, late{nullptr};
+  static_cast<void>(Block(c, block));
+  static_cast<void>(Head(c, kept, late, logit_rows));
+  return gpt2::plan_forward_saved(block.used, kept.used, late.used);
+}
+struct ForwardCarvers {
+  Carver kept, block, late;
+};
+inline ForwardCarvers forward_carvers(const gpt2::ForwardSaved& at, float* memory) {
+  return {Carver{memory + at.kept}, Carver{memory + at.block}, Carver{memory + at.late}};
+}
+
 }  // namespace

@@ -214,14 +214,11 @@ struct FusedStep {
       // (gpt2::plan_forward_saved). At small, context 1024: 103 MB where both took 200. The logits
       // are made a slice of rows at a time (head_slice_rows): a quarter of them.
       const std::size_t slice = std::size_t(head_slice_rows(c, phase));
-      Carver block_count{nullptr}, kept_count{nullptr}, late_count{nullptr};
-      static_cast<void>(Block(c, block_count));
-      static_cast<void>(Head(c, kept_count, late_count, slice));
-      const gpt2::ForwardSaved at = gpt2::plan_forward_saved(block_count.used, kept_count.used, late_count.used);
+      const gpt2::ForwardSaved at = forward_saved<Block, Head>(c, slice);  // saved.cuh
       spill = Buffer(at.floats);
-      Carver kept{spill.data() + at.kept}, m{spill.data() + at.block}, late{spill.data() + at.late};
-      head = Head(c, kept, late, slice);
-      blocks.emplace_back(c, m);
+      ForwardCarvers carve = forward_carvers(at, spill.data());
+      head = Head(c, carve.kept, carve.late, slice);
+      blocks.emplace_back(c, carve.block);
       return;
     }
     std::vector<std::size_t> floats(c.layers + 1, Block::floats(c));

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -94,6 +95,45 @@ TEST(FusedSaved, KeptFinalLayerNormOutputIsTheHeadsEarlyTensor) {
   expect_apart({{h.w, w * 2}, {h.out, n * 4}, {h.meanf, t * 4}, {h.rstdf, t * 4}, {h.logits, t * c.vocab * 2},
                 {h.ln, n * 2}},
                memory.data(), memory.size());
+}
+
+// The forward alone's one buffer (forward_saved, forward_carvers: FusedStep::place_saved's layout)
+// at the shapes of the bf16 steps that keep the final LayerNorm's output: the head's tensors, all
+// live at its product, lie apart from each other, and its kept part (written by the last block's
+// pass while it reads the block's tensors) apart from the block's; the head's late part may lie over
+// the block's. At the fuzz's shape (2026-12-03; one block of width 32, 16386 classes) the late part
+// is several times the block's: carved from the buffer's start, it overwrote the LayerNorm's output.
+TEST(FusedSaved, ForwardAloneKeepsTheHeadsInputApart) {
+  using Block = Saved<bf16, bf16, true>;
+  using Head = HeadSaved<bf16, bf16, true>;
+  gpt2::Config fuzz;
+  fuzz.layers = 1, fuzz.d = 32, fuzz.heads = 2, fuzz.context = 8, fuzz.batch = 2, fuzz.vocab = 16386;
+  for (const gpt2::Config& c : {fuzz, config()}) {
+    const std::size_t n = c.tokens() * c.d, t = c.tokens(), nh = heads_size(c);
+    const std::size_t rows = (t + 3) / 4;  // the forward's slice of logits (head_slice_rows)
+    const gpt2::ForwardSaved at = forward_saved<Block, Head>(c, rows);
+    std::vector<float> memory(at.floats);
+    ForwardCarvers carve = forward_carvers(at, memory.data());
+    const Head h(c, carve.kept, carve.late, rows);
+    const Block s(c, carve.block);
+    const std::size_t w = gpt2::param_count(c) - gpt2::stage_begin(c, c.layers);
+    const std::size_t bw = gpt2::stage_begin(c, 1) - gpt2::stage_begin(c, 0);
+    const std::vector<Span> kept = {{h.out, n * 4}, {h.meanf, t * 4}, {h.rstdf, t * 4}, {h.ln, n * 2}};
+    std::vector<Span> head = kept, block = kept;
+    head.insert(head.end(), {{h.w, w * 2}, {h.logits, rows * c.vocab * 2}});
+    block.insert(block.end(), {{s.w, bw * 2}, {s.x, n * 4},     {s.mean1, t * 4},  {s.rstd1, t * 4},
+                               {s.q, nh * 2}, {s.k, nh * 2},    {s.v, nh * 2},     {s.lse, t * c.heads * 4},
+                               {s.att, n * 2}, {s.mid, n * 4},  {s.mean2, t * 4},  {s.rstd2, t * 4},
+                               {s.h, 4 * n * 2}, {s.ln1, n * 2}, {s.ln2, n * 2}});
+    SCOPED_TRACE("vocabulary " + std::to_string(c.vocab));
+    expect_apart(head, memory.data(), memory.size());
+    expect_apart(block, memory.data(), memory.size());
+  }
+  // The fuzz's shape is the case that needs the layout: the late part outgrows the block's tensors.
+  Carver block{nullptr}, kept{nullptr}, late{nullptr};
+  static_cast<void>(Block(fuzz, block));
+  static_cast<void>(Head(fuzz, kept, late, 4));
+  EXPECT_GT(late.used, 4 * block.used);
 }
 
 }  // namespace
