@@ -211,7 +211,8 @@ struct FusedStep {
       // last block's last pass, so they lie over the block's tensors, and only the final
       // LayerNorm's outputs, which that pass writes while it reads the block's mid and the head's
       // product reads, lie apart: first, the block's tensors and the late part both after them
-      // (gpt2::plan_forward_saved). At small, context 1024: 103 MB where both took 200. The logits
+      // (gpt2::plan_forward_saved). At small, context 1024: 103 MB where both took 200 (121 MB with the
+      // LayerNorms' outputs kept, steps 15 on). The logits
       // are made a slice of rows at a time (head_slice_rows): a quarter of them.
       const std::size_t slice = std::size_t(head_slice_rows(c, phase));
       const gpt2::ForwardSaved at = forward_saved<Block, Head>(c, slice);  // saved.cuh

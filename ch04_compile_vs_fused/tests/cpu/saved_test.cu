@@ -41,6 +41,16 @@ void expect_apart(const std::vector<Span>& spans, const float* base, std::size_t
   }
 }
 
+// A kept-LayerNorm block's tensors as spans (bytes), for expect_apart.
+std::vector<Span> block_spans(const Saved<bf16, bf16, true>& s, const gpt2::Config& c) {
+  const std::size_t n = c.tokens() * c.d, t = c.tokens(), nh = heads_size(c);
+  const std::size_t w = gpt2::stage_begin(c, 1) - gpt2::stage_begin(c, 0);
+  return {{s.w, w * 2},     {s.x, n * 4},   {s.mean1, t * 4}, {s.rstd1, t * 4}, {s.q, nh * 2},
+          {s.k, nh * 2},    {s.v, nh * 2},  {s.lse, t * c.heads * 4},           {s.att, n * 2},
+          {s.mid, n * 4},   {s.mean2, t * 4}, {s.rstd2, t * 4}, {s.h, 4 * n * 2}, {s.ln1, n * 2},
+          {s.ln2, n * 2}};
+}
+
 gpt2::Config config() {
   gpt2::Config c;
   c.layers = 2, c.d = 96, c.heads = 3, c.context = 40, c.batch = 3, c.vocab = 101;
@@ -49,7 +59,7 @@ gpt2::Config config() {
 
 TEST(FusedSaved, KeptLayerNormOutputsAreCarvedApart) {
   const gpt2::Config c = config();
-  const std::size_t n = c.tokens() * c.d, t = c.tokens(), nh = heads_size(c);
+  const std::size_t n = c.tokens() * c.d;
   using Kept = Saved<bf16, bf16, true>;
   using Made = Saved<bf16, bf16, false>;
   EXPECT_EQ(Kept::floats(c), Made::floats(c) + 2 * carved_floats<bf16>(n));
@@ -58,12 +68,7 @@ TEST(FusedSaved, KeptLayerNormOutputsAreCarvedApart) {
   Carver m{memory.data()};
   const Kept s(c, m);
   EXPECT_EQ(m.used, Kept::floats(c));
-  const std::size_t w = gpt2::stage_begin(c, 1) - gpt2::stage_begin(c, 0);
-  expect_apart({{s.w, w * 2},       {s.x, n * 4},    {s.mean1, t * 4},  {s.rstd1, t * 4},
-                {s.q, nh * 2},      {s.k, nh * 2},   {s.v, nh * 2},     {s.lse, t * c.heads * 4},
-                {s.att, n * 2},     {s.mid, n * 4},  {s.mean2, t * 4},  {s.rstd2, t * 4},
-                {s.h, 4 * n * 2},   {s.ln1, n * 2},  {s.ln2, n * 2}},
-               memory.data(), memory.size());
+  expect_apart(block_spans(s, c), memory.data(), memory.size());
 
   std::vector<float> other(Made::floats(c));
   Carver o{other.data()};
@@ -109,7 +114,7 @@ TEST(FusedSaved, ForwardAloneKeepsTheHeadsInputApart) {
   gpt2::Config fuzz;
   fuzz.layers = 1, fuzz.d = 32, fuzz.heads = 2, fuzz.context = 8, fuzz.batch = 2, fuzz.vocab = 16386;
   for (const gpt2::Config& c : {fuzz, config()}) {
-    const std::size_t n = c.tokens() * c.d, t = c.tokens(), nh = heads_size(c);
+    const std::size_t n = c.tokens() * c.d, t = c.tokens();
     const std::size_t rows = (t + 3) / 4;  // the forward's slice of logits (head_slice_rows)
     const gpt2::ForwardSaved at = forward_saved<Block, Head>(c, rows);
     std::vector<float> memory(at.floats);
@@ -117,14 +122,11 @@ TEST(FusedSaved, ForwardAloneKeepsTheHeadsInputApart) {
     const Head h(c, carve.kept, carve.late, rows);
     const Block s(c, carve.block);
     const std::size_t w = gpt2::param_count(c) - gpt2::stage_begin(c, c.layers);
-    const std::size_t bw = gpt2::stage_begin(c, 1) - gpt2::stage_begin(c, 0);
     const std::vector<Span> kept = {{h.out, n * 4}, {h.meanf, t * 4}, {h.rstdf, t * 4}, {h.ln, n * 2}};
     std::vector<Span> head = kept, block = kept;
     head.insert(head.end(), {{h.w, w * 2}, {h.logits, rows * c.vocab * 2}});
-    block.insert(block.end(), {{s.w, bw * 2}, {s.x, n * 4},     {s.mean1, t * 4},  {s.rstd1, t * 4},
-                               {s.q, nh * 2}, {s.k, nh * 2},    {s.v, nh * 2},     {s.lse, t * c.heads * 4},
-                               {s.att, n * 2}, {s.mid, n * 4},  {s.mean2, t * 4},  {s.rstd2, t * 4},
-                               {s.h, 4 * n * 2}, {s.ln1, n * 2}, {s.ln2, n * 2}});
+    const std::vector<Span> block_tensors = block_spans(s, c);
+    block.insert(block.end(), block_tensors.begin(), block_tensors.end());
     SCOPED_TRACE("vocabulary " + std::to_string(c.vocab));
     expect_apart(head, memory.data(), memory.size());
     expect_apart(block, memory.data(), memory.size());
