@@ -40,6 +40,9 @@ namespace flashtma::bwd {
 enum DqPlan : int { kDqPerConsumer = 0, kDqSplit = 1, kDqSplitBehind = 2, kDqSplitTurns = 3, kTurnsEvery = 4 };
 // The plan of the launches that do not choose one (the package's; the GPT-2 steps' run d = 64, where
 // every plan is step 5's kernel): the chapter's last step's.
+// kTurnsEvery (a ring of two turns at the GPT-2 steps' d = 64) was timed as this default in session
+// 66, step 17 built both ways on an H200, alternated three times: 7.80 to 7.85 ms against 7.82 to
+// 7.87 at small, 12.4 to 12.5 both at medium. No faster there; this stays.
 inline constexpr int kDqDefault = kDqSplitTurns;
 
 template <int D, int Cn = (D == 64 ? 3 : 2), int Plan = kDqSplit>
@@ -116,6 +119,9 @@ using KVRows = KVRowsOf<>;
 // head after head (SDPA bf16, cuDNN: 88); at (8, 16, 4096, 64) 2.56 against 2.66 ms; at
 // (8, 16, 4096, 128) 4.10 both. All heads at once there, their Q and dO 128 MB, past L2, took 2.72
 // and 5.33 ms; of 4, 16 and 64 MiB, 16 was the fastest or as fast at all three.
+// Again in session 66 on step 8's kernel (an H200, (8, 16, 4096, 128) causal, alternated twice,
+// each a build with another kOrderBytes): 3.5 ms at 8 and 16 MiB, 3.6 at 32 and 48 (the medians'
+// first two digits; the script cut the rest). 16 stays.
 struct Order {
   int bh = 1, tiles = 1, group = 1;
   struct Place {

@@ -227,6 +227,13 @@ void layer_norm_again(const float* x, const float* mean, const float* rstd, cons
 // shared memory together (sum2). On the H100 at small: 25.0 us to 23.6 a launch (Nsight Compute),
 // 0.685 ms a step to 0.597 (--profile). Still 53% of the bandwidth: its 512 blocks of 256 threads
 // give an SM 31 warps of its 64, and each waits on its block's barriers twice a row.
+// Tried in session 66 and not kept (branch s66-lnb): at d = 768 a block of 6 warps, the fewest whose
+// four columns a thread cover the row (256 threads leave 64 idle), and a grid of the blocks the SMs
+// hold at once (660 of 192 threads; 61 registers either way). On an H200 in step 17 at small
+// (Nsight Compute, four launches each) it took 21.6 to 27.3 us a launch against this kernel's 19.6
+// to 23.7, its achieved occupancy 40-41% against 44-45%; the step 7.85 to 7.88 ms against 7.77 to
+// 7.84, alternated three times (12.4 both at medium). With the residual LayerNorm's forward also in
+// 16-byte accesses on 6 warps, the step was level with this one (7.79 to 7.84 ms; 12.3 to 12.4).
 template <int Items, int V, class Grad = float>
 __global__ void __launch_bounds__(kThreads)
     layer_norm_backward_kernel(const float* __restrict__ dy, const float* __restrict__ x, const float* __restrict__ w,
