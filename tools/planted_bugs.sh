@@ -435,6 +435,11 @@ plant gpt2_round_ahead_shifted ch04_compile_vs_fused/gpt2/fused/step.cuh optimiz
 plant gpt2_forward_head_over_ln ch04_compile_vs_fused/gpt2/gpt2_model.cpp optimized_gpt2_step_fused_bf16_round_ahead \
   'return {.kept = 0, .block = kept, .late = kept, .floats = kept + std::max(block, late)};' \
   'return {.kept = block, .block = 0, .late = 0, .floats = std::max(block + kept, late)};'
+# Step 18's attention reading the QKV product's rows, each head's rows taken from the first
+# sequence's (the fold without its batch offset): right at batch 1, wrong at batch 2. Against its
+# check (the CPU tests AttentionFold.* fail on it too).
+plant gpt2_qkv_rows_first_sequence ch04_compile_vs_fused/attention/hopper/flash_tma.cuh optimized_gpt2_step_fused_bf16_qkv_rows \
+  'return {b * seq + row, head - b * heads};' 'return {row, head - b * heads};'
 
 if [ $planted -eq 0 ]; then
   echo "planted_bugs: no bug is named ${only[*]}" >&2

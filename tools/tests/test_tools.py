@@ -1182,6 +1182,7 @@ PHASES_H200 = "ch04_compile_vs_fused/results/gpt2_bf16_h200_phases"
 KEEP_LN_H200 = "ch04_compile_vs_fused/results/gpt2_bf16_h200_keep_ln"
 LOSS_IN_FLIGHT_H200 = "ch04_compile_vs_fused/results/gpt2_bf16_h200_loss_in_flight"
 ROUND_AHEAD_H200 = "ch04_compile_vs_fused/results/gpt2_bf16_h200_round_ahead"
+QKV_ROWS_H200 = "ch04_compile_vs_fused/results/gpt2_bf16_h200_qkv_rows"
 
 
 class TorchAgainstLabReadmes(unittest.TestCase):
@@ -1231,7 +1232,9 @@ class TorchAgainstLabReadmes(unittest.TestCase):
         ("ch04_compile_vs_fused/gpt2/README.md", section, "%s/torch_bf16_all.json" % ROUND_AHEAD_H200,
          "%s/%s" % (ROUND_AHEAD_H200, lab))
         for section, lab in [("gpt2-bf16-round-ahead-h200", "report_bf16.csv"),
-                             ("gpt2-bf16-round-ahead-v50304-h200", "report_bf16_v50304.csv")]]
+                             ("gpt2-bf16-round-ahead-v50304-h200", "report_bf16_v50304.csv")]] + [
+        ("ch04_compile_vs_fused/gpt2/README.md", "gpt2-bf16-qkv-rows-h200", "%s/torch_bf16.json" % QKV_ROWS_H200,
+         "%s/report_bf16.csv" % QKV_ROWS_H200)]
 
     def test_each_table_is_the_tools_output(self):
         import torch_reference

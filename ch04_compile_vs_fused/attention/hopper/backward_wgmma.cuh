@@ -38,8 +38,9 @@ namespace flashtma::bwd {
 // kTurnsEvery (step 9): step 8's plan where the split applies, and the turns alone elsewhere (d = 64,
 // three consumers or two: a ring of turns, dQ each consumer's own over its keys).
 enum DqPlan : int { kDqPerConsumer = 0, kDqSplit = 1, kDqSplitBehind = 2, kDqSplitTurns = 3, kTurnsEvery = 4 };
-// The plan of the launches that do not choose one (the package's; the GPT-2 steps' run d = 64, where
-// every plan is step 5's kernel): the chapter's last step's.
+// The plan of the launches that do not choose one (the package's and the GPT-2 steps'): step 8's,
+// dQ split with the turns. Where the split does not apply (d = 64, as in the GPT-2 steps, or three
+// consumers) it runs step 5's kernel, as every plan but kTurnsEvery does there.
 // kTurnsEvery (a ring of two turns at the GPT-2 steps' d = 64) was timed as this default in session
 // 66, step 17 built both ways on an H200, alternated three times: 7.80 to 7.85 ms against 7.82 to
 // 7.87 at small, 12.4 to 12.5 both at medium. No faster there; this stays.
@@ -194,7 +195,7 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
                          const __grid_constant__ CUtensorMap dqmap, const float* __restrict__ lse,
                          const float* __restrict__ delta,
                          float* __restrict__ dk, float* __restrict__ dv, int seq, float scale, float scale_log2,
-                         const KVRowsOf<T> out, const Order order) {
+                         const KVRowsOf<T> out, const Order order, const Fold fold) {
   using C = Bwd<D, Cn, Plan>;
   extern __shared__ std::uint8_t smem_raw[];
   const Smem<D, Cn, Plan> sh(smem_raw);
@@ -218,16 +219,19 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
     if (threadIdx.x == 0) {
       tma::prefetch_map(&qmap), tma::prefetch_map(&kmap), tma::prefetch_map(&vmap), tma::prefetch_map(&dmap);
       tma::arrive_expect_bytes(sh.kv_full, 2 * C::kKVBytes);
+      // Q, K and V where fold says (by head, or over the QKV product's rows); dO by head.
+      const Fold::At ka = fold.at(key0, head, seq), qa = fold.at(0, head, seq);  // qa: the head's query 0
       for (int g = 0; g < C::kRegions; ++g) {
-        tma::load_tile(sh.k + g * C::kBc * 128, &kmap, 64 * g, key0, head, sh.kv_full);
-        tma::load_tile(sh.v + g * C::kBc * 128, &vmap, 64 * g, key0, head, sh.kv_full);
+        tma::load_tile(sh.k + g * C::kBc * 128, &kmap, 64 * g, ka.row, ka.head, sh.kv_full);
+        tma::load_tile(sh.v + g * C::kBc * 128, &vmap, 64 * g, ka.row, ka.head, sh.kv_full);
       }
       for (int i = first; i < tiles; ++i) {
         const int n = i - first, st = n % C::kStages;
         tma::wait(sh.empty + st, ((n / C::kStages) & 1) ^ 1);
         tma::arrive_expect_bytes(sh.full + st, 2 * C::kTileBytes);
         for (int g = 0; g < C::kRegions; ++g) {
-          tma::load_tile(sh.q + st * C::kTileBytes + g * C::kBr * 128, &qmap, 64 * g, i * C::kBr, head, sh.full + st);
+          tma::load_tile(sh.q + st * C::kTileBytes + g * C::kBr * 128, &qmap, 64 * g, qa.row + i * C::kBr, qa.head,
+                         sh.full + st);
           tma::load_tile(sh.dout + st * C::kTileBytes + g * C::kBr * 128, &dmap, 64 * g, i * C::kBr, head,
                          sh.full + st);
         }
@@ -534,11 +538,13 @@ inline int consumers_for(int d, int consumers) {
 // block's keys (64 a consumer), dQ in boxes of 32 columns by 64 queries (fp32, 128-byte swizzled)
 // for the reductions; and the consumers the launch runs, which the K and V boxes were made for.
 // dq_plan: how dQ's product is divided (DqPlan; where a split does not apply, at d = 64 or with
-// three consumers, every plan runs step 5's kernel).
+// three consumers, every plan but kTurnsEvery runs step 5's kernel). fold: where Q's, K's and V's rows lie in their
+// maps, by head (maps) or over the QKV product's rows (rows_maps); dO and dQ are by head in both.
 struct Maps {
   CUtensorMap q{}, k{}, v{}, dout{}, dq{};
   int consumers = 0;
   int dq_plan = kDqDefault;
+  Fold fold{};
 };
 template <class T>
 inline Maps maps(const T* q, const T* k, const T* v, const T* dout, float* dq, int bh, int seq, int d,
@@ -550,6 +556,18 @@ inline Maps maps(const T* q, const T* k, const T* v, const T* dout, float* dq, i
   m.q = head_map(q, a, br), m.dout = head_map(dout, a, br), m.k = head_map(k, a, bc), m.v = head_map(v, a, bc);
   m.dq = lab::tma::f32_map_swizzle128(dq, {std::uint64_t(d), std::uint64_t(seq), std::uint64_t(bh)},
                                       {std::uint64_t(d) * 4, std::uint64_t(seq) * d * 4}, {32, 64, 1});
+  return m;
+}
+// maps() with Q, K and V read over rows (flashtma::rows_maps' layout: token t's row of ld elements
+// from q, k and v, head h's d columns at h d), bh = batch heads heads of seq tokens each.
+template <class T>
+inline Maps rows_maps(const T* q, const T* k, const T* v, std::size_t ld, const T* dout, float* dq, int bh, int heads,
+                      int seq, int d, int consumers = 0) {
+  Maps m = maps(q, k, v, dout, dq, bh, seq, d, consumers);
+  const std::size_t tokens = std::size_t(bh / heads) * seq;
+  m.q = rows_map(q, tokens, heads, d, ld, Bwd<128>::kBr);
+  m.k = rows_map(k, tokens, heads, d, ld, 64 * m.consumers), m.v = rows_map(v, tokens, heads, d, ld, 64 * m.consumers);
+  m.fold = Fold{heads};
   return m;
 }
 
@@ -613,7 +631,7 @@ static inline void launch(const Maps& m, const float* lse, const float* delta, f
     using C = Bwd<D, Cn, Plan>;
     const Order order = order_for(bh, (seq + C::kBc - 1) / C::kBc, seq, d, causal);
     flash_backward_wgmma<D, decltype(cc)::value, Cn, Plan, T><<<unsigned(bh) * order.tiles, C::kThreads, C::kSmemBytes, stream>>>(
-        m.q, m.k, m.v, m.dout, m.dq, lse, delta, dk, dv, seq, scale, scale * flash::kLog2e, out, order);
+        m.q, m.k, m.v, m.dout, m.dq, lse, delta, dk, dv, seq, scale, scale * flash::kLog2e, out, order, m.fold);
     LAB_CHECK(cudaGetLastError());
   });
 #else

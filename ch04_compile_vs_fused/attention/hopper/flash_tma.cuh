@@ -77,6 +77,26 @@ struct RowsOf {
 };
 using Rows = RowsOf<>;
 
+// Where a head's rows lie in the maps that Q, K and V are read through. By head (heads 0: a map of
+// [bh][seq][d]), head b's row r at the map's coordinates (row r, head b). Over rows (heads > 0,
+// rows_maps: the QKV product's output, each token a row of `heads` heads side by side, no copy by
+// head), head b's row r at (row b / heads seq + r, head b % heads): the map's second coordinate runs
+// over every token of the batch, its third over the heads of a row. A box that runs past the last
+// query of its sequence there reads the next sequence's first rows where by head it read zeros:
+// the kernels mask keys and queries at or past seq (their scores and probabilities), so those rows
+// add nothing; past the batch's last token the TMA fills zeros, as by head.
+struct Fold {
+  int heads = 0;
+  struct At {
+    int row, head;
+  };
+  __host__ __device__ At at(int row, int head, int seq) const {
+    if (heads == 0) return {row, head};
+    const int b = head / heads;
+    return {b * seq + row, head - b * heads};
+  }
+};
+
 #if defined(LAB_SM90A)
 namespace tma = lab::tma;
 
@@ -225,27 +245,29 @@ struct Turns {
 // The producer: one thread copies Q, then K and V tiles key_tile0 .. key_tile0 + tiles - 1 into
 // the ring, each copy once the consumers have freed its stage (a fresh stage counts as freed). base:
 // the ring's tiles before these (a block that runs several items; see Work::base).
+// fold: where the head's rows lie in the maps (Fold).
 template <int D>
 __device__ __forceinline__ void produce(const Ring<D>& r, const CUtensorMap* qmap, const CUtensorMap* kmap,
                                         const CUtensorMap* vmap, int row0, int head, int key_tile0, int tiles,
-                                        int base = 0) {
+                                        int base, Fold fold, int seq) {
   using C = Config<D>;
   tma::prefetch_map(qmap), tma::prefetch_map(kmap), tma::prefetch_map(vmap);
   tma::arrive_expect_bytes(r.q_full, C::kQBytes);
-  for (int g = 0; g < C::kRegions; ++g) tma::load_tile(r.q + g * C::kBr * 128, qmap, 64 * g, row0, head, r.q_full);
+  const Fold::At qa = fold.at(row0, head, seq), ka = fold.at(0, head, seq);  // ka: the head's key 0
+  for (int g = 0; g < C::kRegions; ++g) tma::load_tile(r.q + g * C::kBr * 128, qmap, 64 * g, qa.row, qa.head, r.q_full);
   for (int j = 0; j < tiles; ++j) {
     const int st = (base + j) % C::kStages;
     const unsigned parity = (((base + j) / C::kStages) & 1) ^ 1;
     tma::wait(r.k_empty + st, parity);
     tma::arrive_expect_bytes(r.k_full + st, C::kTileBytes);
     for (int g = 0; g < C::kRegions; ++g)
-      tma::load_tile(r.k + st * C::kTileBytes + g * C::kBc * 128, kmap, 64 * g, (key_tile0 + j) * C::kBc, head,
-                       r.k_full + st);
+      tma::load_tile(r.k + st * C::kTileBytes + g * C::kBc * 128, kmap, 64 * g, ka.row + (key_tile0 + j) * C::kBc,
+                     ka.head, r.k_full + st);
     tma::wait(r.v_empty + st, parity);
     tma::arrive_expect_bytes(r.v_full + st, C::kTileBytes);
     for (int g = 0; g < C::kRegions; ++g)
-      tma::load_tile(r.v + st * C::kTileBytes + g * C::kBc * 128, vmap, 64 * g, (key_tile0 + j) * C::kBc, head,
-                       r.v_full + st);
+      tma::load_tile(r.v + st * C::kTileBytes + g * C::kBc * 128, vmap, 64 * g, ka.row + (key_tile0 + j) * C::kBc,
+                     ka.head, r.v_full + st);
   }
 }
 
@@ -261,7 +283,7 @@ template <int D, bool Causal, class Schedule, class T = __nv_bfloat16, bool Pers
 __global__ void __launch_bounds__(Config<D>::kThreads, 1)
     forward(const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap kmap,
             const __grid_constant__ CUtensorMap vmap, const Listed list, float* __restrict__ o,
-            float* __restrict__ lse, int seq, float scale_log2, const RowsOf<T> rows) {
+            float* __restrict__ lse, int seq, float scale_log2, const RowsOf<T> rows, const Fold fold) {
   using C = Config<D>;
   extern __shared__ std::uint8_t smem_raw[];
   const Ring<D> ring(smem_raw);
@@ -293,7 +315,8 @@ __global__ void __launch_bounds__(Config<D>::kThreads, 1)
       for (int i = first; i < end; ++i) {
         const Item item = i == first ? first_item : item_at(i);
         if (Persistent) tma::wait(ring.q_empty, unsigned((i - first) & 1) ^ 1);  // a fresh barrier counts as freed
-        produce<D>(ring, &qmap, &kmap, &vmap, item.tile * C::kBr, item.head, item.key_tile0, item.tiles, base);
+        produce<D>(ring, &qmap, &kmap, &vmap, item.tile * C::kBr, item.head, item.key_tile0, item.tiles, base, fold,
+                   seq);
         base += item.tiles;
       }
     }
@@ -334,15 +357,35 @@ inline CUtensorMap head_map(const T* base, const attn::Dims& a, int rows) {
                                        {64, std::uint32_t(rows), 1});
 }
 
-// The three tensor maps a forward reads through, over bf16 Q, K and V by head: Q by the block's
-// queries, K and V by a tile's keys. d is 64 or 128.
+// A tensor map over a head of width d in rows of ld 16-bit elements, `tokens` rows, `heads` heads
+// side by side from base (Fold: coordinates (column, token, head)), read in boxes of 64 columns by
+// `rows` rows of one head. ld and d in whole 16-byte units (the TMA's strides).
+template <class T>
+inline CUtensorMap rows_map(const T* base, std::size_t tokens, int heads, int d, std::size_t ld, int rows) {
+  static_assert(sizeof(T) == 2, "a 16-bit element");
+  return lab::tma::bf16_map_swizzle128(base, {std::uint64_t(d), std::uint64_t(tokens), std::uint64_t(heads)},
+                                       {std::uint64_t(ld) * 2, std::uint64_t(d) * 2}, {64, std::uint32_t(rows), 1});
+}
+
+// The three tensor maps a forward reads through, over bf16 Q, K and V: Q by the block's queries, K
+// and V by a tile's keys; by head (maps) or over rows (rows_maps; fold says which). d is 64 or 128.
 struct Maps {
   CUtensorMap q{}, k{}, v{};
+  Fold fold{};
 };
 template <class T>
 inline Maps maps(const T* q, const T* k, const T* v, const attn::Dims& a) {
   const int br = a.d == 64 ? Config<64>::kBr : Config<128>::kBr, bc = Config<128>::kBc;
   return {head_map(q, a, br), head_map(k, a, bc), head_map(v, a, bc)};
+}
+// Over rows: Q, K and V of token t (batch b, position p: t = b seq + p) in row t of ld elements from
+// q, k and v, head h's columns [h d, h d + d) of each (the QKV product's rows: q its first column,
+// k = q + heads d, v = k + heads d, ld = 3 heads d).
+template <class T>
+inline Maps rows_maps(const T* q, const T* k, const T* v, std::size_t tokens, int heads, int d, std::size_t ld) {
+  const int br = d == 64 ? Config<64>::kBr : Config<128>::kBr, bc = Config<128>::kBc;
+  return {rows_map(q, tokens, heads, d, ld, br), rows_map(k, tokens, heads, d, ld, bc),
+          rows_map(v, tokens, heads, d, ld, bc), Fold{heads}};
 }
 
 // The state of a variant on this frame: the bf16 copies of Q, K and V and the maps over them.
@@ -436,7 +479,7 @@ static void launch(const Maps& m, float* o, float* lse, int bh, int seq, int d, 
     using C = Config<D>;
     const dim3 grid = list.items ? dim3(list.blocks) : dim3((seq + C::kBr - 1) / C::kBr, bh);
     forward<D, decltype(cc)::value, Schedule, T, Persistent>
-        <<<grid, C::kThreads, C::kSmemBytes, stream>>>(m.q, m.k, m.v, list, o, lse, seq, scale_log2, rows);
+        <<<grid, C::kThreads, C::kSmemBytes, stream>>>(m.q, m.k, m.v, list, o, lse, seq, scale_log2, rows, m.fold);
     LAB_CHECK(cudaGetLastError());
   });
 #else

@@ -6,8 +6,9 @@
 // (Bf16Logits), optimized_gpt2_step_fused_bf16_gelu_once.cu's linear_dx_bf16 and linear_dw
 // (Bf16GeluOnce), optimized_gpt2_step_fused_bf16_gelu_in_flight.cu's kGeluInFlight
 // (Bf16GeluInFlight), optimized_gpt2_step_fused_bf16_keep_ln.cu's kKeepLayerNorm (Bf16KeepLn) and
-// optimized_gpt2_step_fused_bf16_loss_in_flight.cu's kLossInFlight (Bf16LossInFlight), which the
-// steps after them build on.
+// optimized_gpt2_step_fused_bf16_loss_in_flight.cu's kLossInFlight (Bf16LossInFlight) and
+// optimized_gpt2_step_fused_bf16_round_ahead.cu's kRoundAhead (Bf16RoundAhead), which the steps
+// after them build on.
 #pragma once
 
 #include <cublasLt.h>
@@ -233,5 +234,15 @@ struct Bf16LossInFlight : Bf16KeepLn {
 
 static_assert(policy::Products<Bf16LossInFlight> && policy::NamesLossInFlight<Bf16LossInFlight> &&
               policy::NamesKeepLayerNorm<Bf16LossInFlight> && Bf16LossInFlight::kLossInFlight);
+
+// optimized_gpt2_step_fused_bf16_round_ahead.cu's products: Bf16LossInFlight's, with the weights
+// rounded ahead on the side stream (policy::NamesRoundAhead).
+struct Bf16RoundAhead : Bf16LossInFlight {
+  static constexpr bool kRoundAhead = true;
+  Bf16RoundAhead(const gpt2::Config& c, gpt2::Phase phase) : Bf16LossInFlight(c, phase) {}
+};
+
+static_assert(policy::Products<Bf16RoundAhead> && policy::NamesRoundAhead<Bf16RoundAhead> &&
+              policy::NamesLossInFlight<Bf16RoundAhead> && Bf16RoundAhead::kRoundAhead);
 
 }  // namespace

@@ -115,4 +115,38 @@ struct HopperRows : HopperAttention {
 
 static_assert(HopperRows::kWritesRows && policy::WritesRows<HopperRows>);
 
+// HopperRows reading Q, K and V straight from the QKV product's rows (policy::ReadsQkvRows), the
+// change optimized_gpt2_step_fused_bf16_qkv_rows.cu teaches: the kernels' tensor maps run over the
+// rows (flashtma::rows_maps: a token's row of 3 heads hd values, head h's hd columns at h hd of each
+// third), where they ran over a copy by head. At head sizes the kernels take as they are (64 and
+// 128: a head's columns are a whole box); at others the step lays Q, K and V out by head, padded,
+// as before.
+struct HopperQkvRows : HopperRows {
+  static constexpr bool kReadsQkvRows = true;
+  using HopperRows::HopperRows;
+  static bool qkv_rows(const gpt2::Config& c) { return hopper(c.head_dim()); }
+
+  void forward_qkv_rows(const __nv_bfloat16* qkv, __nv_bfloat16* att, float* lse, int batch, int heads, int seq,
+                        int hd, bool causal, float scale, cudaStream_t stream) {
+    const std::size_t dm = std::size_t(heads) * hd;
+    const flashtma::Rows rows{.o = att, .heads = heads, .cols = hd, .ld = dm};
+    flashtma::launch<Schedule>(flashtma::rows_maps(qkv, qkv + dm, qkv + 2 * dm, std::size_t(batch) * seq, heads, hd,
+                                                   3 * dm),
+                               nullptr, lse, batch * heads, seq, hd, causal, scale * flash::kLog2e, stream, {}, rows);
+  }
+
+  void backward_qkv_rows(const __nv_bfloat16* qkv, const __nv_bfloat16* dout, const float* lse, const float* delta,
+                         float* dq, __nv_bfloat16* dqkv, float* db, int batch, int heads, int seq, int hd,
+                         bool causal, float scale, cudaStream_t stream) {
+    const std::size_t dm = std::size_t(heads) * hd;
+    const flashtma::bwd::KVRows rows{.dk = dqkv + dm, .dv = dqkv + 2 * dm, .db_k = db + dm, .db_v = db + 2 * dm,
+                                     .heads = heads, .cols = hd, .ld = 3 * dm};
+    flashtma::bwd::launch(flashtma::bwd::rows_maps(qkv, qkv + dm, qkv + 2 * dm, 3 * dm, dout, dq, batch * heads, heads,
+                                                   seq, hd, kBackwardConsumers),
+                          lse, delta, nullptr, nullptr, batch * heads, seq, hd, causal, scale, stream, rows);
+  }
+};
+
+static_assert(policy::ReadsQkvRows<HopperQkvRows>);
+
 }  // namespace

@@ -88,7 +88,14 @@
 //        stream): dq by head in fp32 (added to, as backward's), dK and dV in bf16 straight into the QKV
 //        product's dY rows (dqkv: B T x 3 heads hd, its columns from heads hd on), their column sums
 //        added to db (the product's bias gradient, from db + heads hd on; zeroed before). d: the
-//        flash width, hd the model's head size (d with its padding).
+//        flash width, hd the model's head size (d with its padding);
+//   optionally static constexpr bool kReadsQkvRows = true (with kWritesRows), with
+//   static bool qkv_rows(const gpt2::Config&): whether it reads Q, K and V at this shape straight
+//        from the QKV product's rows (bf16, bias added: B T x 3 heads hd), not by head; and
+//   void forward_qkv_rows(qkv, att, lse, batch, heads, seq, hd, causal, scale, stream) and
+//   void backward_qkv_rows(qkv, dout, lse, delta, dq, dqkv, db, batch, heads, seq, hd, causal, scale,
+//        stream): forward_rows and backward_rows with q, k and v those rows
+//        (optimized_gpt2_step_fused_bf16_qkv_rows.cu; the same values, no copy by head).
 #pragma once
 
 #include <concepts>
@@ -227,6 +234,19 @@ concept WritesRows = NamesRows<A> &&
                        a.forward_rows(q, q, q, rows, f, n, n, n, n, n, causal, scale, s);
                        a.backward_rows(q, q, q, q, cf, cf, f, rows, f, n, n, n, n, n, causal, scale, s);
                      };
+
+// An Attention class that reads Q, K and V from the QKV product's rows where qkv_rows() says
+// (kReadsQkvRows, with kWritesRows): the step then lays them out by head only elsewhere.
+template <class A>
+concept NamesQkvRows = requires { requires A::kReadsQkvRows; };
+template <class A>
+concept ReadsQkvRows = NamesQkvRows<A> && WritesRows<A> &&
+                       requires(A& a, const gpt2::Config& c, const __nv_bfloat16* q, __nv_bfloat16* rows, float* f,
+                                const float* cf, int n, bool causal, float scale, cudaStream_t s) {
+                         { A::qkv_rows(c) } -> std::same_as<bool>;
+                         a.forward_qkv_rows(q, rows, f, n, n, n, n, causal, scale, s);
+                         a.backward_qkv_rows(q, q, cf, cf, f, rows, f, n, n, n, n, causal, scale, s);
+                       };
 
 }  // namespace policy
 

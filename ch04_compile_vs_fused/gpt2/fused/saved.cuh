@@ -26,9 +26,10 @@ struct Carver {
 };
 
 // What one block keeps for its backward: no T x T tensor; the log-sum-exp of each head row instead.
-// Q, K, V by head, heads padded to the flash width, in the attention's type (A); the merged
-// attention output, a product's operand, and the MLP's pre-activation (4 d values a token, the
-// largest tensor kept), in the products' type (P); the residual stream (both LayerNorms' inputs)
+// Q, K, V by head, heads padded to the flash width (or the QKV product's rows, where the attention
+// reads them so), in the attention's type (A); the merged attention output, a product's operand,
+// and the MLP's pre-activation (4 d values a token, the largest tensor kept), in the products' type
+// (P); the residual stream (both LayerNorms' inputs)
 // with their means and rstds in fp32. Not kept: GELU's output, which the backward makes again from
 // the pre-activation, and (unless KeepLn) the LayerNorms' outputs, which the backward makes again
 // from their inputs, means and rstds (the same values, one pass each: in fp32 it reads what it
@@ -45,7 +46,10 @@ struct Saved {
     const std::size_t n = c.tokens() * c.d, t = c.tokens(), nh = heads_size(c);
     w = std::is_same_v<P, float> ? nullptr : m.take<P>(gpt2::stage_begin(c, 1) - gpt2::stage_begin(c, 0));
     x = m.take(n), mean1 = m.take(t), rstd1 = m.take(t);
-    q = m.take<A>(nh), k = m.take<A>(nh), v = m.take<A>(nh), lse = m.take(t * c.heads), att = m.take<P>(n);
+    // Q, K and V in one region: by head, one after another; or (an attention that reads them from
+    // the QKV product's rows, policy::ReadsQkvRows) those rows, 3 d values a token, from q.
+    q = m.take<A>(3 * nh), k = q ? q + nh : nullptr, v = q ? k + nh : nullptr;
+    lse = m.take(t * c.heads), att = m.take<P>(n);
     mid = m.take(n), mean2 = m.take(t), rstd2 = m.take(t), h = m.take<P>(4 * n);
     if constexpr (KeepLn) ln1 = m.take<P>(n), ln2 = m.take<P>(n);
   }

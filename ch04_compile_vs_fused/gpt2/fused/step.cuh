@@ -87,6 +87,17 @@ struct FusedStep {
   // where the lead stream rounded each stage before its products (see forward()).
   static constexpr bool kRoundAhead = policy::NamesRoundAhead<Products>;
   static_assert(!kRoundAhead || !std::is_same_v<Op, float>, "kRoundAhead rounds the weights' copies: bf16 products");
+  // kQkvRows: the attention reads Q, K and V from the QKV product's rows where its qkv_rows() says
+  // (policy::ReadsQkvRows): the product writes them, bias added, where the saved Q, K and V lie, and
+  // no pass lays them out by head (reads_qkv_rows()).
+  static constexpr bool kQkvRows = policy::NamesQkvRows<Attention>;
+  static_assert(!kQkvRows || (policy::ReadsQkvRows<Attention> && kBias && !std::is_same_v<Grad, float>),
+                "kReadsQkvRows comes with qkv_rows(), forward_qkv_rows() and backward_qkv_rows() (policies.cuh), "
+                "and reads the rows the bias epilogue writes in bf16, its gradients' rows in bf16");
+  static bool reads_qkv_rows(const gpt2::Config& c) {
+    if constexpr (kQkvRows) return Attention::qkv_rows(c);
+    return false;
+  }
   using Logit = std::conditional_t<kLogitsBf16, Op, float>;
   static_assert(!kRows || (std::is_same_v<Op, __nv_bfloat16> && std::is_same_v<Grad, __nv_bfloat16> &&
                            std::is_same_v<HeadOp, __nv_bfloat16>),
@@ -190,8 +201,10 @@ struct FusedStep {
   }
 
   // The QKV rows' buffer: the forward's product output (its bf16 rows with kBias, fp32 otherwise),
-  // and in a backward the dQKV rows in fp32. The forward alone with kBias takes half the floats.
+  // and in a backward the dQKV rows in fp32. The forward alone with kBias takes half the floats. None
+  // where the attention reads the rows as they are (reads_qkv_rows): they lie with the saved tensors.
   static std::size_t qkv_floats(const gpt2::Config& c, gpt2::Phase phase) {
+    if (reads_qkv_rows(c)) return 0;  // the rows lie with the saved tensors; dQKV in gy (kGradCopies)
     const std::size_t n = 3 * c.tokens() * c.d;
     if (phase == gpt2::Phase::forward && kBias) return (n * sizeof(Op) + sizeof(float) - 1) / sizeof(float);
     return n;
@@ -436,15 +449,23 @@ struct FusedStep {
                                                                        c.heads, hd, dp);
         LAB_CHECK(cudaGetLastError());
       };
+      const bool qkv_rows = reads_qkv_rows(c);  // the rows where Q, K and V are saved, read as they are
       if constexpr (kBias) {
-        Op* const rows_bf = reinterpret_cast<Op*>(qkv.data());
+        Op* const rows_bf = reinterpret_cast<Op*>(qkv_rows ? static_cast<void*>(s.q) : qkv.data());
         products.linear_bias(blas, ln_at(s.ln1), W(ob.qkv_w), W(ob.qkv_b), rows_bf, rows, 3 * d, d, stream);
-        qkv_heads(rows_bf, nullptr);
+        if (!qkv_rows) qkv_heads(rows_bf, nullptr);
       } else {
         products.linear(blas, ln_at(s.ln1), W(ob.qkv_w), qkv.data(), rows, 3 * d, d, stream);
         qkv_heads(qkv.data(), P + ob.qkv_b);
       }
-      if constexpr (kRows) {  // O straight into the merged rows
+      if constexpr (kQkvRows) {  // Q, K and V from the product's rows, O straight into the merged rows
+        if (qkv_rows)
+          attention.forward_qkv_rows(s.q, s.att, s.lse, c.batch, c.heads, c.context, hd, true,
+                                     1.f / std::sqrt(float(hd)), stream);
+        else
+          attention.forward_rows(s.q, s.k, s.v, s.att, s.lse, c.batch, c.heads, c.context, dp, hd, true,
+                                 1.f / std::sqrt(float(hd)), stream);
+      } else if constexpr (kRows) {  // O straight into the merged rows
         attention.forward_rows(s.q, s.k, s.v, s.att, s.lse, c.batch, c.heads, c.context, dp, hd, true,
                                1.f / std::sqrt(float(hd)), stream);
       } else {
@@ -639,7 +660,14 @@ struct FusedStep {
             dln.data(), s.att, dout.data(), delta.data(), head_rows, c.context, c.heads, hd, dp);
       LAB_CHECK(cudaGetLastError());
       LAB_CHECK(cudaMemsetAsync(dq, 0, nh * sizeof(float), stream));
-      if constexpr (kRows) {  // dK and dV straight into dQKV's rows, with their bias gradients; dQ by head
+      if constexpr (kQkvRows) {  // as kRows's, Q, K and V read from the rows the forward saved
+        if (reads_qkv_rows(c))
+          attention.backward_qkv_rows(s.q, dout.data(), s.lse, delta.data(), dq, next, G + ob.qkv_b, c.batch, c.heads,
+                                      c.context, hd, true, 1.f / std::sqrt(float(hd)), stream);
+        else
+          attention.backward_rows(s.q, s.k, s.v, dout.data(), s.lse, delta.data(), dq, next, G + ob.qkv_b, c.batch,
+                                  c.heads, c.context, dp, hd, true, 1.f / std::sqrt(float(hd)), stream);
+      } else if constexpr (kRows) {  // dK and dV straight into dQKV's rows, with their bias gradients; dQ by head
         attention.backward_rows(s.q, s.k, s.v, dout.data(), s.lse, delta.data(), dq, next, G + ob.qkv_b, c.batch,
                                 c.heads, c.context, dp, hd, true, 1.f / std::sqrt(float(hd)), stream);
       } else {

@@ -43,16 +43,8 @@
 
 namespace {
 
-// The previous step's products (Bf16LossInFlight, epilogue_products.cuh), with the weights rounded
-// ahead on the side stream (policy::NamesRoundAhead).
-struct Bf16RoundAhead : Bf16LossInFlight {
-  static constexpr bool kRoundAhead = true;
-  Bf16RoundAhead(const gpt2::Config& c, gpt2::Phase phase) : Bf16LossInFlight(c, phase) {}
-};
-
-static_assert(policy::Products<Bf16RoundAhead> && policy::NamesRoundAhead<Bf16RoundAhead> &&
-              policy::NamesLossInFlight<Bf16RoundAhead> && Bf16RoundAhead::kRoundAhead);
-
+// The previous step's products (Bf16LossInFlight) with the weights rounded ahead on the side stream
+// (policy::NamesRoundAhead): Bf16RoundAhead, epilogue_products.cuh, where the next step finds it.
 using FusedBf16RoundAhead = FusedStep<Bf16RoundAhead, HopperRows>;  // HopperRows: hopper_attention.cuh
 
 }  // namespace
