@@ -833,7 +833,13 @@ TEST(Gpt2Reference, SamePrecisionAllowsFp32sFreedomWhereTheStandInIsExact) {
         << "seed " << seed << ": fp32's freedom does not cover one contracted multiply-add";
     const lab::Verdict v = gpt2::judge(e, k.c, got.loss, got.grads, {}, {}, {});
     EXPECT_TRUE(v.pass) << "seed " << seed << ": " << v.details();
-    EXPECT_NE(v.note.find("same precision (enforced)"), std::string::npos) << v.note;
+    // The same-precision test judges only the tensors whose error has kL2MinDof degrees of freedom
+    // (gpt2_judge.cpp: `steady`), and names itself in the note when it judged one. At the fuzz's seed
+    // some tensors do; at d_model 1 another seed may leave none, and the note is then empty, which
+    // is the judge's design, not a failure (CI, 2026-12-03: seed 158013584962805). Where it judged,
+    // it was enforced.
+    if (seed == 109173136164868 || v.note.find("same precision") != std::string::npos)
+      EXPECT_NE(v.note.find("same precision (enforced)"), std::string::npos) << "seed " << seed << ": " << v.note;
   }
 }
 
