@@ -359,7 +359,8 @@ inline CUtensorMap head_map(const T* base, const attn::Dims& a, int rows) {
 
 // A tensor map over a head of width d in rows of ld 16-bit elements, `tokens` rows, `heads` heads
 // side by side from base (Fold: coordinates (column, token, head)), read in boxes of 64 columns by
-// `rows` rows of one head. ld and d in whole 16-byte units (the TMA's strides).
+// `rows` rows of one head. ld and d in elements; 2 ld and 2 d bytes, the TMA's strides, must be
+// multiples of 16 (the map is refused otherwise).
 template <class T>
 inline CUtensorMap rows_map(const T* base, std::size_t tokens, int heads, int d, std::size_t ld, int rows) {
   static_assert(sizeof(T) == 2, "a 16-bit element");
