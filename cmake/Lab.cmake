@@ -187,9 +187,27 @@ function(lab_chapter short)
   # The chapter's kernel tests (tests/kernels/*.cu): GPU unit tests of kernels that several variants
   # share, each against a double reference of its own contract, in a binary of their own
   # (chNN_kernels, without the variants) so that a planted bug there rebuilds one file.
+  # A kernel test that says `// lab-arch: sm_90a` (one of the Hopper kernels) is compiled on its own
+  # for sm_90a, as a variant that says so is, and joins the binary as objects.
   file(GLOB kernel_test_sources CONFIGURE_DEPENDS "${root}/tests/kernels/*.cu")
   if(kernel_test_sources)
-    lab_chapter_gtest_binary(${short} kernels lab_chapter_test_main "gpu;${short}" 300 ${kernel_test_sources})
+    set(kernel_test_inputs "")
+    get_property(kernel_support GLOBAL PROPERTY LAB_SUPPORT_${short})
+    foreach(src IN LISTS kernel_test_sources)
+      file(STRINGS "${src}" arch_line REGEX "^// lab-arch: sm_90a$" LIMIT_COUNT 1)
+      if(arch_line)
+        get_filename_component(name "${src}" NAME_WE)
+        add_library(${short}_kernels_${name} OBJECT "${src}")
+        target_link_libraries(${short}_kernels_${name} PRIVATE lab_testing ${kernel_support})
+        target_include_directories(${short}_kernels_${name} PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}")
+        lab_target_defaults(${short}_kernels_${name})
+        lab_arch_from_source(${short}_kernels_${name} "${src}")
+        list(APPEND kernel_test_inputs $<TARGET_OBJECTS:${short}_kernels_${name}>)
+      else()
+        list(APPEND kernel_test_inputs "${src}")
+      endif()
+    endforeach()
+    lab_chapter_gtest_binary(${short} kernels lab_chapter_test_main "gpu;${short}" 300 ${kernel_test_inputs})
   endif()
   # The chapter's CPU tests (tests/cpu/*): its host-side pieces (tiles, plans, references, the
   # checks' own arithmetic), which need neither a GPU nor a variant, in a binary labelled cpu
