@@ -65,8 +65,8 @@
 # forward's label logit 0.1% high, its backward's every second gradient 1% high); and step 18's
 # attention reading the QKV product's rows without the fold's batch offset, against its check; and
 # O's odd columns 1% high in the rows' 16-byte stores (steps 9 to 18), which step 18's check passes,
-# against the kernels' own test (tests/kernels/attention_rows_test.cu: the rows are O by head
-# rounded, bit for bit).
+# and dK's likewise in the backward's, against the kernels' own test (tests/kernels/
+# attention_rows_test.cu: the rows are O, dK and dV by head rounded, bit for bit).
 # Exit status 0 when every bug was caught (with --scales: at the first scale listed; with
 # --check-patterns: when every text was found once); 2 for a bad argument.
 set -u
@@ -450,6 +450,10 @@ plant gpt2_qkv_rows_first_sequence ch04_compile_vs_fused/attention/hopper/flash_
 plant gpt2_rows_o16_1pct ch04_compile_vs_fused/attention/kernels/mma_tiles.cuh ch04_kernels \
   '[&](int n) { return make_float2(acc[mt][n][2 * h] * inv, acc[mt][n][2 * h + 1] * inv); });' \
   '[&](int n) { return make_float2(acc[mt][n][2 * h] * inv, 1.01f * acc[mt][n][2 * h + 1] * inv); });'
+# The same in the backward's rows: dK's odd columns 1% high in the dQKV rows' 16-byte stores (steps 9
+# to 18), against the kernels' own test, which holds them to dK by head rounded.
+plant gpt2_rows_dk16_1pct ch04_compile_vs_fused/attention/hopper/backward_wgmma.cuh ch04_kernels \
+  'return make_float2(k[0] * scale, k[1] * scale);' 'return make_float2(k[0] * scale, 1.01f * k[1] * scale);'
 
 if [ $planted -eq 0 ]; then
   echo "planted_bugs: no bug is named ${only[*]}" >&2

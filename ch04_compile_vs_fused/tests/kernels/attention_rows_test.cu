@@ -1,6 +1,7 @@
 // lab-arch: sm_90a
-// The bf16 GPT-2 steps' Hopper attention forward in the products' layout (gpt2/fused/hopper_attention.cuh),
-// held to the same kernel's forward by head, element by element:
+// The bf16 GPT-2 steps' Hopper attention in the products' layout (gpt2/fused/hopper_attention.cuh),
+// held to the same kernels by head, element by element: the forward here, the backward at the
+// second test below. The forward:
 //  - HopperRows::forward_rows (steps 9 to 18) writes O as rows, a token's heads side by side, in
 //    bf16, through Softmax::write_rows's 16-byte stores (mma::store16_row);
 //  - HopperQkvRows::forward_qkv_rows (step 18) also reads Q, K and V from the QKV product's rows,
@@ -22,6 +23,7 @@
 
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gpt2/fused/hopper_attention.cuh"
@@ -103,6 +105,95 @@ TEST(AttentionRows, RowsAreTheForwardByHeadRounded) {
     EXPECT_PASSES(exactly(lse_rows.download(), lse_want, "lse (forward_rows)"));
     EXPECT_PASSES(exactly(to_float(rows_qkv.download()), want, "O rows (forward_qkv_rows)"));
     EXPECT_PASSES(exactly(lse_qkv.download(), lse_want, "lse (forward_qkv_rows)"));
+  }
+}
+
+// The backward in the products' layout against the same kernel by head:
+//  - HopperRows::backward_rows (steps 9 to 18) writes dK and dV as bf16 rows of the dQKV product
+//    (a token's dQ, dK, dV side by side: dK at column d, dV at 2d), through 16-byte stores, and adds
+//    each column's sum over the keys, from the fp32 values, to K's and V's bias gradients (atomics);
+//  - HopperQkvRows::backward_qkv_rows (step 18) reads Q, K and V from the QKV product's rows too;
+//  - HopperAttention::backward writes dK and dV in fp32 by head: the attention ladder's checks hold
+//    that output to a double reference (optimized_attention_backward_fused_wgmma's).
+// dK and dV's rows must be the by-head values rounded to bf16, bit for bit (one kernel, one order;
+// no atomics in them). The bias gradients are sums of those fp32 values in an order the atomics
+// pick: bounded by fp32::sum_error of the tokens summed times the sum of the terms' magnitudes,
+// against the double sum of the by-head values. dQ, which every form accumulates by head in fp32
+// with atomics (the same code), is the ladder's to check. The inputs: Q, K, V and dO random; lse
+// the forward's, so that every probability stays at most 1; delta random (the kernel takes any).
+TEST(AttentionRows, BackwardRowsAreTheBackwardByHeadRounded) {
+  LAB_REQUIRE_GPU();
+  if (const std::string why = HopperAttention::supports(lab::current_device()); !why.empty()) GTEST_SKIP() << why;
+  const std::uint64_t seed = lab::testing::run_seed();
+  lab::Rng rng(seed);
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(name(c));
+    const int bh = c.batch * c.heads;
+    const std::size_t dm = std::size_t(c.heads) * c.hd, tokens = std::size_t(c.batch) * c.seq,
+                      head = std::size_t(c.seq) * c.hd, n = std::size_t(bh) * head;
+    std::vector<std::vector<float>> by_head(4);  // Q, K, V, dO
+    for (auto& t : by_head) t = to_float(to_bf16(uniform(rng, n, -2.f, 2.f)));
+    // The token row and column of head b's element (r, col) in a product's rows of `width` values.
+    const auto at_row = [&](int b, int r, int col, std::size_t width, std::size_t offset) {
+      return (std::size_t(b / c.heads) * c.seq + r) * width + offset + std::size_t(b % c.heads) * c.hd + col;
+    };
+    std::vector<float> qkv(tokens * 3 * dm);
+    for (int b = 0; b < bh; ++b)
+      for (int r = 0; r < c.seq; ++r)
+        for (int col = 0; col < c.hd; ++col)
+          for (int w = 0; w < 3; ++w)
+            qkv[at_row(b, r, col, 3 * dm, w * dm)] = by_head[w][std::size_t(b) * head + std::size_t(r) * c.hd + col];
+    auto q = device(to_bf16(by_head[0])), k = device(to_bf16(by_head[1])), v = device(to_bf16(by_head[2]));
+    auto dout = device(to_bf16(by_head[3])), qkv_d = device(to_bf16(qkv));
+    auto delta = device(uniform(rng, std::size_t(bh) * c.seq, -1.f, 1.f));
+
+    const gpt2::Config config{.layers = 1, .d = int(dm), .heads = c.heads, .context = c.seq, .batch = c.batch};
+    HopperQkvRows attention(config, gpt2::Phase::step);
+    const float scale = 1.f / std::sqrt(float(c.hd));
+    lab::DeviceBuffer<float> o(n), lse(std::size_t(bh) * c.seq);
+    attention.forward(q.data(), k.data(), v.data(), o.data(), lse.data(), bh, c.seq, c.hd, c.causal, scale, nullptr);
+
+    lab::DeviceBuffer<float> dq(n), dk(n), dv(n), dq_rows(n), dq_qkv(n), db_rows(3 * dm), db_qkv(3 * dm);
+    lab::DeviceBuffer<bf16> dqkv_rows(tokens * 3 * dm), dqkv_qkv(tokens * 3 * dm);
+    for (auto* b : {&dq, &dq_rows, &dq_qkv, &db_rows, &db_qkv}) LAB_CHECK(cudaMemset(b->data(), 0, b->size() * 4));
+    lab::poison(dk), lab::poison(dv), lab::poison(dqkv_rows), lab::poison(dqkv_qkv);
+    attention.backward(q.data(), k.data(), v.data(), dout.data(), lse.data(), delta.data(), dq.data(), dk.data(),
+                       dv.data(), bh, c.seq, c.hd, c.causal, scale, nullptr);
+    attention.backward_rows(q.data(), k.data(), v.data(), dout.data(), lse.data(), delta.data(), dq_rows.data(),
+                            dqkv_rows.data(), db_rows.data(), c.batch, c.heads, c.seq, c.hd, c.hd, c.causal, scale,
+                            nullptr);
+    attention.backward_qkv_rows(qkv_d.data(), dout.data(), lse.data(), delta.data(), dq_qkv.data(), dqkv_qkv.data(),
+                                db_qkv.data(), c.batch, c.heads, c.seq, c.hd, c.causal, scale, nullptr);
+    LAB_CHECK(cudaDeviceSynchronize());
+
+    // What both row forms must have written: dK and dV by head, rounded, as rows; the bias gradients
+    // as the double sums of the same fp32 values, each with its bound.
+    const std::vector<float> dk_by = dk.download(), dv_by = dv.download();
+    std::vector<double> want_k(tokens * dm), want_v(tokens * dm), db_want(2 * dm, 0.0), db_mag(2 * dm, 0.0);
+    for (int b = 0; b < bh; ++b)
+      for (int r = 0; r < c.seq; ++r)
+        for (int col = 0; col < c.hd; ++col) {
+          const std::size_t from = std::size_t(b) * head + std::size_t(r) * c.hd + col, to = at_row(b, r, col, dm, 0),
+                            bias = std::size_t(b % c.heads) * c.hd + col;
+          ASSERT_TRUE(std::isfinite(dk_by[from]) && std::isfinite(dv_by[from])) << "the backward by head left dK or dV unwritten";
+          want_k[to] = round_bf16(dk_by[from]), want_v[to] = round_bf16(dv_by[from]);
+          db_want[bias] += dk_by[from], db_mag[bias] += std::fabs(dk_by[from]);
+          db_want[dm + bias] += dv_by[from], db_mag[dm + bias] += std::fabs(dv_by[from]);
+        }
+    std::vector<double> db_slack(2 * dm);
+    for (std::size_t i = 0; i < db_slack.size(); ++i) db_slack[i] = sum_error(double(tokens)) * db_mag[i];
+    for (const auto& [rows_d, db_d, form] : {std::tuple{&dqkv_rows, &db_rows, "backward_rows"},
+                                              std::tuple{&dqkv_qkv, &db_qkv, "backward_qkv_rows"}}) {
+      SCOPED_TRACE(form);
+      const std::vector<float> rows = to_float(rows_d->download()), db = db_d->download();
+      std::vector<float> got_k(tokens * dm), got_v(tokens * dm), got_db(db.begin() + dm, db.end());
+      for (std::size_t t = 0; t < tokens; ++t)
+        for (std::size_t j = 0; j < dm; ++j)
+          got_k[t * dm + j] = rows[t * 3 * dm + dm + j], got_v[t * dm + j] = rows[t * 3 * dm + 2 * dm + j];
+      EXPECT_PASSES(exactly(got_k, want_k, "dK rows"));
+      EXPECT_PASSES(exactly(got_v, want_v, "dV rows"));
+      EXPECT_PASSES(judge(got_db, db_want, db_slack, 0.0, "K's and V's bias gradients"));
+    }
   }
 }
 
