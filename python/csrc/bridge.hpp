@@ -120,17 +120,24 @@ void attention_backward16(Storage storage, int batch, int heads, int seq, int d,
 // Their outputs lie as scaled_dot_product_attention's: O, and in the backward dK and dV, in 16-bit rows,
 // [batch][seq][heads][d] (the (batch, heads, seq, d) tensor's transpose of a dense (batch, seq,
 // heads, d) one); lse fp32 [batch][heads][seq]; dQ fp32 by head (zeroed here, then added to).
-// q, k, v, dO: 16-byte aligned (the TMA's). db: 2 heads d floats of scratch.
+// q, k, v, dO: 16-byte aligned (the TMA's). db: 2 heads d floats of scratch. qkv_ld 0: q, k and v
+// dense by head ([batch][heads][seq][d]); otherwise each is rows of qkv_ld elements (a multiple of
+// 8), token b seq + t's row with the heads side by side, head h's d columns at h d: the (batch,
+// heads, seq, d) transpose of a (batch, seq, heads, d) layout, as a GPT-2 block makes q, k and v
+// (views of one (batch, seq, 3 heads, d) buffer, qkv_ld = 3 heads d). The kernels read those rows
+// through tensor maps over them (flashtma::rows_maps, chapter 4's step 18), no copy by head.
 std::string hopper_attention_supports(std::int64_t d);
 // How the 16-bit Hopper forward runs (batch, heads, seq, d, causal) on the current device: "grid" (a
 // block a query tile, step 8), "persistent N" (N persistent blocks, step 10; their lists made now if
 // new), or "" where it does not run the Hopper kernels.
 std::string hopper_attention_forward_blocks(int batch, int heads, int seq, int d, bool causal);
 void hopper_attention_forward(Storage storage, int batch, int heads, int seq, int d, bool causal, const void* q,
-                              const void* k, const void* v, void* o_rows, float* lse, float scale, cudaStream_t s);
+                              const void* k, const void* v, std::size_t qkv_ld, void* o_rows, float* lse, float scale,
+                              cudaStream_t s);
 void hopper_attention_backward(Storage storage, int batch, int heads, int seq, int d, bool causal, const void* q,
-                               const void* k, const void* v, const void* dout, const float* lse, const float* delta,
-                               float* dq, void* dk_rows, void* dv_rows, float* db, float scale, cudaStream_t s);
+                               const void* k, const void* v, std::size_t qkv_ld, const void* dout, const float* lse,
+                               const float* delta, float* dq, void* dk_rows, void* dv_rows, float* db, float scale,
+                               cudaStream_t s);
 
 // AdamW (torch.optim.AdamW's arithmetic; flat_adamw.cuh) over n parameters, in place: p, m, v updated
 // from g at step `step` (>= 1), in one launch. The four arrays share their address modulo 16 bytes.

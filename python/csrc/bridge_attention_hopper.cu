@@ -145,15 +145,18 @@ std::string hopper_attention_supports(std::int64_t d) {
 }
 
 void hopper_attention_forward(Storage storage, int batch, int heads, int seq, int d, bool causal, const void* q,
-                              const void* k, const void* v, void* o_rows, float* lse, float scale, cudaStream_t s) {
+                              const void* k, const void* v, std::size_t qkv_ld, void* o_rows, float* lse, float scale,
+                              cudaStream_t s) {
   const int bh = batch * heads;
   on16(storage, "the Hopper attention", [&](auto t) {
     using T = typename decltype(t)::type;
     // O in rows: head b heads + h's query t in row b seq + t of heads d elements, columns [h d, h d + d).
     const flashtma::RowsOf<T> rows{.o = static_cast<T*>(o_rows), .heads = heads, .cols = d,
                                    .ld = std::size_t(heads) * d};
-    const flashtma::Maps maps = flashtma::maps(static_cast<const T*>(q), static_cast<const T*>(k),
-                                               static_cast<const T*>(v), attn::Dims(lab::Shape{1, bh, seq, d, 0}));
+    const T *q16 = static_cast<const T*>(q), *k16 = static_cast<const T*>(k), *v16 = static_cast<const T*>(v);
+    const flashtma::Maps maps =
+        qkv_ld ? flashtma::rows_maps(q16, k16, v16, std::size_t(batch) * seq, heads, d, qkv_ld)
+               : flashtma::maps(q16, k16, v16, attn::Dims(lab::Shape{1, bh, seq, d, 0}));
     const DeviceLists* lists = persistent_forward(bh, seq, d, causal) ? persistent_lists(bh, seq, d, causal, s) : nullptr;
     if (lists) {
       prepare_once<T>('p', d, causal, 0);
@@ -167,8 +170,9 @@ void hopper_attention_forward(Storage storage, int batch, int heads, int seq, in
 }
 
 void hopper_attention_backward(Storage storage, int batch, int heads, int seq, int d, bool causal, const void* q,
-                               const void* k, const void* v, const void* dout, const float* lse, const float* delta,
-                               float* dq, void* dk_rows, void* dv_rows, float* db, float scale, cudaStream_t s) {
+                               const void* k, const void* v, std::size_t qkv_ld, const void* dout, const float* lse,
+                               const float* delta, float* dq, void* dk_rows, void* dv_rows, float* db, float scale,
+                               cudaStream_t s) {
   const int bh = batch * heads, consumers = backward_consumers(bh, seq, d);
   on16(storage, "the Hopper attention", [&](auto t) {
     using T = typename decltype(t)::type;
@@ -184,9 +188,11 @@ void hopper_attention_backward(Storage storage, int batch, int heads, int seq, i
                                           .heads = heads,
                                           .cols = d,
                                           .ld = std::size_t(heads) * d};
+    const T *q16 = static_cast<const T*>(q), *k16 = static_cast<const T*>(k), *v16 = static_cast<const T*>(v),
+            *dout16 = static_cast<const T*>(dout);
     const flashtma::bwd::Maps m =
-        flashtma::bwd::maps(static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
-                            static_cast<const T*>(dout), dq, bh, seq, d, consumers);
+        qkv_ld ? flashtma::bwd::rows_maps(q16, k16, v16, qkv_ld, dout16, dq, bh, heads, seq, d, consumers)
+               : flashtma::bwd::maps(q16, k16, v16, dout16, dq, bh, seq, d, consumers);
     flashtma::bwd::launch<T>(m, lse, delta, nullptr, nullptr, bh, seq, d, causal, scale, s, rows);
   });
 }

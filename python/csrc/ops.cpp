@@ -369,10 +369,34 @@ bool hopper(const Tensor& q) {
   return bridge::hopper_attention_supports(q.size(3)).empty();
 }
 
+// The length of the rows q, k and v lie in where the Hopper kernels can read them as they are (the
+// bridge's qkv_ld), else 0 (they read dense copies): each the (batch, heads, seq, d) transpose of a
+// (batch, seq, heads, d) layout, as a GPT-2 block makes q, k and v (views of one (B, T, 3H, D) buffer,
+// or (B, T, H, D) tensors transposed). That is: d dense (stride(3) 1), the heads side by side
+// (stride(1) d), each token's row stride(2) elements, the same for all three, a multiple of 8 (16
+// bytes, the TMA's strides), the batches one after another (stride(0) seq stride(2)), and each
+// tensor on a 16-byte boundary. A dimension of one says nothing of its stride and is not asked.
+std::size_t hopper_rows_ld(const Tensor& q, const Tensor& k, const Tensor& v) {
+  const int64_t batch = q.size(0), heads = q.size(1), seq = q.size(2), d = q.size(3), ld = q.stride(2);
+  if (seq == 1 || ld <= 0 || ld % 8 != 0) return 0;
+  for (const Tensor* t : {&q, &k, &v}) {
+    if (t->stride(3) != 1 || t->stride(2) != ld) return 0;
+    if (heads > 1 && t->stride(1) != d) return 0;
+    if (batch > 1 && t->stride(0) != seq * ld) return 0;
+    if (reinterpret_cast<std::uintptr_t>(t->data_ptr()) % 16 != 0) return 0;
+  }
+  return std::size_t(ld);
+}
+
 std::tuple<Tensor, Tensor> attention_forward(const Tensor& q_arg, const Tensor& k_arg, const Tensor& v_arg, bool causal,
                                              c10::string_view precision, std::optional<double> scale_arg) {
   check_qkv(q_arg, k_arg, v_arg, precision);
-  const Tensor q = dense_aligned(q_arg), k = dense_aligned(k_arg), v = dense_aligned(v_arg);
+  // The Hopper kernels read (B, T, H, D) rows as they lie; every other kernel, and other strides, a
+  // dense copy.
+  const std::size_t qkv_ld =
+      q_arg.numel() && sixteen_bits(q_arg) && hopper(q_arg) ? hopper_rows_ld(q_arg, k_arg, v_arg) : 0;
+  const Tensor q = qkv_ld ? q_arg : dense_aligned(q_arg), k = qkv_ld ? k_arg : dense_aligned(k_arg),
+               v = qkv_ld ? v_arg : dense_aligned(v_arg);
   const c10::cuda::CUDAGuard guard(q.device());
   const auto f32 = q.options().dtype(at::kFloat);
   const int batch = int(q.size(0)), heads = int(q.size(1)), seq = int(q.size(2)), d = int(q.size(3));
@@ -393,7 +417,8 @@ std::tuple<Tensor, Tensor> attention_forward(const Tensor& q_arg, const Tensor& 
   if (hopper(q)) {
     call([&] {
       bridge::hopper_attention_forward(storage16(q), batch, heads, seq, d, causal, q.data_ptr(), k.data_ptr(),
-                                       v.data_ptr(), o.data_ptr(), lse.data_ptr<float>(), scale, stream_of(q));
+                                       v.data_ptr(), qkv_ld, o.data_ptr(), lse.data_ptr<float>(), scale,
+                                       stream_of(q));
     });
     return {o, lse};
   }
@@ -416,7 +441,10 @@ std::tuple<Tensor, Tensor, Tensor> attention_backward(const Tensor& grad_o_arg, 
                                                       std::optional<double> scale_arg) {
   check_qkv(q_arg, k_arg, v_arg, precision);
   const at::ScalarType dtype = q_arg.scalar_type();
-  const Tensor q = dense_aligned(q_arg), k = dense_aligned(k_arg), v = dense_aligned(v_arg);
+  const std::size_t qkv_ld =  // as the forward: (B, T, H, D) rows read as they lie by the Hopper kernels
+      q_arg.numel() && sixteen_bits(q_arg) && hopper(q_arg) ? hopper_rows_ld(q_arg, k_arg, v_arg) : 0;
+  const Tensor q = qkv_ld ? q_arg : dense_aligned(q_arg), k = qkv_ld ? k_arg : dense_aligned(k_arg),
+               v = qkv_ld ? v_arg : dense_aligned(v_arg);
   check_tensor(o_arg, "o", dtype, &q);
   check_shape(o_arg, "o", q.sizes().vec());
   const Tensor grad_o = dense_input(grad_o_arg, "grad_o", dtype, &q);
@@ -461,7 +489,8 @@ std::tuple<Tensor, Tensor, Tensor> attention_backward(const Tensor& grad_o_arg, 
     Tensor db = at::empty({2 * q.size(1) * q.size(3)}, f32);  // the kernel's column sums, unused
     call([&] {
       bridge::hopper_attention_backward(storage16(q), batch, heads, seq, d, causal, q.data_ptr(), k.data_ptr(),
-                                        v.data_ptr(), dout.data_ptr(), lse.data_ptr<float>(), delta.data_ptr<float>(),
+                                        v.data_ptr(), qkv_ld, dout.data_ptr(), lse.data_ptr<float>(),
+                                        delta.data_ptr<float>(),
                                         dq32.data_ptr<float>(), dk.data_ptr(), dv.data_ptr(), db.data_ptr<float>(),
                                         scale, stream_of(q));
     });

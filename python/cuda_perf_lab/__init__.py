@@ -19,7 +19,8 @@ Each takes `variant=` (the chapter 3 operators: the lab program whose kernels ru
 "3xtf32", "bf16" or "fp16"). Inputs are CUDA tensors, float32 (bf16 q, k, v for the bf16 attention; gelu
 and swish bf16 too, through the variant's "_bf16" program), of
 any strides (one that is not dense, or not 16-byte aligned, is copied first: the kernels read
-dense, aligned rows); a wrong one raises ValueError or TypeError naming it.
+dense, aligned rows; on sm_90 the 16-bit attention reads q, k and v made as a GPT-2 block makes
+them, (B, T, H, D) rows transposed, as they lie); a wrong one raises ValueError or TypeError naming it.
 
 Build and install from the repository's root: python3 -m pip install --no-build-isolation ./python
 """

@@ -560,6 +560,45 @@ def test_bf16_attention_runs_the_hopper_kernels_on_sm90():
     assert "64 and 128" in _C.hopper_attention(32)
 
 
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+@pytest.mark.parametrize("d", [64, 128])
+def test_hopper_attention_reads_bthd_rows_as_they_lie(precision, d):
+    """On an sm_90 GPU, q, k and v made as a GPT-2 block makes them (views of one (B, T, 3H, D)
+    buffer, transposed: T's stride 3H x D) are read as they lie, through tensor maps over the rows
+    (chapter 4's step 18): no copy, so the forward allocates O and lse alone. The kernels and their
+    order of operations are the dense inputs', so O, lse, dK and dV are the dense inputs' bit for
+    bit, and dQ (summed by the TMA in fp32, in an order the blocks pick) within one rounding step.
+    Causal and not, a sequence not a whole number of tiles, and batches folded into the rows."""
+    from cuda_perf_lab import _C
+    if _C.hopper_attention(d) != "":
+        pytest.skip("the Hopper kernels do not run here: %s" % _C.hopper_attention(d))
+    dtype = ATTENTION_DTYPE[precision]
+    b, h, t = 3, 4, 200
+    qkv = rand(b, t, 3 * h, d, seed=70 + d, dtype=dtype)
+    views = [x.transpose(1, 2) for x in qkv.split(h, dim=2)]  # (B, H, T, D), T's stride 3 H D
+    dense = [x.contiguous() for x in views]
+    assert not any(x.is_contiguous() for x in views)
+    do = rand(b, h, t, d, seed=71, dtype=dtype)
+    for causal in (True, False):
+        ops.attention_forward(*views, causal, precision)  # a first call: the kernels' set-up, a plan
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        o, lse = ops.attention_forward(*views, causal, precision)
+        torch.cuda.synchronize()
+        made = torch.cuda.max_memory_allocated() - before
+        outputs = o.numel() * o.element_size() + lse.numel() * lse.element_size()
+        assert made <= outputs + 4096, "the forward allocated %d bytes for %d of outputs: a copy" % (made, outputs)
+        o_dense, lse_dense = ops.attention_forward(*dense, causal, precision)
+        assert torch.equal(o, o_dense) and torch.equal(lse, lse_dense)
+        grads = ops.attention_backward(do, *views, o, lse, causal, precision)
+        grads_dense = ops.attention_backward(do, *dense, o_dense, lse_dense, causal, precision)
+        assert torch.equal(grads[1], grads_dense[1]) and torch.equal(grads[2], grads_dense[2])  # dK, dV
+        ulp_floor = 2.0 ** -24 if precision == "fp16" else 0.0  # dQ: one rounding step apart at most
+        dq, dq_dense = grads[0].float(), grads_dense[0].float()
+        assert ((dq - dq_dense).abs() <= 2 * ATTENTION_EPS[precision] * dq_dense.abs() + ulp_floor).all()
+
+
 def test_16bit_causal_attention_runs_persistent_blocks_at_few_waves():
     """On an sm_90 GPU a causal 16-bit forward whose grid is a few waves runs step 10's persistent
     blocks (one an SM, each a planned list of query tiles), the grid otherwise; at (4, 50, 200, 64) and
