@@ -77,6 +77,18 @@ struct HopperRows : HopperAttention {
     if (phase != gpt2::Phase::forward) dkv = Buffer(2 * heads_size(c));
   }
 
+  // Where the kernels write: O into the attention's output rows (token-major, heads side by side,
+  // d_model = heads x hd a row); dK and dV into the dQKV rows (3 d_model a row, K's and V's thirds) and
+  // their bias gradients into db's. Both forms below (by head and from the QKV rows) write so.
+  static flashtma::Rows o_rows(__nv_bfloat16* att, int heads, int hd) {
+    return {.o = att, .heads = heads, .cols = hd, .ld = std::size_t(heads) * hd};
+  }
+  static flashtma::bwd::KVRows kv_rows(__nv_bfloat16* dqkv, float* db, int heads, int hd) {
+    const std::size_t dm = std::size_t(heads) * hd;
+    return {.dk = dqkv + dm, .dv = dqkv + 2 * dm, .db_k = db + dm, .db_v = db + 2 * dm, .heads = heads, .cols = hd,
+            .ld = 3 * dm};
+  }
+
   void forward_rows(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* att,
                     float* lse, int batch, int heads, int seq, int d, int hd, bool causal, float scale,
                     cudaStream_t stream) {
@@ -87,9 +99,8 @@ struct HopperRows : HopperAttention {
       LAB_CHECK(cudaGetLastError());
       return;
     }
-    const flashtma::Rows rows{.o = att, .heads = heads, .cols = hd, .ld = std::size_t(heads) * hd};
     flashtma::launch<Schedule>(maps(q, k, v, bh, seq, d), nullptr, lse, bh, seq, d, causal, scale * flash::kLog2e,
-                               stream, {}, rows);
+                               stream, {}, o_rows(att, heads, hd));
   }
 
   void backward_rows(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
@@ -106,10 +117,8 @@ struct HopperRows : HopperAttention {
       LAB_CHECK(cudaGetLastError());
       return;
     }
-    const flashtma::bwd::KVRows rows{.dk = dqkv + dm, .dv = dqkv + 2 * dm, .db_k = db + dm, .db_v = db + 2 * dm,
-                                     .heads = heads, .cols = hd, .ld = 3 * dm};
     flashtma::bwd::launch(flashtma::bwd::maps(q, k, v, dout, dq, bh, seq, d, kBackwardConsumers), lse, delta, nullptr,
-                          nullptr, bh, seq, d, causal, scale, stream, rows);
+                          nullptr, bh, seq, d, causal, scale, stream, kv_rows(dqkv, db, heads, hd));
   }
 };
 
@@ -129,21 +138,20 @@ struct HopperQkvRows : HopperRows {
   void forward_qkv_rows(const __nv_bfloat16* qkv, __nv_bfloat16* att, float* lse, int batch, int heads, int seq,
                         int hd, bool causal, float scale, cudaStream_t stream) {
     const std::size_t dm = std::size_t(heads) * hd;
-    const flashtma::Rows rows{.o = att, .heads = heads, .cols = hd, .ld = dm};
     flashtma::launch<Schedule>(flashtma::rows_maps(qkv, qkv + dm, qkv + 2 * dm, std::size_t(batch) * seq, heads, hd,
                                                    3 * dm),
-                               nullptr, lse, batch * heads, seq, hd, causal, scale * flash::kLog2e, stream, {}, rows);
+                               nullptr, lse, batch * heads, seq, hd, causal, scale * flash::kLog2e, stream, {},
+                               o_rows(att, heads, hd));
   }
 
   void backward_qkv_rows(const __nv_bfloat16* qkv, const __nv_bfloat16* dout, const float* lse, const float* delta,
                          float* dq, __nv_bfloat16* dqkv, float* db, int batch, int heads, int seq, int hd,
                          bool causal, float scale, cudaStream_t stream) {
     const std::size_t dm = std::size_t(heads) * hd;
-    const flashtma::bwd::KVRows rows{.dk = dqkv + dm, .dv = dqkv + 2 * dm, .db_k = db + dm, .db_v = db + 2 * dm,
-                                     .heads = heads, .cols = hd, .ld = 3 * dm};
     flashtma::bwd::launch(flashtma::bwd::rows_maps(qkv, qkv + dm, qkv + 2 * dm, 3 * dm, dout, dq, batch * heads, heads,
                                                    seq, hd, kBackwardConsumers),
-                          lse, delta, nullptr, nullptr, batch * heads, seq, hd, causal, scale, stream, rows);
+                          lse, delta, nullptr, nullptr, batch * heads, seq, hd, causal, scale, stream,
+                          kv_rows(dqkv, db, heads, hd));
   }
 };
 
