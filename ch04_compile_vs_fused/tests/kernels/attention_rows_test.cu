@@ -53,28 +53,58 @@ lab::Verdict exactly(const std::vector<float>& got, const std::vector<double>& w
 // kernels take; causal, as the steps run it (the policy prepares the causal kernels alone).
 constexpr Case kCases[] = {{2, 3, 200, 64, true}, {1, 2, 300, 64, true}, {3, 2, 65, 128, true}, {1, 4, 1024, 64, true}};
 
-TEST(AttentionRows, RowsAreTheForwardByHeadRounded) {
-  LAB_REQUIRE_GPU();
-  if (const std::string why = HopperAttention::supports(lab::current_device()); !why.empty()) GTEST_SKIP() << why;
-  const std::uint64_t seed = lab::testing::run_seed();
-  lab::Rng rng(seed);
+// A case's sizes, and where head b's element (r, col) lies: by head at (b, r, col), and in a
+// product's rows (`width` values a token, a token's heads side by side from column `offset`) at
+// token b / heads x seq + r, column offset + (b % heads) x hd + col.
+struct Layout {
+  Case c;
+  int bh;
+  std::size_t dm, tokens, head, n;
+  explicit Layout(const Case& k)
+      : c(k), bh(k.batch * k.heads), dm(std::size_t(k.heads) * k.hd), tokens(std::size_t(k.batch) * k.seq),
+        head(std::size_t(k.seq) * k.hd), n(std::size_t(bh) * head) {}
+  std::size_t by_head(int b, int r, int col) const { return std::size_t(b) * head + std::size_t(r) * c.hd + col; }
+  std::size_t at_row(int b, int r, int col, std::size_t width, std::size_t offset) const {
+    return (std::size_t(b / c.heads) * c.seq + r) * width + offset + std::size_t(b % c.heads) * c.hd + col;
+  }
+  template <class F>
+  void each(F&& f) const {
+    for (int b = 0; b < bh; ++b)
+      for (int r = 0; r < c.seq; ++r)
+        for (int col = 0; col < c.hd; ++col) f(b, r, col);
+  }
+  // Q, K and V by head as the QKV product's rows (a token's Q, K, V side by side).
+  std::vector<float> qkv_rows(const std::vector<std::vector<float>>& qkv_by_head) const {
+    std::vector<float> rows(tokens * 3 * dm);
+    each([&](int b, int r, int col) {
+      for (int w = 0; w < 3; ++w) rows[at_row(b, r, col, 3 * dm, w * dm)] = qkv_by_head[w][by_head(b, r, col)];
+    });
+    return rows;
+  }
+};
+
+// Both tests need an sm_90 GPU (the Hopper kernels) and draw their inputs from the run's seed.
+class AttentionRows : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    LAB_REQUIRE_GPU();
+    if (const std::string why = HopperAttention::supports(lab::current_device()); !why.empty()) GTEST_SKIP() << why;
+  }
+  const std::uint64_t seed = lab::testing::run_seed();  // EXPECT_PASSES names it on a failure
+  lab::Rng rng{seed};
+};
+
+TEST_F(AttentionRows, RowsAreTheForwardByHeadRounded) {
   for (const Case& c : kCases) {
     SCOPED_TRACE(name(c));
-    const int bh = c.batch * c.heads;
-    const std::size_t dm = std::size_t(c.heads) * c.hd, tokens = std::size_t(c.batch) * c.seq,
-                      head = std::size_t(c.seq) * c.hd, n = std::size_t(bh) * head;
+    const Layout L(c);
+    const int bh = L.bh;
+    const std::size_t dm = L.dm, tokens = L.tokens, n = L.n;
     // Q, K and V by head (the copy steps 9 to 17 make), and the same values as the QKV product's rows.
     std::vector<std::vector<float>> by_head(3);
     for (auto& t : by_head) t = to_float(to_bf16(uniform(rng, n, -2.f, 2.f)));
-    std::vector<float> qkv(tokens * 3 * dm);
-    for (int b = 0; b < bh; ++b)
-      for (int r = 0; r < c.seq; ++r)
-        for (int col = 0; col < c.hd; ++col)
-          for (int w = 0; w < 3; ++w)
-            qkv[(std::size_t(b / c.heads) * c.seq + r) * 3 * dm + w * dm + std::size_t(b % c.heads) * c.hd + col] =
-                by_head[w][std::size_t(b) * head + std::size_t(r) * c.hd + col];
     auto q = device(to_bf16(by_head[0])), k = device(to_bf16(by_head[1])), v = device(to_bf16(by_head[2]));
-    auto qkv_d = device(to_bf16(qkv));
+    auto qkv_d = device(to_bf16(L.qkv_rows(by_head)));
     lab::DeviceBuffer<float> o(n), lse(std::size_t(bh) * c.seq), lse_rows(lse.size()), lse_qkv(lse.size());
     lab::DeviceBuffer<bf16> rows(tokens * dm), rows_qkv(tokens * dm);
     for (auto* b : {&o, &lse, &lse_rows, &lse_qkv}) lab::poison(*b);
@@ -93,11 +123,7 @@ TEST(AttentionRows, RowsAreTheForwardByHeadRounded) {
     // O by head, rounded to bf16 and laid out as rows: what both row forms must have written.
     const std::vector<float> by = o.download();
     std::vector<double> want(tokens * dm);
-    for (int b = 0; b < bh; ++b)
-      for (int r = 0; r < c.seq; ++r)
-        for (int col = 0; col < c.hd; ++col)
-          want[(std::size_t(b / c.heads) * c.seq + r) * dm + std::size_t(b % c.heads) * c.hd + col] =
-              round_bf16(by[std::size_t(b) * head + std::size_t(r) * c.hd + col]);
+    L.each([&](int b, int r, int col) { want[L.at_row(b, r, col, dm, 0)] = round_bf16(by[L.by_head(b, r, col)]); });
     const std::vector<float> lse_by = lse.download();
     const std::vector<double> lse_want(lse_by.begin(), lse_by.end());
     for (float x : lse_by) ASSERT_TRUE(std::isfinite(x)) << "the forward by head left a log-sum-exp unwritten";
@@ -121,30 +147,16 @@ TEST(AttentionRows, RowsAreTheForwardByHeadRounded) {
 // against the double sum of the by-head values. dQ, which every form accumulates by head in fp32
 // with atomics (the same code), is the ladder's to check. The inputs: Q, K, V and dO random; lse
 // the forward's, so that every probability stays at most 1; delta random (the kernel takes any).
-TEST(AttentionRows, BackwardRowsAreTheBackwardByHeadRounded) {
-  LAB_REQUIRE_GPU();
-  if (const std::string why = HopperAttention::supports(lab::current_device()); !why.empty()) GTEST_SKIP() << why;
-  const std::uint64_t seed = lab::testing::run_seed();
-  lab::Rng rng(seed);
+TEST_F(AttentionRows, BackwardRowsAreTheBackwardByHeadRounded) {
   for (const Case& c : kCases) {
     SCOPED_TRACE(name(c));
-    const int bh = c.batch * c.heads;
-    const std::size_t dm = std::size_t(c.heads) * c.hd, tokens = std::size_t(c.batch) * c.seq,
-                      head = std::size_t(c.seq) * c.hd, n = std::size_t(bh) * head;
+    const Layout L(c);
+    const int bh = L.bh;
+    const std::size_t dm = L.dm, tokens = L.tokens, n = L.n;
     std::vector<std::vector<float>> by_head(4);  // Q, K, V, dO
     for (auto& t : by_head) t = to_float(to_bf16(uniform(rng, n, -2.f, 2.f)));
-    // The token row and column of head b's element (r, col) in a product's rows of `width` values.
-    const auto at_row = [&](int b, int r, int col, std::size_t width, std::size_t offset) {
-      return (std::size_t(b / c.heads) * c.seq + r) * width + offset + std::size_t(b % c.heads) * c.hd + col;
-    };
-    std::vector<float> qkv(tokens * 3 * dm);
-    for (int b = 0; b < bh; ++b)
-      for (int r = 0; r < c.seq; ++r)
-        for (int col = 0; col < c.hd; ++col)
-          for (int w = 0; w < 3; ++w)
-            qkv[at_row(b, r, col, 3 * dm, w * dm)] = by_head[w][std::size_t(b) * head + std::size_t(r) * c.hd + col];
     auto q = device(to_bf16(by_head[0])), k = device(to_bf16(by_head[1])), v = device(to_bf16(by_head[2]));
-    auto dout = device(to_bf16(by_head[3])), qkv_d = device(to_bf16(qkv));
+    auto dout = device(to_bf16(by_head[3])), qkv_d = device(to_bf16(L.qkv_rows(by_head)));
     auto delta = device(uniform(rng, std::size_t(bh) * c.seq, -1.f, 1.f));
 
     const gpt2::Config config{.layers = 1, .d = int(dm), .heads = c.heads, .context = c.seq, .batch = c.batch};
@@ -170,16 +182,15 @@ TEST(AttentionRows, BackwardRowsAreTheBackwardByHeadRounded) {
     // as the double sums of the same fp32 values, each with its bound.
     const std::vector<float> dk_by = dk.download(), dv_by = dv.download();
     std::vector<double> want_k(tokens * dm), want_v(tokens * dm), db_want(2 * dm, 0.0), db_mag(2 * dm, 0.0);
-    for (int b = 0; b < bh; ++b)
-      for (int r = 0; r < c.seq; ++r)
-        for (int col = 0; col < c.hd; ++col) {
-          const std::size_t from = std::size_t(b) * head + std::size_t(r) * c.hd + col, to = at_row(b, r, col, dm, 0),
-                            bias = std::size_t(b % c.heads) * c.hd + col;
-          ASSERT_TRUE(std::isfinite(dk_by[from]) && std::isfinite(dv_by[from])) << "the backward by head left dK or dV unwritten";
-          want_k[to] = round_bf16(dk_by[from]), want_v[to] = round_bf16(dv_by[from]);
-          db_want[bias] += dk_by[from], db_mag[bias] += std::fabs(dk_by[from]);
-          db_want[dm + bias] += dv_by[from], db_mag[dm + bias] += std::fabs(dv_by[from]);
-        }
+    for (float x : dk_by) ASSERT_TRUE(std::isfinite(x)) << "the backward by head left dK unwritten";
+    for (float x : dv_by) ASSERT_TRUE(std::isfinite(x)) << "the backward by head left dV unwritten";
+    L.each([&](int b, int r, int col) {
+      const std::size_t from = L.by_head(b, r, col), to = L.at_row(b, r, col, dm, 0),
+                        bias = std::size_t(b % c.heads) * c.hd + col;
+      want_k[to] = round_bf16(dk_by[from]), want_v[to] = round_bf16(dv_by[from]);
+      db_want[bias] += dk_by[from], db_mag[bias] += std::fabs(dk_by[from]);
+      db_want[dm + bias] += dv_by[from], db_mag[dm + bias] += std::fabs(dv_by[from]);
+    });
     std::vector<double> db_slack(2 * dm);
     for (std::size_t i = 0; i < db_slack.size(); ++i) db_slack[i] = sum_error(double(tokens)) * db_mag[i];
     for (const auto& [rows_d, db_d, form] : {std::tuple{&dqkv_rows, &db_rows, "backward_rows"},
