@@ -41,6 +41,43 @@ function(lab_target_defaults target)
     $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo -Xcompiler=-Wall,-Wextra>)
 endfunction()
 
+# Sources of which some say `// lab-arch: sm_90a`, for a target of several sources (a kernel test
+# binary, the package's closure): lab_arch_from_source wants a target of one source, so each that
+# says so is compiled on its own, as an OBJECT library <PREFIX><file name> for sm_90a with the
+# INCLUDES and LINK given (PIC: position-independent, for a shared library). <objects_var> gets
+# those objects, <others_var> the other sources, as they were.
+#
+#   lab_sm90a_objects(objects others PREFIX ch04_kernels_ SOURCES a.cu b.cu INCLUDES dir LINK lib [PIC])
+function(lab_sm90a_objects objects_var others_var)
+  cmake_parse_arguments(PARSE_ARGV 2 arg "PIC" "PREFIX" "SOURCES;INCLUDES;LINK")
+  set(objects "")
+  set(others "")
+  foreach(src IN LISTS arg_SOURCES)
+    file(STRINGS "${src}" arch_line REGEX "^// lab-arch: sm_90a$" LIMIT_COUNT 1)
+    if(NOT arch_line)
+      list(APPEND others "${src}")
+      continue()
+    endif()
+    get_filename_component(name "${src}" NAME_WE)
+    set(target ${arg_PREFIX}${name})
+    add_library(${target} OBJECT "${src}")
+    if(arg_INCLUDES)
+      target_include_directories(${target} PRIVATE ${arg_INCLUDES})
+    endif()
+    if(arg_LINK)
+      target_link_libraries(${target} PRIVATE ${arg_LINK})
+    endif()
+    if(arg_PIC)
+      set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+    endif()
+    lab_target_defaults(${target})
+    lab_arch_from_source(${target} "${src}")
+    list(APPEND objects $<TARGET_OBJECTS:${target}>)
+  endforeach()
+  set(${objects_var} "${objects}" PARENT_SCOPE)
+  set(${others_var} "${others}" PARENT_SCOPE)
+endfunction()
+
 # lab_chapter(ch01 [LINK lib...]): the programs, the test binary, and the `ch01` target of the
 # current folder. LINK: libraries every target of the chapter links besides lab (ch04: lab_jit).
 # Programs are built into the chapter's build folder whichever subfolder holds their source, so
@@ -191,23 +228,11 @@ function(lab_chapter short)
   # for sm_90a, as a variant that says so is, and joins the binary as objects.
   file(GLOB kernel_test_sources CONFIGURE_DEPENDS "${root}/tests/kernels/*.cu")
   if(kernel_test_sources)
-    set(kernel_test_inputs "")
     get_property(kernel_support GLOBAL PROPERTY LAB_SUPPORT_${short})
-    foreach(src IN LISTS kernel_test_sources)
-      file(STRINGS "${src}" arch_line REGEX "^// lab-arch: sm_90a$" LIMIT_COUNT 1)
-      if(arch_line)
-        get_filename_component(name "${src}" NAME_WE)
-        add_library(${short}_kernels_${name} OBJECT "${src}")
-        target_link_libraries(${short}_kernels_${name} PRIVATE lab_testing ${kernel_support})
-        target_include_directories(${short}_kernels_${name} PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}")
-        lab_target_defaults(${short}_kernels_${name})
-        lab_arch_from_source(${short}_kernels_${name} "${src}")
-        list(APPEND kernel_test_inputs $<TARGET_OBJECTS:${short}_kernels_${name}>)
-      else()
-        list(APPEND kernel_test_inputs "${src}")
-      endif()
-    endforeach()
-    lab_chapter_gtest_binary(${short} kernels lab_chapter_test_main "gpu;${short}" 300 ${kernel_test_inputs})
+    lab_sm90a_objects(kernel_test_objects kernel_test_others PREFIX ${short}_kernels_ SOURCES ${kernel_test_sources}
+                      INCLUDES "${CMAKE_CURRENT_SOURCE_DIR}" LINK lab_testing ${kernel_support})
+    lab_chapter_gtest_binary(${short} kernels lab_chapter_test_main "gpu;${short}" 300 ${kernel_test_others}
+                             ${kernel_test_objects})
   endif()
   # The chapter's CPU tests (tests/cpu/*): its host-side pieces (tiles, plans, references, the
   # checks' own arithmetic), which need neither a GPU nor a variant, in a binary labelled cpu
