@@ -19,9 +19,9 @@ namespace lab {
 std::vector<Shape> fuzz_shapes(const TopicInfo& t, std::uint64_t seed, int count);
 
 // The same draws, keeping only the shapes `accept` takes as well: a variant's own (lab::unsupported
-// empty), so that a variant written for a few of its topic's shapes (the Hopper attention's head
-// sizes 64 and 128) is fuzzed at `count` shapes it runs, not at the few of `count` topic shapes that
-// happen to fit it. Returns fewer than `count`, none at all where `accept` takes nothing (a variant
+// empty), so that a variant written for a few of its topic's shapes (the wgmma attention forward,
+// head size 128 alone) is fuzzed at `count` shapes it runs, not at the few of `count` topic shapes
+// that happen to fit it. Returns fewer than `count`, none at all where `accept` takes nothing (a variant
 // for another architecture), when 1000 x count draws did not find them; a topic that refuses all
 // but fewer than `count` of those draws is an error, as above. Where `accept` takes every shape the
 // shapes are fuzz_shapes(t, seed, count)'s.

@@ -69,9 +69,9 @@ TEST(Fuzz, ATopicThatAcceptsNothingIsAnError) {
   EXPECT_THROW(lab::fuzz_shapes(t, 1, 3), lab::Error);
 }
 
-// A variant's own shapes (the fuzz main passes its supports()): the Hopper attention runs head sizes
-// 64 and 128 alone, an extent the draws keep only half the time, and was fuzzed at the few of n
-// topic shapes that kept it; asked for n of its own, it gets n, each one it takes.
+// A variant's own shapes (the fuzz main passes its supports()): a variant that runs head sizes 64
+// and 128 alone, an extent the draws keep only half the time, was fuzzed at the few of n topic
+// shapes that kept it; asked for n of its own, it gets n, each one it takes.
 TEST(Fuzz, AcceptKeepsTheVariantsOwnShapesAndAsManyAsAsked) {
   const auto t = topic_with({{1000, 64}, {31, 128}, {4999, 80}}, {"rows", "d"});
   const auto fits = [](const lab::Shape& s) { return s[1] == 64 || s[1] == 128; };
