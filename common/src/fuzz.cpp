@@ -43,14 +43,21 @@ bool is_switch(const TopicInfo& t, std::size_t i) {
 }  // namespace
 
 std::vector<Shape> fuzz_shapes(const TopicInfo& t, std::uint64_t seed, int count) {
+  return fuzz_shapes(t, seed, count, [](const Shape&) { return true; });
+}
+
+std::vector<Shape> fuzz_shapes(const TopicInfo& t, std::uint64_t seed, int count,
+                               const std::function<bool(const Shape&)>& accept) {
   if (t.checks.empty()) throw Error("fuzz_shapes(" + t.name + "): the topic has no check shapes to start from");
   Draw draw{seed};
   std::vector<Shape> out;
-  int tries = 0;
+  int tries = 0, topic_accepted = 0;
   while (static_cast<int>(out.size()) < count) {
-    if (++tries > 1000 * count)
+    if (++tries > 1000 * count) {
+      if (topic_accepted >= count) break;  // the topic's shapes were there; `accept` took fewer
       throw Error("fuzz_shapes(" + t.name + "): fewer than " + std::to_string(count) +
                   " acceptable shapes in " + std::to_string(tries - 1) + " draws");
+    }
     Shape s = t.checks[static_cast<std::size_t>(draw.in(0, static_cast<std::int64_t>(t.checks.size()) - 1))];
     for (std::size_t i = 0; i < s.rank(); ++i) {
       if (is_switch(t, i)) {
@@ -68,6 +75,8 @@ std::vector<Shape> fuzz_shapes(const TopicInfo& t, std::uint64_t seed, int count
     if (!t.validate(s).empty() || !t.verifiable(s)) continue;
     const Work w = t.work(s);
     if (w.bytes > kVerifyBytesLimit || w.flops > kVerifyFlopsLimit) continue;
+    ++topic_accepted;
+    if (!accept(s)) continue;
     out.push_back(std::move(s));
   }
   return out;

@@ -69,6 +69,39 @@ TEST(Fuzz, ATopicThatAcceptsNothingIsAnError) {
   EXPECT_THROW(lab::fuzz_shapes(t, 1, 3), lab::Error);
 }
 
+// A variant's own shapes (the fuzz main passes its supports()): a variant that runs head sizes 64
+// and 128 alone, an extent the draws keep only half the time, was fuzzed at the few of n topic
+// shapes that kept it; asked for n of its own, it gets n, each one it takes.
+TEST(Fuzz, AcceptKeepsTheVariantsOwnShapesAndAsManyAsAsked) {
+  const auto t = topic_with({{1000, 64}, {31, 128}, {4999, 80}}, {"rows", "d"});
+  const auto fits = [](const lab::Shape& s) { return s[1] == 64 || s[1] == 128; };
+  const auto all = lab::fuzz_shapes(t, 11, 60);
+  const auto own = lab::fuzz_shapes(t, 11, 60, fits);
+  ASSERT_EQ(own.size(), 60u);
+  for (const auto& s : own) EXPECT_TRUE(fits(s)) << s.str();
+  const auto fitting = std::count_if(all.begin(), all.end(), fits);
+  EXPECT_LT(fitting, 45) << "the topic's draws alone fit most of the time: the case shows nothing";
+  std::set<std::string> distinct;
+  for (const auto& s : own) distinct.insert(s.str());
+  EXPECT_GT(distinct.size(), 20u);  // still new rows, not the check shapes over and over
+}
+
+TEST(Fuzz, AcceptingEveryShapeDrawsTheTopicsShapes) {
+  const auto t = topic_with({{1000, 777}, {31, 4097}}, {"rows", "cols"});
+  EXPECT_EQ(lab::fuzz_shapes(t, 7, 50, [](const lab::Shape&) { return true; }), lab::fuzz_shapes(t, 7, 50));
+}
+
+// A variant that runs nothing here (another architecture's): no shapes, no error; the fuzz main
+// skips it. A topic that refuses everything stays an error whatever the variant takes.
+TEST(Fuzz, AVariantThatRunsNothingGetsNoShapes) {
+  const auto t = topic_with({{1000, 777}}, {"rows", "cols"});
+  EXPECT_TRUE(lab::fuzz_shapes(t, 5, 4, [](const lab::Shape&) { return false; }).empty());
+  EXPECT_EQ(lab::fuzz_shapes(t, 5, 4, [](const lab::Shape& s) { return s[0] == 1000 && s[1] == 777; }).size(), 4u);
+  auto refusing = topic_with({{1, 1}}, {"rows", "cols"});
+  refusing.validate = [](const lab::Shape&) { return std::string("never"); };
+  EXPECT_THROW(lab::fuzz_shapes(refusing, 1, 3, [](const lab::Shape&) { return true; }), lab::Error);
+}
+
 TEST(Fuzz, NextPrime) {
   EXPECT_EQ(lab::next_prime(1), 1);
   EXPECT_EQ(lab::next_prime(2), 2);
