@@ -2,7 +2,9 @@
 # The checks checked: plants known bugs, one at a time, in a scratch copy of the sources, builds the
 # one program each bug lands in, and expects that program's --check-only to fail (exit 1) on its
 # own check shapes; where the program is a chapter's kernel tests (chNN_kernels, GoogleTest), a
-# test of the binary to fail (exit 1). A check that passes a planted bug is reported as a failure
+# test of the binary to fail (exit 1), and where it is chNN_tests:FILTER, one of the chapter's tests
+# that the GoogleTest filter names (a check of more than one run, such as the GPT-2 step's second
+# step). A check that passes a planted bug is reported as a failure
 # of this script. The sources here are never touched.
 #
 #   tools/planted_bugs.sh LOGDIR [NAME...]     (NAMEs: plant only these bugs; default all)
