@@ -16,15 +16,9 @@
 #include "lab/memory.hpp"
 #include "lab/registry.hpp"
 #include "lab/testing.hpp"
+#include "tests/gpt2_second_step_shapes.hpp"
 
 namespace {
-
-// Full steps of the check set (Gpt2Step::checks) whose saved tensors do not all fit in the
-// gradients' buffer (gpt2::plan_saved spills some stage), so that the steps that keep their
-// weights' copies where they outlive the step have some to keep: two blocks with the second spilled
-// (head size 16, a context off every tile), and one block of head size 64 spilled (the Hopper
-// kernels' width, two batches).
-const lab::Shape kShapes[] = {{2, 32, 2, 77, 1, 31, 3}, {1, 128, 2, 65, 2, 97, 3}};
 
 TEST(Gpt2Step, SecondStepsFromTheFirstStepsResult) {
   LAB_REQUIRE_GPU();
@@ -33,7 +27,7 @@ TEST(Gpt2Step, SecondStepsFromTheFirstStepsResult) {
   const std::uint64_t seed = lab::testing::run_seed();
   int ran = 0;
   for (const lab::Variant* v : variants) {
-    for (const lab::Shape& s : kShapes) {
+    for (const lab::Shape& s : gpt2_tests::kSecondStepShapes) {
       if (!lab::unsupported(*v, s).empty()) continue;
       lab::Stream stream;
       lab::Prepared pr = lab::prepare(*v, s, seed, stream);
