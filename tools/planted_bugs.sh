@@ -2,7 +2,9 @@
 # The checks checked: plants known bugs, one at a time, in a scratch copy of the sources, builds the
 # one program each bug lands in, and expects that program's --check-only to fail (exit 1) on its
 # own check shapes; where the program is a chapter's kernel tests (chNN_kernels, GoogleTest), a
-# test of the binary to fail (exit 1). A check that passes a planted bug is reported as a failure
+# test of the binary to fail (exit 1), and where it is chNN_tests:FILTER, one of the chapter's tests
+# that the GoogleTest filter names (a check of more than one run, such as the GPT-2 step's second
+# step). A check that passes a planted bug is reported as a failure
 # of this script. The sources here are never touched.
 #
 #   tools/planted_bugs.sh LOGDIR [NAME...]     (NAMEs: plant only these bugs; default all)
@@ -200,15 +202,22 @@ try_plant() {
 open(p, "w").write(s.replace(os.environ["FROM"], os.environ["TO"]))' "$path"
   printf '== %-26s %s: %s\n' "$name" "$program" "$to"
   local rc=2
-  if ! cmake --build "$build" -j "$(nproc)" --target "$program" >"$log" 2>&1; then
+  # "chNN_tests:Filter": a chapter's tests, those the GoogleTest filter names.
+  local target=${program%%:*} filter=${program#*:}
+  if ! cmake --build "$build" -j "$(nproc)" --target "$target" >"$log" 2>&1; then
     why="build failed"
     echo "   build failed: see $log"
   else
     local bin
-    bin=$(find "$build" -type f -name "$program" -perm -u+x | head -1)
+    bin=$(find "$build" -type f -name "$target" -perm -u+x | head -1)
     case $program in
       ch*_kernels)  # a chapter's kernel tests (GoogleTest): exit 1 when a test fails
         "$bin" >>"$log" 2>&1
+        rc=$?
+        result="$(grep -m1 -E '^\[  FAILED  \] [A-Za-z]' "$log" | sed 's/^ *//')"
+        ;;
+      ch*_tests:*)  # the named tests of a chapter's test program
+        "$bin" --gtest_filter="$filter" >>"$log" 2>&1
         rc=$?
         result="$(grep -m1 -E '^\[  FAILED  \] [A-Za-z]' "$log" | sed 's/^ *//')"
         ;;
@@ -432,7 +441,7 @@ plant kernels_loss_vecs_1pct ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_k
 # before's (block l's products then read stage l + 1's weights, the last block's a copy never
 # made). Against its check.
 plant gpt2_round_ahead_shifted ch04_compile_vs_fused/gpt2/fused/step.cuh optimized_gpt2_step_fused_bf16_round_ahead \
-  'l == c.layers ? head.w : saved(l).w, side);' 'l == c.layers ? head.w : saved(l > 0 ? l - 1 : 0).w, side);'
+  'stage_end(l, params), stage_copy(l), side);' 'stage_end(l, params), stage_copy(l > 0 && l < c.layers ? l - 1 : l), side);'
 # The forward alone's old layout (until 2026-12-03): the head's late part (its weights' copy, its
 # logits) carved from the buffer's start, over the final LayerNorm's output it reads wherever it
 # outgrows the block's tensors (a small model, a large vocabulary: the check shape 1x32x2x8x2x16386x1).
@@ -454,6 +463,14 @@ plant gpt2_rows_o16_1pct ch04_compile_vs_fused/attention/kernels/mma_tiles.cuh c
 # to 18), against the kernels' own test, which holds them to dK by head rounded.
 plant gpt2_rows_dk16_1pct ch04_compile_vs_fused/attention/hopper/backward_wgmma.cuh ch04_kernels \
   'return make_float2(k[0] * scale, k[1] * scale);' 'return make_float2(k[0] * scale, 1.01f * k[1] * scale);'
+# Step 19's AdamW writing the next step's weights' copies: the copy's every fourth value 1% high
+# (the 8-byte stores), against the kernels' own test, which holds the copy to p rounded; and the
+# schedule handing AdamW no copy (the next step then reads the copies the set-up made, one step
+# old), which the check of one step cannot see, against the second-step test.
+plant kernels_adamw_copy_1pct ch04_compile_vs_fused/gpt2/fused/flat_adamw.cuh ch04_kernels \
+  'lo = __floats2bfloat162_rn(pi.x, pi.y)' 'lo = __floats2bfloat162_rn(pi.x, 1.01f * pi.y)'
+plant gpt2_adamw_rounds_stale ch04_compile_vs_fused/gpt2/fused/step.cuh 'ch04_tests:Gpt2Step.SecondSteps*' \
+  'adamw_rounds(stage) ? stage_copy(stage) : nullptr);' 'nullptr);'
 
 if [ $planted -eq 0 ]; then
   echo "planted_bugs: no bug is named ${only[*]}" >&2

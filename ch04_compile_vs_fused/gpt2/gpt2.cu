@@ -39,6 +39,14 @@ void Gpt2Step::Problem::poison(cudaStream_t s) {
   if (grads.size()) lab::poison(grads, s);
 }
 
+void Gpt2Step::Problem::rebase() {
+  if (params0_.empty()) throw lab::Error("gpt2_step: this shape is beyond the CPU reference's reach (verifiable())");
+  if (phase != gpt2::Phase::step) throw lab::Error("gpt2_step: rebase() follows a full step (phase 3)");
+  LAB_CHECK(cudaDeviceSynchronize());
+  params0_ = params.download(), m0_ = m.download(), v0_ = v.download();
+  ++step;
+}
+
 lab::Verdict Gpt2Step::Problem::verify() {
   if (params0_.empty()) throw lab::Error("gpt2_step: this shape is beyond the CPU reference's reach (verifiable())");
   gpt2::ModelOptions rounding;

@@ -122,6 +122,12 @@ struct Gpt2Step {
     Problem(const lab::Shape& s, lab::Rng& rng);
     void poison(cudaStream_t s) override;
     lab::Verdict verify() override;
+    // The full step only: the state the last run left (the parameters and moments) becomes the
+    // inputs that verify() runs the reference from, one step later (step + 1, the same tokens). A
+    // second run then checks what a step carries to the next one beside the parameters and
+    // moments (the second-step test; a variant's own state, such as the weights' copies that
+    // optimized_gpt2_step_fused_bf16_adamw_rounds' AdamW writes for the next step).
+    void rebase();
 
    private:
     // The inputs as they were before any run, kept for the reference (verifiable shapes only).

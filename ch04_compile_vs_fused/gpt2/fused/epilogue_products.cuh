@@ -8,7 +8,8 @@
 // (Bf16GeluInFlight), optimized_gpt2_step_fused_bf16_keep_ln.cu's kKeepLayerNorm (Bf16KeepLn) and
 // optimized_gpt2_step_fused_bf16_loss_in_flight.cu's kLossInFlight (Bf16LossInFlight) and
 // optimized_gpt2_step_fused_bf16_round_ahead.cu's kRoundAhead (Bf16RoundAhead), which the steps
-// after them build on.
+// after them build on, and optimized_gpt2_step_fused_bf16_adamw_rounds.cu's kAdamWRounds
+// (Bf16AdamWRounds).
 #pragma once
 
 #include <cublasLt.h>
@@ -244,5 +245,15 @@ struct Bf16RoundAhead : Bf16LossInFlight {
 
 static_assert(policy::Products<Bf16RoundAhead> && policy::NamesRoundAhead<Bf16RoundAhead> &&
               policy::NamesLossInFlight<Bf16RoundAhead> && Bf16RoundAhead::kRoundAhead);
+
+// optimized_gpt2_step_fused_bf16_adamw_rounds.cu's products: Bf16RoundAhead's, with AdamW writing
+// the next step's weights' copies (policy::NamesAdamWRounds).
+struct Bf16AdamWRounds : Bf16RoundAhead {
+  static constexpr bool kAdamWRounds = true;
+  Bf16AdamWRounds(const gpt2::Config& c, gpt2::Phase phase) : Bf16RoundAhead(c, phase) {}
+};
+
+static_assert(policy::Products<Bf16AdamWRounds> && policy::NamesAdamWRounds<Bf16AdamWRounds> &&
+              policy::NamesRoundAhead<Bf16AdamWRounds>);
 
 }  // namespace

@@ -66,6 +66,10 @@
 //        rounds every stage's weights into their copies on its side stream at the start, each
 //        block's products waiting for their own stage's copy, where the lead stream rounded each
 //        stage before its products (optimized_gpt2_step_fused_bf16_round_ahead.cu; the same values).
+//   optionally static constexpr bool kAdamWRounds = true, with kRoundAhead: in the full step, AdamW
+//        writes the updated parameters' bf16 copies that the next step reads, for every stage whose
+//        copy lies where the step writes nothing else; the others are rounded ahead
+//        (optimized_gpt2_step_fused_bf16_adamw_rounds.cu; the same values).
 // Everything it launches goes on the stream it is given (cuBLAS: the handle's stream), so that the
 // step is captured as one CUDA graph.
 //
@@ -194,6 +198,9 @@ concept NamesLossInFlight = requires { requires P::kLossInFlight; };
 // A Products class that names kRoundAhead (true) has the step round the weights ahead, on the side stream.
 template <class P>
 concept NamesRoundAhead = requires { requires P::kRoundAhead; };
+// A Products class that names kAdamWRounds (true) has AdamW write the next step's weights' copies.
+template <class P>
+concept NamesAdamWRounds = requires { requires P::kAdamWRounds; };
 template <class P>
 concept NamesHeadBackward = requires { &P::head_backward; };
 // A Products class with a library that needs a workspace of its own (cuBLASLt) names use_workspace(),

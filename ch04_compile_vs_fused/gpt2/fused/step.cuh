@@ -87,6 +87,14 @@ struct FusedStep {
   // where the lead stream rounded each stage before its products (see forward()).
   static constexpr bool kRoundAhead = policy::NamesRoundAhead<Products>;
   static_assert(!kRoundAhead || !std::is_same_v<Op, float>, "kRoundAhead rounds the weights' copies: bf16 products");
+  // kAdamWRounds: in the full step, AdamW writes each updated parameter's bf16 value into the copy
+  // the next step's products read, where that copy outlives the step (its stage's saved tensors in
+  // the spill buffer: copy_kept), and the next step does not round that stage; the stages whose
+  // saved tensors lie in the gradients' buffer, which the backward writes over, are rounded ahead as
+  // kRoundAhead's (see adamw_rounds()).
+  static constexpr bool kAdamWRounds = policy::NamesAdamWRounds<Products>;
+  static_assert(!kAdamWRounds || (kRoundAhead && std::is_same_v<Op, __nv_bfloat16>),
+                "kAdamWRounds writes bf16 copies, and rounds the other stages ahead (kRoundAhead)");
   // kQkvRows: the attention reads Q, K and V from the QKV product's rows where its qkv_rows() says
   // (policy::ReadsQkvRows): the product writes them, bias added, where the saved Q, K and V lie, and
   // no pass lays them out by head (reads_qkv_rows()).
@@ -106,6 +114,7 @@ struct FusedStep {
   std::vector<Block> blocks;  // every block's saved tensors (the forward alone: one block's, reused)
   Head head;
   Buffer spill;  // the saved tensors that the gradients' buffer cannot take (see place_saved)
+  std::vector<bool> copy_kept;  // a stage's weights' copy outlives the step (kAdamWRounds: adamw_rounds())
   Buffer losses, coef;
   Buffer qkv, o, tmp;           // forward scratch (o: by head, not with kRows); the backward's dQKV lies in qkv
   lab::DeviceBuffer<Op> ln, act;  // a LayerNorm's output and GELU's: made by the forward, and by the backward again
@@ -174,6 +183,11 @@ struct FusedStep {
     // the other.
     if constexpr (policy::NamesWorkspace<Products>)
       products.use_workspace(blas_workspace.data(), blas_workspace.size());
+    // The copies that AdamW keeps up to date, made once here from the parameters as they are given:
+    // the first step's forward reads them.
+    for (int l = 0; l <= c.layers; ++l)
+      if (adamw_rounds(l))
+        round_weights(p.params.data(), gpt2::stage_begin(c, l), stage_end(l, p.params.size()), stage_copy(l), stream);
     graph.capture(
         stream,
         [&] {
@@ -250,7 +264,20 @@ struct FusedStep {
     }
     Carver m{at(c.layers)};
     head = Head(c, m);
+    for (const gpt2::SavedPlace& where : plan.stages) copy_kept.push_back(!where.in_grads);
   }
+
+  // Whether AdamW writes stage l's weights' copy for the next step (kAdamWRounds, the full step):
+  // where the copy lies in memory that nothing else of the step writes, the spill buffer. The
+  // backward writes its gradients over the saved tensors that lie in the gradients' buffer, the
+  // copy among them, so those stages are rounded again at the start of each step.
+  bool adamw_rounds(int l) const {
+    return kAdamWRounds && phase == gpt2::Phase::step && copy_kept[std::size_t(l)];
+  }
+  std::size_t stage_end(int l, std::size_t params) const {
+    return l == c.layers ? params : gpt2::stage_begin(c, l + 1);
+  }
+  Op* stage_copy(int l) { return l == c.layers ? head.w : saved(l).w; }
 
   Block& saved(int l) { return blocks[l % blocks.size()]; }
 
@@ -379,18 +406,21 @@ struct FusedStep {
     const bool update = phase == gpt2::Phase::step;
     backward(p, stream, [&](int stage) {
       if (!update) return;
-      const std::size_t begin = gpt2::stage_begin(c, stage);
-      const std::size_t end = stage == c.layers ? p.params.size() : gpt2::stage_begin(c, stage + 1);
       wait(side, stream);
-      adamw(p, begin, end, side);
+      adamw(p, gpt2::stage_begin(c, stage), stage_end(stage, p.params.size()), side,
+            adamw_rounds(stage) ? stage_copy(stage) : nullptr);
     });
     if (!update) return;
     adamw(p, 0, gpt2::stage_begin(c, 0), stream);  // the embeddings, whose gradients come last
     wait(stream, side);
   }
-  void adamw(Gpt2Step::Problem& p, std::size_t begin, std::size_t end, cudaStream_t stream) {
+  // AdamW over [begin, end); with `copy`, the stage's bf16 copy written from the updated values.
+  void adamw(Gpt2Step::Problem& p, std::size_t begin, std::size_t end, cudaStream_t stream, Op* copy = nullptr) {
+    __nv_bfloat16* bf16_copy = nullptr;
+    if constexpr (std::is_same_v<Op, __nv_bfloat16>) bf16_copy = copy;
     flat_adamw::step(p.params.data(), p.grads.data(), p.m.data(), p.v.data(), begin, end, {.device = coef.data()},
-                     flat_adamw::Hyper::of(p.hp.lr, p.hp.beta1, p.hp.beta2, p.hp.eps, p.hp.weight_decay), stream);
+                     flat_adamw::Hyper::of(p.hp.lr, p.hp.beta1, p.hp.beta2, p.hp.eps, p.hp.weight_decay), stream,
+                     bf16_copy);
   }
 
   // With kRoundAhead and a backward (every block's saved tensors, its weights' copy among them, in
@@ -401,24 +431,28 @@ struct FusedStep {
   // stages takes what the products of the earlier ones leave idle (as AdamW does in the backward),
   // where the lead stream spent it between them. The forward alone keeps one block's saved tensors,
   // reused by every block (so one copy at a time): it rounds each stage as it comes, as before.
+  // A stage whose copy the last step's AdamW wrote (adamw_rounds) is not rounded: its event is null.
   std::vector<cudaEvent_t> round_ahead(const float* P, std::size_t params, cudaStream_t stream) {
     std::vector<cudaEvent_t> rounded;
     if (!kRoundAhead || phase == gpt2::Phase::forward) return rounded;
     wait(side, stream);
     for (int l = 0; l <= c.layers; ++l) {
-      const std::size_t begin = gpt2::stage_begin(c, l);
-      const std::size_t end = l == c.layers ? params : gpt2::stage_begin(c, l + 1);
-      round_weights(P, begin, end, l == c.layers ? head.w : saved(l).w, side);
+      if (adamw_rounds(l)) {
+        rounded.push_back(nullptr);
+        continue;
+      }
+      round_weights(P, gpt2::stage_begin(c, l), stage_end(l, params), stage_copy(l), side);
       forks.emplace_back().record(side);
       rounded.push_back(forks.back());
     }
     return rounded;
   }
-  // Stage l's copy: waited for (made ahead), else made here on the lead stream.
+  // Stage l's copy: waited for (made ahead), ready (written by the last step's AdamW), else made
+  // here on the lead stream.
   void stage_weights(const std::vector<cudaEvent_t>& rounded, int l, const float* P, std::size_t begin,
                      std::size_t end, Op* copy, cudaStream_t stream) {
     if (rounded.empty()) round_weights(P, begin, end, copy, stream);
-    else LAB_CHECK(cudaStreamWaitEvent(stream, rounded[l]));
+    else if (rounded[l]) LAB_CHECK(cudaStreamWaitEvent(stream, rounded[l]));
   }
 
   void forward(Gpt2Step::Problem& p, cudaStream_t stream) {
