@@ -1,7 +1,10 @@
 // The main of every chapter's test binary: one test per (variant, check shape), made from the
-// registry, so adding a variant adds its tests with no new test code. All variants of a topic see
-// identical inputs for a shape (the same seed). Without a GPU every test reports SKIPPED.
+// registry, so adding a variant adds its tests with no new test code; and the tests its files make
+// per variant (lab/variant_tests.hpp), registered here once the registry is complete. All variants
+// of a topic see identical inputs for a shape (the same seed). Without a GPU every test reports
+// SKIPPED.
 #include <algorithm>
+#include <cstdio>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -10,6 +13,7 @@
 #include "lab/memory.hpp"
 #include "lab/registry.hpp"
 #include "lab/testing.hpp"
+#include "lab/variant_tests.hpp"
 
 namespace {
 
@@ -72,6 +76,12 @@ int main(int argc, char** argv) {
                               nullptr, __FILE__, __LINE__,
                               [v, s]() -> ::testing::Test* { return new VariantCheck(v, s); });
     }
+  }
+  try {
+    lab::testing::register_per_variant_tests(all);
+  } catch (const lab::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
   }
   return RUN_ALL_TESTS();
 }

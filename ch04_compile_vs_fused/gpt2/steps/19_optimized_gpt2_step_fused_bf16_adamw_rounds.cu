@@ -23,8 +23,8 @@
 // The arithmetic is the previous step's, value for value: the same fp32 parameter rounded to
 // nearest bf16 by the same conversion, stored by AdamW instead of read back. The precision is the
 // previous step's. What the check of one step cannot see (the copy AdamW writes is read by the
-// next step) the test Gpt2Step.SecondStepsFromTheFirstStepsResult checks: a second step, held to
-// the reference run from the state the first one left.
+// next step) a test checks, Gpt2SecondStep.optimized_gpt2_step_fused_bf16_adamw_rounds in
+// ch04_tests: a second step, held to the reference run from the state the first one left.
 //
 // What it replaces, against the previous step:
 //   | before                                            | this step's                               |
