@@ -108,12 +108,15 @@ lab::Verdict judge(const Expected& e, const Config& c, float loss, std::span<con
     }
     return verdict;
   };
-  // Hundreds of outputs are judged (four per tensor): the verdict is named for the first that
-  // fails, and its reason lists the others that fail, so a failure reads as one tensor.
+  // Hundreds of outputs are judged (four per tensor): a failure is reported as the first output
+  // that fails, its own errors and elements (not the largest over every output, which would print
+  // a gradient's relative error near a zero reference under the loss's name), and its reason lists
+  // the others that fail, so a failure reads as one tensor. A pass reports the largest errors of all.
   std::vector<std::string> failing;
   std::size_t judged = 0;
-  lab::Verdict all;
+  lab::Verdict all, first_failing;
   auto add = [&](const lab::Verdict& v) {
+    if (!v.pass && failing.empty()) first_failing = v;
     if (!v.pass) failing.push_back(v.what);
     if (judged++ == 0) all = v; else all.also(v);
   };
@@ -149,7 +152,9 @@ lab::Verdict judge(const Expected& e, const Config& c, float loss, std::span<con
     if (!kinds.empty()) w << " (" << tensors.size() << " tensors each)";
     all.what = w.str();
   } else {
-    all.what = failing.front();
+    std::string notes = std::move(all.note);
+    all = std::move(first_failing);
+    all.note = std::move(notes);
     std::ostringstream why;
     why << all.reason << "; " << failing.size() << " of " << judged << " outputs fail";
     const std::size_t named = std::min<std::size_t>(failing.size(), 6);

@@ -519,9 +519,15 @@ TEST(Gpt2Reference, CheckRejectsPlantedMistakes) {
     for (std::size_t i = t.offset; i < t.offset + t.size; ++i) bad.grads[i] *= 1.001f;
     const auto verdict = judge(k, e, bad);
     EXPECT_FALSE(verdict.pass) << t.name << ": a 0.1% error in its gradient passed";
-    // The failure is named for the tensor, not for the hundreds of outputs judged.
+    // The failure is named for the tensor, not for the hundreds of outputs judged, and its figures
+    // are the tensor's own: its element count and its largest error, not every output's.
     EXPECT_EQ(verdict.what, "grads " + t.name);
     EXPECT_NE(verdict.reason.find("1 of "), std::string::npos) << verdict.reason;
+    EXPECT_EQ(verdict.count, t.size) << t.name;
+    double max_abs = 0;
+    for (std::size_t i = t.offset; i < t.offset + t.size; ++i)
+      max_abs = std::max(max_abs, std::fabs(double(bad.grads[i]) - e.ref.grads[i]));
+    EXPECT_EQ(verdict.max_abs, max_abs) << t.name;
   }
   EXPECT_EQ(judge(k, e, good).what.rfind("loss, grads, params, m, v (", 0), 0u) << judge(k, e, good).what;
   auto bad_loss = good;
@@ -838,8 +844,9 @@ TEST(Gpt2Reference, SamePrecisionAllowsFp32sFreedomWhereTheStandInIsExact) {
     // some tensors do; at d_model 1 another seed may leave none, and the note is then empty, which
     // is the judge's design, not a failure (CI, 2026-12-03: seed 158013584962805). Where it judged,
     // it was enforced.
-    if (seed == 109173136164868 || v.note.find("same precision") != std::string::npos)
+    if (seed == 109173136164868 || v.note.find("same precision") != std::string::npos) {
       EXPECT_NE(v.note.find("same precision (enforced)"), std::string::npos) << "seed " << seed << ": " << v.note;
+    }
   }
 }
 
