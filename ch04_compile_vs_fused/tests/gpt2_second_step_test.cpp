@@ -9,10 +9,7 @@
 // by side.
 #include <gtest/gtest.h>
 
-#include <cuda_runtime.h>
-
 #include "gpt2/gpt2.cuh"
-#include "lab/check.hpp"
 #include "lab/harness.hpp"
 #include "lab/memory.hpp"
 #include "lab/registry.hpp"
@@ -33,11 +30,7 @@ void second_step(const lab::Variant& v) {
     auto& p = dynamic_cast<Gpt2Step::Problem&>(*pr.problem);
     for (int step = 1; step <= 2; ++step) {
       if (step == 2) p.rebase();
-      p.poison(stream);
-      pr.instance->run(p, stream);
-      LAB_CHECK(cudaGetLastError());
-      LAB_CHECK(cudaStreamSynchronize(stream));
-      const lab::Verdict verdict = p.verify();
+      const lab::Verdict verdict = lab::run_and_verify(*pr.instance, p, stream);
       EXPECT_TRUE(verdict.pass) << v.program << " at " << s.str() << ", step " << step << " of 2 (seed " << seed
                                 << "; reproduce with LAB_SEED=" << seed << "): " << verdict.details();
     }

@@ -75,6 +75,11 @@ Prepared prepare(const Variant& v, const Shape& s, std::uint64_t seed, cudaStrea
 // "" when the variant runs the shape on this device, otherwise its reason (Variant::supports).
 std::string unsupported(const Variant& v, const Shape& s);
 
+// Poisons the problem's outputs with NaN, runs the instance once on it and compares with the
+// topic's reference: check_variant's run, for a caller that keeps the prepared problem between
+// runs (a second step from the first one's result).
+Verdict run_and_verify(Instance& instance, Problem& p, cudaStream_t stream);
+
 // Makes the shape's inputs from the seed and the variant's state, poisons the outputs with NaN,
 // runs the variant once and compares with the topic's double-precision reference. The shape must
 // be supported (unsupported() is ""): a check of a shape the variant cannot run throws Error.

@@ -38,9 +38,6 @@ std::vector<Shape> shapes_to_verify(const Variant& v, const std::vector<Shape>& 
   return with_timed(*v.topic, with_check_set ? check_set(v) : std::vector<Shape>{}, timed);
 }
 
-namespace {
-
-// Poisons the outputs, runs the variant once and compares with the reference.
 Verdict run_and_verify(Instance& instance, Problem& p, cudaStream_t stream) {
   p.poison(stream);
   instance.run(p, stream);
@@ -48,8 +45,6 @@ Verdict run_and_verify(Instance& instance, Problem& p, cudaStream_t stream) {
   LAB_CHECK(cudaStreamSynchronize(stream));
   return p.verify();
 }
-
-}  // namespace
 
 const DeviceFacts& detail::this_device() {
   static const DeviceFacts facts = init_device();
