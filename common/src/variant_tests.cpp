@@ -23,11 +23,11 @@ std::vector<Entry>& entries() {  // constructed at its first use, whichever file
 
 class VariantTest : public ::testing::Test {
  public:
-  VariantTest(const VariantTestBody* body, const Variant* v) : body_(body), v_(v) {}
-  void TestBody() override { (*body_)(*v_); }
+  VariantTest(VariantTestBody body, const Variant* v) : body_(std::move(body)), v_(v) {}
+  void TestBody() override { body_(*v_); }
 
  private:
-  const VariantTestBody* body_;
+  VariantTestBody body_;  // a copy: the test owns what it runs, whatever becomes of entries()
   const Variant* v_;
 };
 
@@ -44,7 +44,7 @@ void register_per_variant_tests(const std::vector<const Variant*>& all) {
     for (const Variant* v : all)
       if (v->topic->name == e.topic)
         ::testing::RegisterTest(e.suite.c_str(), v->program.c_str(), nullptr, nullptr, __FILE__, __LINE__,
-                                [body = &e.body, v]() -> ::testing::Test* { return new VariantTest(body, v); });
+                                [body = e.body, v]() -> ::testing::Test* { return new VariantTest(body, v); });
   }
 }
 
