@@ -26,6 +26,9 @@ def update(readme_text: str, results_text: str, section: str = "") -> str:
         writer = ("compare --markdown" if not section else "compare --list --markdown" if section == "programs"
                   else "a demo's or a tool's --markdown")
         raise ValueError("the results file was not written by %s (no '%s' line)" % (writer, stamp))
+    if "UNFINISHED:" in results_text.split("\n", 1)[0]:
+        raise ValueError("the results file is from a run that had not finished (its first line says UNFINISHED: "
+                         "compare wrote it after a round, and the run never rewrote it whole); run it again")
     b, e = readme_text.find(begin), readme_text.find(end)
     if b < 0 or e < 0 or e < b:
         raise ValueError("the README has no %s ... %s markers" % (begin, end))

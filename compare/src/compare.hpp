@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <map>
 #include <optional>
@@ -102,7 +103,12 @@ struct Collected {
 // Runs every program `rounds` times, interleaved, verifying in the first round only. Progress
 // lines go to `progress`. Stops early when there is no usable GPU (Collected::no_gpu) or the
 // device is not the one RunOptions::expect_device_uuid names (Collected::other_device).
-Collected run_programs(const std::vector<const Program*>& programs, const RunOptions& o, std::ostream& progress);
+// after_round, when given, is called with what has been collected once each round but the last is
+// complete (every program run that many times): compare writes its files there, so that a run cut
+// short keeps the rounds it finished.
+using AfterRound = std::function<void(const Collected&, int rounds_done)>;
+Collected run_programs(const std::vector<const Program*>& programs, const RunOptions& o, std::ostream& progress,
+                       const AfterRound& after_round = {});
 
 // Builds the arguments of one program run (exposed for tests).
 std::vector<std::string> program_args(const Program& p, const RunOptions& o, int round);

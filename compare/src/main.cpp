@@ -175,6 +175,9 @@ int main(int argc, char** argv) {
                                     "table, each program at each shape from the one run that measured it");
   replay_opt->excludes(ch_opt)->excludes(topic_opt)->excludes(all_opt)->excludes(list_opt);
   app.footer(
+      "--json, --csv and --markdown are written after each round but the last (the Markdown's first line says\n"
+      "UNFINISHED, k of N rounds; the JSON has options.rounds_planned) and again at the end: a run cut short keeps\n"
+      "the rounds it finished.\n"
       "Exit status: 0 all good; 1 a failure row or a regression; 2 bad usage; 3 no usable CUDA device.\n"
       "Example: compare --chapter 1 --markdown ch01.md && tools/update_readme_results.py ch01_basics/README.md ch01.md");
   try {
@@ -323,7 +326,29 @@ int main(int argc, char** argv) {
 
   std::cerr << "compare: " << programs.size() << " programs x " << o.rounds << " rounds, " << o.repetitions
             << " repetitions each, cache " << o.cache << ", seed " << o.seed << "\n";
-  const compare::Collected c = compare::run_programs(programs, o, std::cerr);
+  std::string command;
+  for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
+  // The files asked for (--json, --csv, --markdown) from what has been collected: after each round
+  // but the last (marked UNFINISHED, k of N rounds), and at the end, so that a run cut short (a
+  // Ctrl-C, a machine taken back) keeps the rounds it finished.
+  auto write_outputs = [&](const compare::Collected& got, const compare::Analysis& a, int rounds_done) {
+    compare::Meta meta = compare::make_meta(got, o, m.source_dir, command);
+    if (rounds_done < o.rounds) meta.rounds = rounds_done, meta.rounds_planned = o.rounds;
+    bool wrote = true;
+    if (!json_path.empty()) wrote &= write_file(json_path, compare::to_json(got, a, meta).dump(2) + "\n");
+    if (!csv_path.empty()) wrote &= write_file(csv_path, compare::csv(a, meta));
+    if (!md_path.empty()) wrote &= write_file(md_path, compare::markdown(a, meta, &got));
+    return wrote;
+  };
+  const bool any_file = !json_path.empty() || !csv_path.empty() || !md_path.empty();
+  compare::AfterRound after_round;
+  if (any_file)
+    after_round = [&](const compare::Collected& got, int rounds_done) {
+      if (write_outputs(got, compare::analyse(got, o.seed), rounds_done))
+        std::cerr << "compare: " << rounds_done << " of " << o.rounds
+                  << " rounds done, written to the files asked for (rewritten at the end)\n";
+    };
+  const compare::Collected c = compare::run_programs(programs, o, std::cerr, after_round);
   if (c.no_gpu) {
     // The program's own line ("error: no usable CUDA device (...)") says why.
     std::cerr << "compare: " << c.no_gpu_message << "\n";
@@ -335,18 +360,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   const compare::Analysis a = compare::analyse(c, o.seed);
-  std::string command;
-  for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
   const compare::Meta meta = compare::make_meta(c, o, m.source_dir, command);
   compare::print_table(std::cout, a, meta, color);
 
   int status = a.any_failure ? 1 : 0;
   if (!against_text.empty()) status = std::max(status, judge_against(against_text, c, a, ignore_device, color));
-  bool wrote = true;
-  if (!json_path.empty()) wrote &= write_file(json_path, compare::to_json(c, a, meta).dump(2) + "\n");
-  if (!csv_path.empty()) wrote &= write_file(csv_path, compare::csv(a, meta));
-  if (!md_path.empty()) wrote &= write_file(md_path, compare::markdown(a, meta, &c));
-  if (!wrote) status = std::max(status, 2);
+  if (!write_outputs(c, a, o.rounds)) status = std::max(status, 2);
   std::cerr << "compare: done in " << static_cast<int>(c.seconds) << " s\n";
   return status;
 }

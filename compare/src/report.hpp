@@ -15,7 +15,11 @@ struct Meta {
   std::string date, commit, command;
   std::string device, uuid, arch, driver, runtime, sm_clock_mhz, mem_clock_mhz, cache, peak_copy_gbs, peak_fp32_tflops;
   int repetitions = 0, rounds = 0;
+  // The rounds asked for, where more than `rounds` (those measured): a file written while the run
+  // was under way, which the run's end rewrites. 0: the run is complete.
+  int rounds_planned = 0;
   std::uint64_t seed = 0;
+  bool partial() const { return rounds_planned > rounds; }
   std::string line() const;  // one line: device, driver, CUDA, clocks, cache, samples, date, commit
 };
 

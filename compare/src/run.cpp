@@ -86,7 +86,8 @@ void add_samples(ProgramResult& pr, const BenchmarkRun& run, int round) {
 
 }  // namespace
 
-Collected run_programs(const std::vector<const Program*>& programs, const RunOptions& o, std::ostream& progress) {
+Collected run_programs(const std::vector<const Program*>& programs, const RunOptions& o, std::ostream& progress,
+                       const AfterRound& after_round) {
   Collected c;
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
@@ -166,6 +167,10 @@ Collected run_programs(const std::vector<const Program*>& programs, const RunOpt
       progress << status_name(pr.status) << " (" << std::fixed << std::setprecision(1) << r.seconds << " s; elapsed "
                << elapsed() << " s)" << std::defaultfloat << "\n"
                << std::flush;
+    }
+    if (after_round && round < o.rounds) {
+      c.seconds = elapsed();
+      after_round(c, round);
     }
   }
   c.seconds = elapsed();

@@ -82,6 +82,9 @@ std::string Meta::line() const {
     << " MHz / memory " << mem_clock_mhz << " MHz; cache " << cache << "; " << repetitions * rounds
     << " samples a side (" << repetitions << " x " << rounds << " rounds, interleaved); " << date << "; commit "
     << commit;
+  if (partial())
+    o << "; UNFINISHED: " << rounds << " of the " << rounds_planned
+      << " rounds asked for (written while the run was under way; a run cut short keeps what it finished)";
   return o.str();
 }
 
@@ -97,6 +100,7 @@ nlohmann::json to_json(const Collected& c, const Analysis& a, const Meta& m) {
                  {"mem_clock_mhz", m.mem_clock_mhz}, {"peak_copy_gbs", m.peak_copy_gbs},
                  {"peak_fp32_tflops", m.peak_fp32_tflops}};
   j["options"] = {{"repetitions", m.repetitions}, {"rounds", m.rounds}, {"cache", m.cache}, {"seed", m.seed}};
+  if (m.partial()) j["options"]["rounds_planned"] = m.rounds_planned;
   j["programs"] = nlohmann::json::array();
   for (const auto& pr : c.programs) {
     nlohmann::json p = {{"program", pr.program->name}, {"topic", pr.program->topic},   {"role", pr.program->role},
@@ -158,6 +162,7 @@ void replay(const nlohmann::json& j, Replayed& out) {
     const auto& o = j.at("options");
     m.repetitions = o.at("repetitions");
     m.rounds = o.at("rounds");
+    m.rounds_planned = o.value("rounds_planned", 0);  // only in a file written while its run was under way
     m.cache = o.at("cache");
     m.seed = o.at("seed");
     const auto& progs = j.at("programs");

@@ -144,14 +144,14 @@ class FakeLab : public ::testing::Test {
     return m;
   }
 
-  compare::Collected run(const fs::path& m, compare::RunOptions o = {}) {
+  compare::Collected run(const fs::path& m, compare::RunOptions o = {}, const compare::AfterRound& after_round = {}) {
     manifest_ = compare::load_manifest(m.string());
     compare::describe_programs(manifest_, 10);
     compare::Selection s;
     s.chapter = "1";
     o.seed = 7;
     std::ostringstream progress;
-    auto c = compare::run_programs(compare::select_programs(manifest_, s), o, progress);
+    auto c = compare::run_programs(compare::select_programs(manifest_, s), o, progress, after_round);
     progress_ = progress.str();
     return c;
   }
@@ -201,6 +201,44 @@ TEST_F(FakeLab, SpeedupsStepsAndLibrary) {
   EXPECT_NEAR(a.chapters[0].geomean, 2.0, 0.03);
   EXPECT_EQ(a.chapters[0].matched, 2);
   EXPECT_NE(progress_.find("[8/8] round 2/2 library_fake"), std::string::npos) << progress_;
+}
+
+// compare writes its files after each finished round (main.cpp, write_outputs), so a run cut short
+// keeps what it measured: the callback sees every program with k rounds' samples after round k, for
+// every round but the last, and a file written then says it is unfinished, in its line and its JSON.
+TEST_F(FakeLab, AfterEachRoundButTheLastWhatWasCollected) {
+  const auto m = manifest({"baseline_fake", "optimized_fake"});
+  compare::RunOptions o;
+  o.repetitions = 3;
+  o.rounds = 3;
+  std::vector<int> rounds_seen;
+  std::vector<std::size_t> samples_seen;
+  nlohmann::json partial;
+  const auto c = run(m, o, [&](const compare::Collected& got, int rounds_done) {
+    rounds_seen.push_back(rounds_done);
+    for (const auto& pr : got.programs) samples_seen.push_back(pr.shapes.at("128x256").samples.size());
+    if (rounds_done == 1) {
+      compare::Meta meta = compare::make_meta(got, o, dir_.string(), "compare --chapter 1 --json f.json");
+      meta.rounds = rounds_done, meta.rounds_planned = o.rounds;
+      partial = compare::to_json(got, compare::analyse(got, 7), meta);
+    }
+  });
+  EXPECT_EQ(rounds_seen, (std::vector<int>{1, 2}));
+  EXPECT_EQ(samples_seen, (std::vector<std::size_t>{3, 3, 6, 6}));  // two programs, 3 repetitions a round
+  EXPECT_EQ(c.programs[1].shapes.at("128x256").samples.size(), 9u);
+
+  ASSERT_FALSE(partial.is_null());
+  EXPECT_EQ(partial.at("options").at("rounds"), 1);
+  EXPECT_EQ(partial.at("options").at("rounds_planned"), 3);
+  compare::Replayed back;
+  compare::replay(partial, back);
+  EXPECT_TRUE(back.meta.partial());
+  EXPECT_NE(back.meta.line().find("UNFINISHED: 1 of the 3 rounds"), std::string::npos) << back.meta.line();
+
+  compare::Meta whole = compare::make_meta(c, o, dir_.string(), "compare --chapter 1 --json f.json");
+  EXPECT_FALSE(whole.partial());
+  EXPECT_EQ(whole.line().find("UNFINISHED"), std::string::npos) << whole.line();
+  EXPECT_FALSE(compare::to_json(c, compare::analyse(c, 7), whole).at("options").contains("rounds_planned"));
 }
 
 TEST(Agreement, RowByRowAgainstAPreviousRun) {
@@ -515,7 +553,11 @@ TEST_F(FakeLab, CommandLineWritesEveryOutput) {
   EXPECT_NE(r.out.find("Fake GPU"), std::string::npos);
   EXPECT_EQ(r.out.find("\033["), std::string::npos);  // no color into a pipe
   EXPECT_NE(r.err.find("[8/8] round 4/4 optimized_fake"), std::string::npos) << r.err;  // 4 rounds by default
+  // The files after each round but the last (a run cut short keeps them), then the whole run's.
+  EXPECT_NE(r.err.find("compare: 3 of 4 rounds done, written to the files asked for"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("compare: 4 of 4 rounds done"), std::string::npos) << r.err;
   const auto js = nlohmann::json::parse(read(j));
+  EXPECT_FALSE(js["options"].contains("rounds_planned")) << js["options"];
   EXPECT_EQ(js["device"]["name"], "Fake GPU");
   const auto& shape0 = js["programs"][1]["shapes"][0];
   EXPECT_EQ(shape0["samples_s"].size(), 20u);  // 5 repetitions x 4 rounds
@@ -535,6 +577,7 @@ TEST_F(FakeLab, CommandLineWritesEveryOutput) {
   const std::string mdt = read(md);
   EXPECT_NE(mdt.find("| fake | 64x64 | `optimized_fake` |"), std::string::npos) << mdt;
   EXPECT_NE(mdt.find("driver 13.0"), std::string::npos);
+  EXPECT_EQ(mdt.find("UNFINISHED"), std::string::npos) << mdt;
 
   // Against itself: nothing regressed. Against another device: refused.
   const auto again = compare::run_process({COMPARE_BIN, "--manifest", m.string(), "--chapter", "1", "--against",

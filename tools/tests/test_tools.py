@@ -64,6 +64,16 @@ class UpdateReadme(unittest.TestCase):
         with self.assertRaises(ValueError):
             urr.update("# no markers\n", RESULTS)
 
+    def test_refuses_an_unfinished_run(self):
+        # compare writes its files after each round; one whose run never finished says so in its
+        # first line, and no README table is made from it.
+        first, rest = RESULTS.split("\n", 1)
+        unfinished = first.rstrip(".") + "; UNFINISHED: 1 of the 4 rounds asked for (written while the run was under way).\n" + rest
+        with self.assertRaises(ValueError) as cm:
+            urr.update(README, unfinished)
+        self.assertIn("UNFINISHED", str(cm.exception))
+        urr.update(README, RESULTS)  # the same file, finished, is taken
+
 
 class UpdateReadmeSection(unittest.TestCase):
     def test_a_named_section_takes_a_demos_table_and_leaves_the_other(self):
