@@ -175,9 +175,9 @@ int main(int argc, char** argv) {
                                     "table, each program at each shape from the one run that measured it");
   replay_opt->excludes(ch_opt)->excludes(topic_opt)->excludes(all_opt)->excludes(list_opt);
   app.footer(
-      "--json, --csv and --markdown are written after each round but the last (the Markdown's first line says\n"
-      "UNFINISHED, k of N rounds; the JSON has options.rounds_planned) and again at the end: a run cut short keeps\n"
-      "the rounds it finished.\n"
+      "--json, --csv and --markdown are written at the end; after each round but the last, the rounds so far go to\n"
+      "FILE.unfinished beside them (the Markdown's first line says UNFINISHED, k of N rounds; the JSON has\n"
+      "options.rounds_planned), which the end removes: a run cut short keeps its rounds and leaves FILE as it was.\n"
       "Exit status: 0 all good; 1 a failure row or a regression; 2 bad usage; 3 no usable CUDA device.\n"
       "Example: compare --chapter 1 --markdown ch01.md && tools/update_readme_results.py ch01_basics/README.md ch01.md");
   try {
@@ -328,25 +328,28 @@ int main(int argc, char** argv) {
             << " repetitions each, cache " << o.cache << ", seed " << o.seed << "\n";
   std::string command;
   for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
-  // The files asked for (--json, --csv, --markdown) from what has been collected: after each round
-  // but the last (marked UNFINISHED, k of N rounds), and at the end, so that a run cut short (a
-  // Ctrl-C, a machine taken back) keeps the rounds it finished.
-  auto write_outputs = [&](const compare::Collected& got, const compare::Analysis& a, int rounds_done) {
+  // The files asked for (--json, --csv, --markdown), from what has been collected. At the end, at
+  // their paths. After each round but the last, beside them as PATH.unfinished (marked UNFINISHED,
+  // k of N rounds), so that a run cut short (a Ctrl-C, a machine taken back) keeps the rounds it
+  // finished and leaves an existing file at PATH as it was; the end removes them.
+  const std::vector<std::string> paths = {json_path, csv_path, md_path};
+  auto write_outputs = [&](const compare::Collected& got, const compare::Analysis& a, int rounds_done,
+                           const std::string& suffix) {
     compare::Meta meta = compare::make_meta(got, o, m.source_dir, command);
     if (rounds_done < o.rounds) meta.rounds = rounds_done, meta.rounds_planned = o.rounds;
     bool wrote = true;
-    if (!json_path.empty()) wrote &= write_file(json_path, compare::to_json(got, a, meta).dump(2) + "\n");
-    if (!csv_path.empty()) wrote &= write_file(csv_path, compare::csv(a, meta));
-    if (!md_path.empty()) wrote &= write_file(md_path, compare::markdown(a, meta, &got));
+    if (!json_path.empty()) wrote &= write_file(json_path + suffix, compare::to_json(got, a, meta).dump(2) + "\n");
+    if (!csv_path.empty()) wrote &= write_file(csv_path + suffix, compare::csv(a, meta));
+    if (!md_path.empty()) wrote &= write_file(md_path + suffix, compare::markdown(a, meta, &got));
     return wrote;
   };
-  const bool any_file = !json_path.empty() || !csv_path.empty() || !md_path.empty();
+  const std::string kUnfinished = ".unfinished";
   compare::AfterRound after_round;
-  if (any_file)
+  if (!json_path.empty() || !csv_path.empty() || !md_path.empty())
     after_round = [&](const compare::Collected& got, int rounds_done) {
-      if (write_outputs(got, compare::analyse(got, o.seed), rounds_done))
-        std::cerr << "compare: " << rounds_done << " of " << o.rounds
-                  << " rounds done, written to the files asked for (rewritten at the end)\n";
+      if (write_outputs(got, compare::analyse(got, o.seed), rounds_done, kUnfinished))
+        std::cerr << "compare: " << rounds_done << " of " << o.rounds << " rounds done, kept in the files asked for"
+                  << " with " << kUnfinished << " added to their names until the run ends\n";
     };
   const compare::Collected c = compare::run_programs(programs, o, std::cerr, after_round);
   if (c.no_gpu) {
@@ -365,7 +368,15 @@ int main(int argc, char** argv) {
 
   int status = a.any_failure ? 1 : 0;
   if (!against_text.empty()) status = std::max(status, judge_against(against_text, c, a, ignore_device, color));
-  if (!write_outputs(c, a, o.rounds)) status = std::max(status, 2);
+  if (write_outputs(c, a, o.rounds, "")) {
+    for (const std::string& path : paths)
+      if (!path.empty()) {
+        std::error_code ignored;  // none written (one round), or already gone
+        std::filesystem::remove(path + kUnfinished, ignored);
+      }
+  } else {
+    status = std::max(status, 2);
+  }
   std::cerr << "compare: done in " << static_cast<int>(c.seconds) << " s\n";
   return status;
 }

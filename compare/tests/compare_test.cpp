@@ -241,6 +241,28 @@ TEST_F(FakeLab, AfterEachRoundButTheLastWhatWasCollected) {
   EXPECT_FALSE(compare::to_json(c, compare::analyse(c, 7), whole).at("options").contains("rounds_planned"));
 }
 
+// A run cut short after its first round (the machine lost: no device from round 2 on) leaves the
+// file it was to write as it was, and the round it finished beside it, marked unfinished.
+TEST_F(FakeLab, ARunCutShortKeepsItsRoundsAndLeavesTheFileAsItWas) {
+  const auto m = manifest({"baseline_fake", "optimized_fake_lost"});
+  const auto j = dir_ / "r.json", md = dir_ / "r.md";
+  std::ofstream(j) << "the previous run\n";
+  const auto r = compare::run_process({COMPARE_BIN, "--manifest", m.string(), "--chapter", "1", "--seed", "5",
+                                       "--repetitions", "3", "--rounds", "3", "--json", j.string(), "--markdown",
+                                       md.string()},
+                                      60);
+  EXPECT_EQ(r.exit_code, 3) << r.err;  // no usable device
+  EXPECT_NE(r.err.find("compare: 1 of 3 rounds done"), std::string::npos) << r.err;
+  EXPECT_EQ(read(j), "the previous run\n");
+  EXPECT_FALSE(fs::exists(md));
+  const auto js = nlohmann::json::parse(read(fs::path(j.string() + ".unfinished")));
+  EXPECT_EQ(js["options"]["rounds"], 1);
+  EXPECT_EQ(js["options"]["rounds_planned"], 3);
+  EXPECT_EQ(js["programs"][1]["shapes"][0]["samples_s"].size(), 3u);  // round 1's 3 repetitions
+  const std::string mdt = read(fs::path(md.string() + ".unfinished"));
+  EXPECT_NE(mdt.substr(0, mdt.find('\n')).find("UNFINISHED: 1 of the 3 rounds"), std::string::npos) << mdt;
+}
+
 TEST(Agreement, RowByRowAgainstAPreviousRun) {
   compare::Analysis now;
   compare::Row a;
@@ -553,9 +575,12 @@ TEST_F(FakeLab, CommandLineWritesEveryOutput) {
   EXPECT_NE(r.out.find("Fake GPU"), std::string::npos);
   EXPECT_EQ(r.out.find("\033["), std::string::npos);  // no color into a pipe
   EXPECT_NE(r.err.find("[8/8] round 4/4 optimized_fake"), std::string::npos) << r.err;  // 4 rounds by default
-  // The files after each round but the last (a run cut short keeps them), then the whole run's.
-  EXPECT_NE(r.err.find("compare: 3 of 4 rounds done, written to the files asked for"), std::string::npos) << r.err;
+  // The rounds so far beside the files after each round but the last, then the files, and those gone.
+  EXPECT_NE(r.err.find("compare: 3 of 4 rounds done, kept in the files asked for with .unfinished"),
+            std::string::npos)
+      << r.err;
   EXPECT_EQ(r.err.find("compare: 4 of 4 rounds done"), std::string::npos) << r.err;
+  for (const auto& f : {j, c, md}) EXPECT_FALSE(fs::exists(f.string() + ".unfinished")) << f;
   const auto js = nlohmann::json::parse(read(j));
   EXPECT_FALSE(js["options"].contains("rounds_planned")) << js["options"];
   EXPECT_EQ(js["device"]["name"], "Fake GPU");

@@ -1,7 +1,9 @@
 // A stand-in for a lab program, for compare's tests on machines without a GPU. Its behaviour
 // follows its own name (compare's tests call it through symbolic links):
 //   <role>_<topic>[_<what>]   role: baseline, optimized, library; what: step, crash, hang, wrong,
-//                             garbage, nogpu, oom, na (anything else behaves normally)
+//                             garbage, nogpu, oom, na, lost (anything else behaves normally)
+// lost: runs as normal in compare's first round and finds no device in the later ones (run with
+// --no-check), as on a machine taken back in the middle of a run.
 // It prints Google Benchmark JSON like a real program, with times that depend on the role.
 #include <unistd.h>
 
@@ -56,7 +58,9 @@ int main(int argc, char** argv) {
   if (shapes.empty()) shapes = {"64x64", "128x256"};
   if (what == "crash") std::abort();
   if (what == "hang") std::this_thread::sleep_for(std::chrono::seconds(600));
-  if (what == "nogpu") {
+  bool later_round = false;
+  for (int i = 1; i < argc; ++i) later_round |= std::string(argv[i]) == "--no-check";
+  if (what == "nogpu" || (what == "lost" && later_round)) {
     std::cerr << "error: no usable CUDA device (cudaErrorNoDevice: no CUDA-capable device is detected).\n";
     return 3;
   }
