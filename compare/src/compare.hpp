@@ -104,8 +104,8 @@ struct Collected {
 // lines go to `progress`. Stops early when there is no usable GPU (Collected::no_gpu) or the
 // device is not the one RunOptions::expect_device_uuid names (Collected::other_device).
 // after_round, when given, is called with what has been collected once each round but the last is
-// complete (every program run that many times): compare writes its files there, so that a run cut
-// short keeps the rounds it finished.
+// complete (every program run that many times): compare writes the rounds so far there (beside the
+// files asked for, as FILE.unfinished), so that a run cut short keeps the rounds it finished.
 using AfterRound = std::function<void(const Collected&, int rounds_done)>;
 Collected run_programs(const std::vector<const Program*>& programs, const RunOptions& o, std::ostream& progress,
                        const AfterRound& after_round = {});

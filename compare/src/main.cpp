@@ -333,10 +333,8 @@ int main(int argc, char** argv) {
   // k of N rounds), so that a run cut short (a Ctrl-C, a machine taken back) keeps the rounds it
   // finished and leaves an existing file at PATH as it was; the end removes them.
   const std::vector<std::string> paths = {json_path, csv_path, md_path};
-  auto write_outputs = [&](const compare::Collected& got, const compare::Analysis& a, int rounds_done,
+  auto write_outputs = [&](const compare::Collected& got, const compare::Analysis& a, const compare::Meta& meta,
                            const std::string& suffix) {
-    compare::Meta meta = compare::make_meta(got, o, m.source_dir, command);
-    if (rounds_done < o.rounds) meta.rounds = rounds_done, meta.rounds_planned = o.rounds;
     bool wrote = true;
     if (!json_path.empty()) wrote &= write_file(json_path + suffix, compare::to_json(got, a, meta).dump(2) + "\n");
     if (!csv_path.empty()) wrote &= write_file(csv_path + suffix, compare::csv(a, meta));
@@ -347,7 +345,8 @@ int main(int argc, char** argv) {
   compare::AfterRound after_round;
   if (!json_path.empty() || !csv_path.empty() || !md_path.empty())
     after_round = [&](const compare::Collected& got, int rounds_done) {
-      if (write_outputs(got, compare::analyse(got, o.seed), rounds_done, kUnfinished))
+      const compare::Meta meta = compare::make_meta(got, o, m.source_dir, command, rounds_done);
+      if (write_outputs(got, compare::analyse(got, o.seed), meta, kUnfinished))
         std::cerr << "compare: " << rounds_done << " of " << o.rounds << " rounds done, kept in the files asked for"
                   << " with " << kUnfinished << " added to their names until the run ends\n";
     };
@@ -368,7 +367,7 @@ int main(int argc, char** argv) {
 
   int status = a.any_failure ? 1 : 0;
   if (!against_text.empty()) status = std::max(status, judge_against(against_text, c, a, ignore_device, color));
-  if (write_outputs(c, a, o.rounds, "")) {
+  if (write_outputs(c, a, meta, "")) {
     for (const std::string& path : paths)
       if (!path.empty()) {
         std::error_code ignored;  // none written (one round), or already gone

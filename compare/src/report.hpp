@@ -16,14 +16,17 @@ struct Meta {
   std::string device, uuid, arch, driver, runtime, sm_clock_mhz, mem_clock_mhz, cache, peak_copy_gbs, peak_fp32_tflops;
   int repetitions = 0, rounds = 0;
   // The rounds asked for, where more than `rounds` (those measured): a file written while the run
-  // was under way, which the run's end rewrites. 0: the run is complete.
+  // was under way (compare's FILE.unfinished, which the run's end removes). 0: the run is complete.
   int rounds_planned = 0;
   std::uint64_t seed = 0;
   bool partial() const { return rounds_planned > rounds; }
   std::string line() const;  // one line: device, driver, CUDA, clocks, cache, samples, date, commit
 };
 
-Meta make_meta(const Collected& c, const RunOptions& o, const std::string& source_dir, const std::string& command);
+// rounds_done: the rounds c holds, where fewer than o.rounds (a file written while the run is under
+// way: Meta::partial); 0, every round.
+Meta make_meta(const Collected& c, const RunOptions& o, const std::string& source_dir, const std::string& command,
+               int rounds_done = 0);
 std::string git_commit(const std::string& source_dir);
 std::string format_time(double seconds);  // "7.27 us", "1.19 ms", "2.31 s"
 

@@ -52,7 +52,8 @@ std::string git_commit(const std::string& source_dir) {
   return commit;
 }
 
-Meta make_meta(const Collected& c, const RunOptions& o, const std::string& source_dir, const std::string& command) {
+Meta make_meta(const Collected& c, const RunOptions& o, const std::string& source_dir, const std::string& command,
+               int rounds_done) {
   Meta m;
   const std::time_t t = std::time(nullptr);
   char buf[32];
@@ -72,6 +73,7 @@ Meta make_meta(const Collected& c, const RunOptions& o, const std::string& sourc
   m.peak_fp32_tflops = ctx(c, "lab_peak_fp32_tflops", "");
   m.repetitions = o.repetitions;
   m.rounds = o.rounds;
+  if (rounds_done > 0 && rounds_done < o.rounds) m.rounds = rounds_done, m.rounds_planned = o.rounds;
   m.seed = o.seed;
   return m;
 }

@@ -203,9 +203,10 @@ TEST_F(FakeLab, SpeedupsStepsAndLibrary) {
   EXPECT_NE(progress_.find("[8/8] round 2/2 library_fake"), std::string::npos) << progress_;
 }
 
-// compare writes its files after each finished round (main.cpp, write_outputs), so a run cut short
-// keeps what it measured: the callback sees every program with k rounds' samples after round k, for
-// every round but the last, and a file written then says it is unfinished, in its line and its JSON.
+// compare writes the rounds so far after each finished round (main.cpp: FILE.unfinished), so a run
+// cut short keeps what it measured: the callback sees every program with k rounds' samples after
+// round k, for every round but the last, and a file written then says it is unfinished, in its line
+// and its JSON (make_meta with the rounds done).
 TEST_F(FakeLab, AfterEachRoundButTheLastWhatWasCollected) {
   const auto m = manifest({"baseline_fake", "optimized_fake"});
   compare::RunOptions o;
@@ -218,8 +219,8 @@ TEST_F(FakeLab, AfterEachRoundButTheLastWhatWasCollected) {
     rounds_seen.push_back(rounds_done);
     for (const auto& pr : got.programs) samples_seen.push_back(pr.shapes.at("128x256").samples.size());
     if (rounds_done == 1) {
-      compare::Meta meta = compare::make_meta(got, o, dir_.string(), "compare --chapter 1 --json f.json");
-      meta.rounds = rounds_done, meta.rounds_planned = o.rounds;
+      const compare::Meta meta =
+          compare::make_meta(got, o, dir_.string(), "compare --chapter 1 --json f.json", rounds_done);
       partial = compare::to_json(got, compare::analyse(got, 7), meta);
     }
   });
