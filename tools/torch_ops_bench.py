@@ -115,6 +115,11 @@ OPS = {
     # against SDPA at the real head size. No C++ program of its own.
     "attention_padded_bf16_causal": (None, None, ["4x16x1024x80x1", "8x16x4096x96x1"]),
     "attention_backward_padded_bf16_causal": (None, None, ["4x16x1024x80x1", "8x16x4096x96x1"]),
+    # Head size 256 (bf16 and fp16 alone; the chapter's topic takes up to 128): flash_bf16.cuh's
+    # mma.sync kernels, a warp owning 16 queries, the backward's gradients in two column halves, each
+    # recomputing the scores. No C++ program of its own.
+    "attention_wide_bf16_causal": (None, None, ["4x8x1024x256x1", "8x16x4096x256x1"]),
+    "attention_backward_wide_bf16_causal": (None, None, ["4x8x1024x256x1", "8x16x4096x256x1"]),
     # No program of its own: the fused GPT-2 step runs it (parameters: GPT-2 small's 124M, and 16M).
     "adamw": (None, None, ["16777216", "124439808"]),
 }

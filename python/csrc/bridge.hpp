@@ -85,8 +85,10 @@ void weighted_sum_backward(const std::string& variant, std::int64_t rows, std::i
 // contiguous.
 // precision: "fp32" (SIMT), "3xtf32" (fp32 inputs on the tensor cores), "bf16" or "fp16" (q, k, v,
 // dO in that type).
-// "" when the shape is one the kernels run, otherwise why not.
-std::string attention_validate(std::int64_t batch, std::int64_t heads, std::int64_t seq, std::int64_t d);
+// "" when the shape is one the kernels run, otherwise why not: d 16, 32, 64 or 128, and 256 for the
+// 16-bit kernels (sixteen_bits: bf16 or fp16).
+std::string attention_validate(std::int64_t batch, std::int64_t heads, std::int64_t seq, std::int64_t d,
+                               bool sixteen_bits);
 // The mma.sync and SIMT kernels: O and lse fp32, by head.
 void attention_forward(const std::string& precision, int batch, int heads, int seq, int d, bool causal, const void* q,
                        const void* k, const void* v, float* o, float* lse, float scale, cudaStream_t s);

@@ -350,7 +350,7 @@ void check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, c10::string_vi
                                  " dimensions)");
   check_shape(k, "k", q.sizes().vec());
   check_shape(v, "v", q.sizes().vec());
-  const std::string why = bridge::attention_validate(q.size(0), q.size(1), q.size(2), q.size(3));
+  const std::string why = bridge::attention_validate(q.size(0), q.size(1), q.size(2), q.size(3), dtype != at::kFloat);
   TORCH_CHECK_VALUE(why.empty(), "attention " + dims_text(q.sizes().vec()) + ": " + why);
 }
 

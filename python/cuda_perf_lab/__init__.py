@@ -10,7 +10,8 @@ break); the functions below are their autograd-aware front ends:
                                            F.cross_entropy over (..., C) logits (classes last)
     weighted_sum(x, w)                     x @ w: a dot product per row of x's last dimension
     attention(q, k, v, causal, scale=None) fused (flash) attention, batch x heads x seq x head_dim
-                                           (head sizes up to 128: others than 16/32/64/128 padded);
+                                           (head sizes up to 256 in bf16 and fp16, 128 in float32;
+                                           others than 16/32/64/128/256 padded);
                                            bf16 or fp16 in, the same out (bf16 on sm_90: the Hopper kernels)
     FlatAdamW(params, lr=1e-3, ...)        torch.optim.AdamW over one flat buffer: one launch a step
 

@@ -322,35 +322,42 @@ def weighted_sum(x, w, variant="optimized_weighted_sum"):
     return ops.weighted_sum_forward(x, w, variant)
 
 
-# The head sizes the kernels take. attention() pads another head size up to the largest to the next
-# of them with zero columns (they add nothing to q k^T, and the output's and the gradients' padding
-# is dropped): a copy of q, k and v, and the kernels' work at the padded width.
-ATTENTION_HEAD_SIZES = (16, 32, 64, 128)
+# The head sizes the kernels take: the 16-bit ones (bf16, fp16) up to 256, the fp32 ones (fp32,
+# 3xtf32) up to 128 (the chapter's fp32 kernels are written for up to 128). attention()
+# pads another head size up to the largest to the next of them with zero columns (they add nothing
+# to q k^T, and the output's and the gradients' padding is dropped): a copy of q, k and v, and the
+# kernels' work at the padded width.
+ATTENTION_HEAD_SIZES = (16, 32, 64, 128, 256)
+ATTENTION_HEAD_SIZES_FP32 = (16, 32, 64, 128)
 
 
 def attention(q, k, v, causal=False, precision=None, scale=None):
     """Fused attention softmax(scale q k^T) v over batch x heads x seq x d tensors, as
     torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
-    (scale: 1/sqrt(d) when None). Head sizes 1 to 128: 16, 32, 64 and 128 as they are, another
-    padded to the next of them (q, k and v copied with zero columns; the result a view of the padded
-    one's first d columns). precision: "fp32" (the SIMT kernels; the default for float32 inputs),
-    "3xtf32" (float32 on the tensor cores, fp32's accuracy), "bf16" (bf16 q, k, v; the default for
-    them), "fp16" (float16 q, k, v; the default for them).
+    (scale: 1/sqrt(d) when None). Head sizes 1 to 256 in bf16 and fp16, 1 to 128 in float32: 16,
+    32, 64, 128 and 256 as they are, another padded to the next of them (q, k and v copied with
+    zero columns; the result a view of the padded one's first d columns). precision: "fp32" (the
+    SIMT kernels; the default for float32 inputs), "3xtf32" (float32 on the tensor cores, fp32's
+    accuracy), "bf16" (bf16 q, k, v; the default for them), "fp16" (float16 q, k, v; the default
+    for them).
     float32 in, float32 out. bf16 in, bf16 out, laid out as SDPA's (the transpose of a dense
     (B, T, H, D) tensor, so o.transpose(1, 2).reshape(B, T, H * D) is free), and so are the
     gradients; on an sm_90 GPU at d = 64 and 128 (a build for sm_90a, setup.py's default there) the
     chapter's Hopper kernels run (the overlapped forward, the wgmma backward), elsewhere its
-    mma.sync kernels. cuda_perf_lab._C.hopper_attention(d) says "" when the Hopper kernels run,
-    otherwise why not. float16 in, float16 out, as bf16's, on the same kernels with their
-    instructions' type fp16."""
+    mma.sync kernels (at d = 256 a warp owns 16 queries where it owns 32 below, and the backward
+    computes the gradients' columns in two halves, its scores twice). cuda_perf_lab._C.hopper_attention(d)
+    says "" when the Hopper kernels run, otherwise why not. float16 in, float16 out, as bf16's, on
+    the same kernels with their instructions' type fp16."""
     if precision is None:
         precision = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(q.dtype, "fp32")
+    widths = ATTENTION_HEAD_SIZES if precision in ("bf16", "fp16") else ATTENTION_HEAD_SIZES_FP32
     d = q.shape[-1] if q.dim() == 4 else 0
-    if d > ATTENTION_HEAD_SIZES[-1]:
-        raise ValueError("attention: head size %d; the kernels take head sizes 1 to %d (16, 32, 64 and 128, "
-                         "another padded to the next)" % (d, ATTENTION_HEAD_SIZES[-1]))
-    if d and d not in ATTENTION_HEAD_SIZES and k.shape == q.shape and v.shape == q.shape:
-        width = next(w for w in ATTENTION_HEAD_SIZES if w >= d)
+    if d > widths[-1]:
+        raise ValueError("attention: head size %d; the %s kernels take head sizes 1 to %d (%s, another padded to "
+                         "the next%s)" % (d, precision, widths[-1], ", ".join(map(str, widths)),
+                                          "" if widths[-1] == 256 else "; bf16 and fp16 up to 256"))
+    if d and d not in widths and k.shape == q.shape and v.shape == q.shape:
+        width = next(w for w in widths if w >= d)
         pad = (0, width - d)
         scale = 1.0 / math.sqrt(d) if scale is None else scale
         o = ops.attention_forward(F.pad(q, pad), F.pad(k, pad), F.pad(v, pad), causal, precision, scale)[0]

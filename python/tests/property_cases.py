@@ -332,6 +332,8 @@ def case_attention(c):
     b, h = c.rng.randint(1, 3), c.rng.randint(1, 3)
     s = c.rng.choice((1, 2, 17, 64, 65, 100, 128, 129, 191, 192, 193, 256, 300))
     d = c.rng.choice((16, 32, 64, 128, 16, 32, 64, 128, 40, 80, 96))  # 40, 80, 96: padded (ops.attention)
+    if precision in ("bf16", "fp16") and c.rng.random() < 0.2:
+        d = c.rng.choice((256, 256, 160, 200))  # the 16-bit kernels' widest; 160 and 200 padded to it
     causal = c.rng.random() < 0.5
     bthd = c.rng.random() < 0.3  # q, k, v as a GPT-2 block makes them: views of one (B, T, 3H, D) buffer
     c.note("attention", (b, h, s, d), "causal" if causal else "full", precision, "bthd" if bthd else "")
@@ -428,11 +430,12 @@ def case_bad_inputs(c):
         if not lab.cross_entropy(x, wrong).isnan():
             bad.append("label: the mean is not NaN")
         return bad
-    # attention: a head size past the largest the kernels take (128; smaller ones are padded) raises,
-    # naming it; the device still runs after
+    # attention: a head size past the largest the kernels take (128 in float32, 256 in bf16 and
+    # fp16; smaller ones are padded) raises, naming it; the device still runs after
+    dtype, d = c.rng.choice(((torch.float32, 160), (torch.bfloat16, 300), (torch.float16, 257)))
     try:
-        lab.attention(*(c.uniform((1, 1, 8, 160), -1, 1) for _ in range(3)))
-        bad.append("attention d = 160: no ValueError raised")
+        lab.attention(*(c.uniform((1, 1, 8, d), -1, 1, dtype) for _ in range(3)))
+        bad.append("attention %s d = %d: no ValueError raised" % (dtype, d))
     except ValueError:
         pass
     return bad

@@ -479,6 +479,19 @@ def test_attention_forward_and_gradients(shape, precision):
     check_attention(shape, precision)
 
 
+# Head sizes past 128, which the 16-bit kernels take (the fp32 ones raise: test_bad_inputs_raise_clear_errors):
+# 256 as it is (the forward's warps own one m-tile, the backward's blocks half of the gradients'
+# columns each), 160 and 200 padded to it; seq below, at and off the 64-row tile.
+WIDE_SHAPES = [(1, 2, 130, 256, True), (2, 1, 65, 256, False), (1, 1, 64, 256, True), (1, 1, 200, 160, True),
+               (1, 2, 129, 200, False)]
+
+
+@pytest.mark.parametrize("shape", WIDE_SHAPES)
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_16bit_attention_at_head_sizes_past_128(shape, precision):
+    check_attention(shape, precision)
+
+
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
 @pytest.mark.parametrize("d", [64, 80])
 def test_attention_scale_as_sdpa(precision, d):
@@ -664,10 +677,18 @@ def test_bad_inputs_raise_clear_errors():
          lambda: lab.cross_entropy(x.double(), torch.zeros(8, dtype=torch.long, device=DEV))),
         (ValueError, "labels must have shape", lambda: lab.cross_entropy(x, torch.zeros(7, dtype=torch.long,
                                                                                        device=DEV))),
-        (ValueError, "head size 160; the kernels take head sizes 1 to 128",
+        (ValueError, "head size 160; the fp32 kernels take head sizes 1 to 128",
          lambda: lab.attention(*(rand(1, 1, 64, 160) for _ in range(3)))),
+        (ValueError, "head size 160; the 3xtf32 kernels take head sizes 1 to 128",
+         lambda: lab.attention(*(rand(1, 1, 64, 160) for _ in range(3)), precision="3xtf32")),
+        (ValueError, "head size 300; the bf16 kernels take head sizes 1 to 256",
+         lambda: lab.attention(*(rand(1, 1, 64, 300, dtype=torch.bfloat16) for _ in range(3)))),
         (ValueError, "d must be 16, 32, 64 or 128",  # the operator itself takes the kernels' sizes only
          lambda: ops.attention_forward(*(rand(1, 1, 64, 80) for _ in range(3)), False, "fp32")),
+        (ValueError, "d must be 16, 32, 64 or 128",  # 256 in the 16-bit kernels alone
+         lambda: ops.attention_forward(*(rand(1, 1, 64, 256) for _ in range(3)), False, "fp32")),
+        (ValueError, "d must be 16, 32, 64, 128 or 256",
+         lambda: ops.attention_forward(*(rand(1, 1, 64, 80, dtype=torch.half) for _ in range(3)), False, "fp16")),
         (ValueError, "q must be batch x heads x seq x head_dim \\(it has 3 dimensions\\)",
          lambda: lab.attention(*(rand(1, 64, 64) for _ in range(3)))),
         (ValueError, "k must have shape",

@@ -677,6 +677,7 @@ class ResultTablesInReadmes(unittest.TestCase):
         ("python/README.md", "ops-attention-kv16", "python/results/ops_attention_kv16_h200.md"),
         ("python/README.md", "ops-layernorm16-s63", "python/results/ops_layernorm16_s63_h200.md"),
         ("python/README.md", "ops-attention-turns", "python/results/ops_attention_turns_h200.md"),
+        ("python/README.md", "ops-attention-wide", "python/results/ops_attention_wide_h200.md"),
         ("ch04_compile_vs_fused/gpt2/README.md", "seed002-h200",
          "ch04_compile_vs_fused/results/seed002_h200/compiled_transformer_benchmark.md"),
         ("ch04_compile_vs_fused/attention/README.md", "seed002-a-h200",

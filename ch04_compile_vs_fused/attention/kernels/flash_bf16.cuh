@@ -5,7 +5,10 @@
 // bf16) and the Python bridge (python/), which runs them on PyTorch's bf16 and fp16 tensors. The
 // element type T is __nv_bfloat16 or __half: the same fragments and schedule, only the mma
 // instruction and the rounding of P and dS to T differ (mma::mma16, mma::pack16). Q, K, V, O, dO,
-// dQ, dK, dV: bh heads of seq x D, row-major, contiguous; lse, delta: bh x seq. D is 16, 32, 64 or 128.
+// dQ, dK, dV: bh heads of seq x D, row-major, contiguous; lse, delta: bh x seq. D is 16, 32, 64, 128
+// or 256 (the chapter's attention topic takes up to 128; the Python bridge's 16-bit attention all
+// five: at 256 the forward's warps own one m-tile each and the backward's blocks half of the
+// gradients' columns, below).
 #pragma once
 
 #include <cstddef>
@@ -33,9 +36,11 @@ constexpr int kWarps = 4, kThreads = 32 * kWarps;
 // in registers for the whole block; at d = 128 the O accumulators alone take MT d / 2 = 128
 // registers a lane, and Q's fragments are read from shared memory at every step instead (one
 // ldmatrix per m-tile and 16 of d, feeding NT mma instructions), which leaves room for 64 keys.
+// At d = 256 two m-tiles would need 256 registers a lane for O alone (a lane has 255): a warp owns
+// one, 64 queries a block, and each K and V fragment feeds one mma instruction.
 template <int D>
 struct Config {
-  static constexpr int MT = 2;
+  static constexpr int MT = D > 128 ? 1 : 2;
   static constexpr int kBr = 16 * MT * kWarps;
   static constexpr int kBc = 64;
   static constexpr bool kQInRegisters = D < 128;
@@ -158,6 +163,14 @@ namespace bwd {
 constexpr int kRows = 64;  // keys a block, queries a tile
 constexpr int kWarps = 4, kThreads = 32 * kWarps;
 
+// The columns of dK, dV and dQ a block computes: all D up to 128. At D = 256 a lane's dK and dV
+// accumulators for every column would take 256 registers (a lane has 255), so two blocks share a
+// key block, the grid's z choosing which half of the columns each accumulates (kOutCols), and
+// computes S^T and dP^T over all of D: those two products are done twice, so the five products'
+// 5 units of work become 7 (each block S^T and dP^T whole, and its half of dV, dK and dQ).
+template <int D>
+inline constexpr int kOutCols = D > 128 ? 128 : D;
+
 template <int D>
 struct Shared {
   uint4 k[kRows * D / 8], v[kRows * D / 8];        // this block's keys
@@ -173,6 +186,8 @@ __global__ void __launch_bounds__(kThreads)
                       float* __restrict__ dk, float* __restrict__ dv, int seq, float scale, float scale_log2) {
   using L = mma::Layout<D>;
   using L64 = mma::Layout<kRows>;
+  constexpr int DO = kOutCols<D>;      // the gradients' columns this block computes,
+  const int c0 = DO * int(blockIdx.z);  // from column c0 (z is 0 but at D = 256)
   extern __shared__ uint4 smem[];
   Shared<D>& sh = *reinterpret_cast<Shared<D>*>(smem);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -196,7 +211,7 @@ __global__ void __launch_bounds__(kThreads)
   mma::cp_async_commit();
   load_rows(first, 0);
 
-  float dk_acc[D / 8][4] = {}, dv_acc[D / 8][4] = {};
+  float dk_acc[DO / 8][4] = {}, dv_acc[DO / 8][4] = {};
   const int wkey = 16 * warp;           // the warp's first key in the block
   const int krow0 = key0 + wkey + g;    // this lane's keys: krow0 and krow0 + 8
 
@@ -263,9 +278,9 @@ __global__ void __launch_bounds__(kThreads)
       ds[4 * L64::offset(wkey + g, 2 * kk + 1) + t] = da[2];
       ds[4 * L64::offset(wkey + g + 8, 2 * kk + 1) + t] = da[3];
 #pragma unroll
-      for (int dn = 0; dn < D / 16; ++dn) {
+      for (int dn = 0; dn < DO / 16; ++dn) {
         std::uint32_t ob[4], qb[4];
-        const int row = 16 * kk + lane % 8 + 8 * ((lane / 8) % 2), chunk = 2 * dn + lane / 16;
+        const int row = 16 * kk + lane % 8 + 8 * ((lane / 8) % 2), chunk = c0 / 8 + 2 * dn + lane / 16;
         mma::ldmatrix_x4_trans(ob, dos + L::offset(row, chunk));
         mma::ldmatrix_x4_trans(qb, qs + L::offset(row, chunk));
         mma::mma16<T>(dv_acc[2 * dn], pa, ob[0], ob[1]);
@@ -277,15 +292,16 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();  // dS^T complete
 
     // dQ for the warp's 16 queries of the tile: dS (from dS^T with ldmatrix.trans) times K.
-    float dq_acc[D / 8][4] = {};
+    float dq_acc[DO / 8][4] = {};
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {  // 16 keys a step
       std::uint32_t a[4];
       mma::ldmatrix_x4_trans(a, sh.ds + L64::offset(16 * kk + lane % 8 + 8 * (lane / 16), 2 * warp + (lane / 8) % 2));
 #pragma unroll
-      for (int dn = 0; dn < D / 16; ++dn) {
+      for (int dn = 0; dn < DO / 16; ++dn) {
         std::uint32_t kb[4];
-        mma::ldmatrix_x4_trans(kb, sh.k + L::offset(16 * kk + lane % 8 + 8 * ((lane / 8) % 2), 2 * dn + lane / 16));
+        const int row = 16 * kk + lane % 8 + 8 * ((lane / 8) % 2), chunk = c0 / 8 + 2 * dn + lane / 16;
+        mma::ldmatrix_x4_trans(kb, sh.k + L::offset(row, chunk));
         mma::mma16<T>(dq_acc[2 * dn], a, kb[0], kb[1]);
         mma::mma16<T>(dq_acc[2 * dn + 1], a, kb[2], kb[3]);
       }
@@ -295,8 +311,8 @@ __global__ void __launch_bounds__(kThreads)
       const int query = row0 + 16 * warp + g + 8 * h;
       if (query >= seq) continue;
 #pragma unroll
-      for (int n = 0; n < D / 8; ++n) {
-        mma::atomic_add2(dq + std::size_t(query) * D + 8 * n + 2 * t, dq_acc[n][2 * h] * scale,
+      for (int n = 0; n < DO / 8; ++n) {
+        mma::atomic_add2(dq + std::size_t(query) * D + c0 + 8 * n + 2 * t, dq_acc[n][2 * h] * scale,
                          dq_acc[n][2 * h + 1] * scale);
       }
     }
@@ -307,8 +323,8 @@ __global__ void __launch_bounds__(kThreads)
     const int key = krow0 + 8 * h;
     if (key >= seq) continue;
 #pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      const std::size_t at = std::size_t(key) * D + 8 * n + 2 * t;
+    for (int n = 0; n < DO / 8; ++n) {
+      const std::size_t at = std::size_t(key) * D + c0 + 8 * n + 2 * t;
       *reinterpret_cast<float2*>(dk + at) = make_float2(dk_acc[n][2 * h] * scale, dk_acc[n][2 * h + 1] * scale);
       *reinterpret_cast<float2*>(dv + at) = make_float2(dv_acc[n][2 * h], dv_acc[n][2 * h + 1]);
     }
@@ -321,7 +337,7 @@ __global__ void __launch_bounds__(kThreads)
 template <class T>
 inline void forward(const T* q, const T* k, const T* v, float* o, float* lse, int bh, int seq, int d, bool causal,
                     float scale, cudaStream_t stream) {
-  flash::dispatch(d, causal, [&](auto dc, auto c) {
+  flash::dispatch<256>(d, causal, [&](auto dc, auto c) {
     constexpr int D = decltype(dc)::value;
     using C = fwd::Config<D>;
     auto kernel = fwd::flash_forward_tc<T, D, decltype(c)::value>;
@@ -338,12 +354,12 @@ inline void forward(const T* q, const T* k, const T* v, float* o, float* lse, in
 template <class T>
 inline void backward(const T* q, const T* k, const T* v, const T* dout, const float* lse, const float* delta, float* dq,
                      float* dk, float* dv, int bh, int seq, int d, bool causal, float scale, cudaStream_t stream) {
-  flash::dispatch(d, causal, [&](auto dc, auto c) {
+  flash::dispatch<256>(d, causal, [&](auto dc, auto c) {
     constexpr int D = decltype(dc)::value;
     auto kernel = bwd::flash_backward_tc<T, D, decltype(c)::value>;
-    constexpr int bytes = sizeof(bwd::Shared<D>);
+    constexpr int bytes = sizeof(bwd::Shared<D>);  // 201 KB at D = 256
     LAB_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-    const dim3 grid((seq + bwd::kRows - 1) / bwd::kRows, bh);
+    const dim3 grid((seq + bwd::kRows - 1) / bwd::kRows, bh, D / bwd::kOutCols<D>);
     kernel<<<grid, bwd::kThreads, bytes, stream>>>(q, k, v, dout, lse, delta, dq, dk, dv, seq, scale,
                                                    scale * kLog2e);
     LAB_CHECK(cudaGetLastError());

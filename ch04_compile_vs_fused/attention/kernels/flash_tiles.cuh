@@ -8,6 +8,8 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 
 #include "lab/launch.hpp"
@@ -136,8 +138,10 @@ __device__ __forceinline__ void product_tn(const Tile<kRows>& a, const Tile<D>& 
   }
 }
 
-// Calls f(std::integral_constant<int, D>{}, std::bool_constant<causal>{}) for the runtime values.
-template <class F>
+// Calls f(std::integral_constant<int, D>{}, std::bool_constant<causal>{}) for the runtime values:
+// d 16, 32, 64 or 128, and 256 where MaxD says the kernels take it (flash_bf16.cuh's); another d
+// throws (the callers validate it first).
+template <int MaxD = 128, class F>
 void dispatch(int d, bool causal, F&& f) {
   auto with_d = [&](auto dc) {
     if (causal)
@@ -146,11 +150,20 @@ void dispatch(int d, bool causal, F&& f) {
       f(dc, std::false_type{});
   };
   switch (d) {
-    case 16: with_d(std::integral_constant<int, 16>{}); break;
-    case 32: with_d(std::integral_constant<int, 32>{}); break;
-    case 64: with_d(std::integral_constant<int, 64>{}); break;
-    default: with_d(std::integral_constant<int, 128>{}); break;
+    case 16: with_d(std::integral_constant<int, 16>{}); return;
+    case 32: with_d(std::integral_constant<int, 32>{}); return;
+    case 64: with_d(std::integral_constant<int, 64>{}); return;
+    case 128: with_d(std::integral_constant<int, 128>{}); return;
+    case 256:
+      if constexpr (MaxD >= 256) {
+        with_d(std::integral_constant<int, 256>{});
+        return;
+      }
+      break;
+    default: break;
   }
+  throw std::invalid_argument("flash: no kernel for head size " + std::to_string(d) + " (16, 32, 64, 128" +
+                              (MaxD >= 256 ? ", 256)" : ")"));
 }
 
 inline constexpr float kLog2e = 1.4426950408889634f;
