@@ -388,15 +388,24 @@ std::size_t hopper_rows_ld(const Tensor& q, const Tensor& k, const Tensor& v) {
   return std::size_t(ld);
 }
 
+// q, k and v as the kernels read them: as they lie where the Hopper kernels take their (B, T, H, D)
+// rows (ld, hopper_rows_ld's row length), else dense copies (ld 0). The forward and the backward
+// both; check_qkv first.
+struct QkvOperands {
+  Tensor q, k, v;
+  std::size_t ld;
+  QkvOperands(const Tensor& q_arg, const Tensor& k_arg, const Tensor& v_arg)
+      : ld(q_arg.numel() && sixteen_bits(q_arg) && hopper(q_arg) ? hopper_rows_ld(q_arg, k_arg, v_arg) : 0) {
+    q = ld ? q_arg : dense_aligned(q_arg), k = ld ? k_arg : dense_aligned(k_arg), v = ld ? v_arg : dense_aligned(v_arg);
+  }
+};
+
 std::tuple<Tensor, Tensor> attention_forward(const Tensor& q_arg, const Tensor& k_arg, const Tensor& v_arg, bool causal,
                                              c10::string_view precision, std::optional<double> scale_arg) {
   check_qkv(q_arg, k_arg, v_arg, precision);
-  // The Hopper kernels read (B, T, H, D) rows as they lie; every other kernel, and other strides, a
-  // dense copy.
-  const std::size_t qkv_ld =
-      q_arg.numel() && sixteen_bits(q_arg) && hopper(q_arg) ? hopper_rows_ld(q_arg, k_arg, v_arg) : 0;
-  const Tensor q = qkv_ld ? q_arg : dense_aligned(q_arg), k = qkv_ld ? k_arg : dense_aligned(k_arg),
-               v = qkv_ld ? v_arg : dense_aligned(v_arg);
+  const QkvOperands in(q_arg, k_arg, v_arg);
+  const Tensor &q = in.q, &k = in.k, &v = in.v;
+  const std::size_t qkv_ld = in.ld;
   const c10::cuda::CUDAGuard guard(q.device());
   const auto f32 = q.options().dtype(at::kFloat);
   const int batch = int(q.size(0)), heads = int(q.size(1)), seq = int(q.size(2)), d = int(q.size(3));
@@ -441,10 +450,9 @@ std::tuple<Tensor, Tensor, Tensor> attention_backward(const Tensor& grad_o_arg, 
                                                       std::optional<double> scale_arg) {
   check_qkv(q_arg, k_arg, v_arg, precision);
   const at::ScalarType dtype = q_arg.scalar_type();
-  const std::size_t qkv_ld =  // as the forward: (B, T, H, D) rows read as they lie by the Hopper kernels
-      q_arg.numel() && sixteen_bits(q_arg) && hopper(q_arg) ? hopper_rows_ld(q_arg, k_arg, v_arg) : 0;
-  const Tensor q = qkv_ld ? q_arg : dense_aligned(q_arg), k = qkv_ld ? k_arg : dense_aligned(k_arg),
-               v = qkv_ld ? v_arg : dense_aligned(v_arg);
+  const QkvOperands in(q_arg, k_arg, v_arg);
+  const Tensor &q = in.q, &k = in.k, &v = in.v;
+  const std::size_t qkv_ld = in.ld;
   check_tensor(o_arg, "o", dtype, &q);
   check_shape(o_arg, "o", q.sizes().vec());
   const Tensor grad_o = dense_input(grad_o_arg, "grad_o", dtype, &q);
