@@ -47,7 +47,8 @@
 # LayerNorm's gain 1% high and the attention backward's delta 1% high; and in each tensor-core
 # family of the attention, one output's odd columns 1% high (O of the mma.sync, Hopper TMA and
 # 3xTF32 forwards; dK of the mma.sync, wgmma and 3xTF32 backwards: the bf16 ones are held to an
-# emulation of their own rounding, issue #44); and in the GPT-2 step whose products add two biases
+# emulation of their own rounding, issue #44; and the mma.sync backward's dV at head size 256, in the
+# blocks of the second column half); and in the GPT-2 step whose products add two biases
 # in cuBLASLt's epilogue, the epilogue without its bias; and in the loss kernel that holds a row in
 # registers (fp32 or bf16 logits), every logit read 1% high, against the kernels' own tests; and the
 # head's product of the step that writes the logits in bf16 1% high, which that step's check passes,
@@ -353,6 +354,12 @@ plant attn_3xtf32_forward_1pct ch04_compile_vs_fused/attention/kernels/mma_tiles
 plant attn_tc_backward_1pct ch04_compile_vs_fused/attention/kernels/flash_bf16.cuh optimized_attention_backward_fused_tc \
   'make_float2(dk_acc[n][2 * h] * scale, dk_acc[n][2 * h + 1] * scale)' \
   'make_float2(dk_acc[n][2 * h] * scale, 1.01f * dk_acc[n][2 * h + 1] * scale)'
+# The same kernel at head size 256 (the package's 16-bit attention; the topic stops at 128): dV 1% high
+# in the even columns of the blocks that accumulate the second half of the columns (c0 = 128), against
+# the kernels' own test at that head size (FlashBf16Wide, held to the topic's checks).
+plant attn_wide_backward_dv_1pct ch04_compile_vs_fused/attention/kernels/flash_bf16.cuh ch04_kernels \
+  'make_float2(dv_acc[n][2 * h], dv_acc[n][2 * h + 1])' \
+  'make_float2(dv_acc[n][2 * h] * (c0 ? 1.01f : 1.f), dv_acc[n][2 * h + 1])'
 plant attn_wgmma_backward_1pct ch04_compile_vs_fused/attention/hopper/backward_wgmma.cuh \
   optimized_attention_backward_fused_wgmma \
   'make_float2(dk_acc[0][nn][2 * h] * scale, dk_acc[0][nn][2 * h + 1] * scale)' \
