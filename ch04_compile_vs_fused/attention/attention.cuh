@@ -63,9 +63,13 @@ struct Shapes {
             {1, 1, 64, 128, 0}, {1, 1, 300, 128, 0}, {1, 1, 1100, 64, 1},  {1, 1, 700, 128, 0},
             {1, 1, 900, 128, 1}};
   }
-  static std::string validate(const lab::Shape& s) {
+  // max_d: the widest head the caller's kernels take, 128 (the chapter's variants) or 256 (the
+  // 16-bit kernels of flash_bf16.cuh, as the Python package runs them).
+  static std::string validate(const lab::Shape& s, int max_d = 128) {
     const Dims a(s);
-    if (a.d != 16 && a.d != 32 && a.d != 64 && a.d != 128) return "d must be 16, 32, 64 or 128";
+    const bool wide = max_d >= 256 && a.d == 256;
+    if (a.d != 16 && a.d != 32 && a.d != 64 && a.d != 128 && !wide)
+      return max_d >= 256 ? "d must be 16, 32, 64, 128 or 256" : "d must be 16, 32, 64 or 128";
     if (std::int64_t(s[0]) * s[1] > 65535) return "batch x heads at most 65535";
     if (s[2] > 65536) return "seq at most 65536";
     return double(a.elements()) >= double(std::int64_t{1} << 31) ? "batch x heads x seq x d below 2^31" : "";

@@ -15,15 +15,8 @@ namespace bridge {
 
 std::string attention_validate(std::int64_t batch, std::int64_t heads, std::int64_t seq, std::int64_t d,
                                bool sixteen_bits) {
-  if (!sixteen_bits) return attn::Shapes::validate(lab::Shape{batch, heads, seq, d, 0});
-  // The 16-bit kernels (flash_bf16.cuh) also take d = 256, which the chapter's topic does not (its
-  // fp32 kernels are written for up to 128): the topic's limits, the elements counted at d.
-  const std::string why = attn::Shapes::validate(lab::Shape{batch, heads, seq, d == 256 ? 128 : d, 0});
-  if (why.starts_with("d must be")) return "d must be 16, 32, 64, 128 or 256";
-  if (!why.empty()) return why;
-  return double(batch) * double(heads) * double(seq) * double(d) >= double(std::int64_t{1} << 31)
-             ? "batch x heads x seq x d below 2^31"
-             : "";
+  // The 16-bit kernels (flash_bf16.cuh, dispatch<256>) also take d = 256; fp32's stop at 128.
+  return attn::Shapes::validate(lab::Shape{batch, heads, seq, d, 0}, sixteen_bits ? 256 : 128);
 }
 
 void attention_forward(const std::string& precision, int batch, int heads, int seq, int d, bool causal, const void* q,
@@ -36,11 +29,11 @@ void attention_forward(const std::string& precision, int batch, int heads, int s
     flash3x::forward(static_cast<const float*>(q), static_cast<const float*>(k), static_cast<const float*>(v), o, lse,
                      bh, seq, d, causal, scale, s);
   } else if (precision == "bf16") {
-    flashbf16::forward(static_cast<const __nv_bfloat16*>(q), static_cast<const __nv_bfloat16*>(k),
-                       static_cast<const __nv_bfloat16*>(v), o, lse, bh, seq, d, causal, scale, s);
+    flashbf16::forward<__nv_bfloat16, 256>(static_cast<const __nv_bfloat16*>(q), static_cast<const __nv_bfloat16*>(k),
+                                           static_cast<const __nv_bfloat16*>(v), o, lse, bh, seq, d, causal, scale, s);
   } else if (precision == "fp16") {
-    flashbf16::forward(static_cast<const __half*>(q), static_cast<const __half*>(k), static_cast<const __half*>(v), o,
-                       lse, bh, seq, d, causal, scale, s);
+    flashbf16::forward<__half, 256>(static_cast<const __half*>(q), static_cast<const __half*>(k),
+                                    static_cast<const __half*>(v), o, lse, bh, seq, d, causal, scale, s);
   } else {
     throw std::invalid_argument("no attention precision '" + precision + "' (fp32, 3xtf32, bf16, fp16)");
   }
@@ -188,8 +181,8 @@ void attention_backward16(Storage storage, int batch, int heads, int seq, int d,
   on16(storage, "the 16-bit attention", [&](auto t) {
     using T = typename decltype(t)::type;
     LAB_CHECK(cudaMemsetAsync(dq, 0, std::size_t(bh) * seq * d * sizeof(float), s));  // the kernel's atomics add
-    flashbf16::backward(static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
-                        static_cast<const T*>(dout), lse, delta, dq, dk, dv, bh, seq, d, causal, scale, s);
+    flashbf16::backward<T, 256>(static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
+                                static_cast<const T*>(dout), lse, delta, dq, dk, dv, bh, seq, d, causal, scale, s);
   });
 }
 

@@ -333,11 +333,13 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace bwd
 
-// The forward over bh heads: O, and lse (natural log) per row. T: __nv_bfloat16 or __half.
-template <class T>
+// The forward over bh heads: O, and lse (natural log) per row. T: __nv_bfloat16 or __half. MaxD:
+// the widest head a caller runs, 128 or 256 (flash::dispatch; the head-256 kernels are compiled
+// only where a caller asks for them: the Python package and the wide test).
+template <class T, int MaxD = 128>
 inline void forward(const T* q, const T* k, const T* v, float* o, float* lse, int bh, int seq, int d, bool causal,
                     float scale, cudaStream_t stream) {
-  flash::dispatch<256>(d, causal, [&](auto dc, auto c) {
+  flash::dispatch<MaxD>(d, causal, [&](auto dc, auto c) {
     constexpr int D = decltype(dc)::value;
     using C = fwd::Config<D>;
     auto kernel = fwd::flash_forward_tc<T, D, decltype(c)::value>;
@@ -350,11 +352,11 @@ inline void forward(const T* q, const T* k, const T* v, float* o, float* lse, in
 }
 
 // The backward over bh heads, from the forward's lse and delta = rowsum(dO o O): dK, dV written,
-// dQ added to (zero it first: every key block adds its share atomically).
-template <class T>
+// dQ added to (zero it first: every key block adds its share atomically). MaxD as the forward's.
+template <class T, int MaxD = 128>
 inline void backward(const T* q, const T* k, const T* v, const T* dout, const float* lse, const float* delta, float* dq,
                      float* dk, float* dv, int bh, int seq, int d, bool causal, float scale, cudaStream_t stream) {
-  flash::dispatch<256>(d, causal, [&](auto dc, auto c) {
+  flash::dispatch<MaxD>(d, causal, [&](auto dc, auto c) {
     constexpr int D = decltype(dc)::value;
     auto kernel = bwd::flash_backward_tc<T, D, decltype(c)::value>;
     constexpr int bytes = sizeof(bwd::Shared<D>);  // 201 KB at D = 256

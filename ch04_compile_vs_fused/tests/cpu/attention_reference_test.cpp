@@ -375,3 +375,24 @@ TEST(AttentionReference, Bf16EmulationsHoldOnRandomShapes) {
 }
 
 }  // namespace
+
+// The topic's limits, at the widths the chapter's variants take (max_d 128) and at the 16-bit
+// kernels' (max_d 256, as the Python package asks): 256 is refused, then taken; other sizes are
+// refused by both with the caller's list of widths; the other limits hold at d = 256 too.
+TEST(AttentionShapes, ValidateTakesTheCallersWidestHead) {
+  for (int d : {16, 32, 64, 128}) {
+    EXPECT_EQ(attn::Shapes::validate({2, 3, 100, d, 0}), "") << "d = " << d;
+    EXPECT_EQ(attn::Shapes::validate({2, 3, 100, d, 1}, 256), "") << "d = " << d;
+  }
+  EXPECT_EQ(attn::Shapes::validate({2, 3, 100, 256, 0}), "d must be 16, 32, 64 or 128");
+  EXPECT_EQ(attn::Shapes::validate({2, 3, 100, 256, 0}, 256), "");
+  for (int d : {0, 8, 80, 129, 255, 512}) {
+    EXPECT_EQ(attn::Shapes::validate({1, 1, 10, d, 0}), "d must be 16, 32, 64 or 128") << "d = " << d;
+    EXPECT_EQ(attn::Shapes::validate({1, 1, 10, d, 0}, 256), "d must be 16, 32, 64, 128 or 256") << "d = " << d;
+  }
+  // 2^31 elements: 64 x 512 x 256 x 256 = 2^31 exactly (refused); one row fewer passes.
+  EXPECT_EQ(attn::Shapes::validate({64, 512, 256, 256, 0}, 256), "batch x heads x seq x d below 2^31");
+  EXPECT_EQ(attn::Shapes::validate({64, 512, 255, 256, 0}, 256), "");
+  EXPECT_EQ(attn::Shapes::validate({256, 256, 1, 256, 0}, 256), "batch x heads at most 65535");
+  EXPECT_EQ(attn::Shapes::validate({1, 1, 65537, 256, 0}, 256), "seq at most 65536");
+}

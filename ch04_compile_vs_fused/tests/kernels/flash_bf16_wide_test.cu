@@ -39,43 +39,43 @@ const lab::Declared kForward{.precision = "bf16", .writes = {"lse"}, .schedule =
                              }};
 const lab::Declared kBackward{.precision = "bf16"};
 
-TEST(FlashBf16Wide, ForwardAtHeadSize256) {
-  LAB_REQUIRE_GPU();
-  const std::uint64_t seed = lab::testing::run_seed();
+// Each of kWide's shapes made by Topic with the declarations, run by `run` on the problem (which
+// returns with the kernels done: its bf16 copies are freed there), and held to the topic's verify().
+template <class Topic, class Run>
+void each_wide_shape(const lab::Declared& declared, Run run) {
+  const std::uint64_t seed = lab::testing::run_seed();  // EXPECT_PASSES names it
   lab::Rng rng(seed);
-  const lab::TopicInfo topic = lab::topic_info<Attention>();
+  const lab::TopicInfo topic = lab::topic_info<Topic>();
   for (const lab::Shape& s : kWide) {
     SCOPED_TRACE(name(s));
-    const std::unique_ptr<lab::Problem> made = topic.make(s, rng, kForward);
-    auto& p = static_cast<Attention::Problem&>(*made);
-    const attn::Dims& a = p.dims;
-    attn::Bf16Inputs in16(p, nullptr);
-    flashbf16::forward(in16.q.data(), in16.k.data(), in16.v.data(), p.o.data(), p.lse.data(), a.bh(), a.seq, a.d,
-                       a.causal, a.scale(), nullptr);
-    LAB_CHECK(cudaDeviceSynchronize());
+    const std::unique_ptr<lab::Problem> made = topic.make(s, rng, declared);
+    auto& p = static_cast<typename Topic::Problem&>(*made);
+    run(p, p.dims);
     EXPECT_PASSES(p.verify());
   }
 }
 
+TEST(FlashBf16Wide, ForwardAtHeadSize256) {
+  LAB_REQUIRE_GPU();
+  each_wide_shape<Attention>(kForward, [](Attention::Problem& p, const attn::Dims& a) {
+    attn::Bf16Inputs in16(p, nullptr);
+    flashbf16::forward<__nv_bfloat16, 256>(in16.q.data(), in16.k.data(), in16.v.data(), p.o.data(), p.lse.data(),
+                                           a.bh(), a.seq, a.d, a.causal, a.scale(), nullptr);
+    LAB_CHECK(cudaDeviceSynchronize());
+  });
+}
+
 TEST(FlashBf16Wide, BackwardAtHeadSize256) {
   LAB_REQUIRE_GPU();
-  const std::uint64_t seed = lab::testing::run_seed();
-  lab::Rng rng(seed);
-  const lab::TopicInfo topic = lab::topic_info<AttentionBackward>();
-  for (const lab::Shape& s : kWide) {
-    SCOPED_TRACE(name(s));
-    const std::unique_ptr<lab::Problem> made = topic.make(s, rng, kBackward);
-    auto& p = static_cast<AttentionBackward::Problem&>(*made);
-    const attn::Dims& a = p.dims;
+  each_wide_shape<AttentionBackward>(kBackward, [](AttentionBackward::Problem& p, const attn::Dims& a) {
     attn::SavedOutput saved(p, nullptr);  // O and lse from the eager fp32 forward, as the variant's
     attn::Bf16Inputs in16(p, nullptr, p.dout.data());
     saved.prologue(a, p.dout.data(), p.dq.data(), nullptr);  // delta, and dQ = 0 for the atomics
-    flashbf16::backward(in16.q.data(), in16.k.data(), in16.v.data(), in16.dout.data(), saved.lse.data(),
-                        saved.delta.data(), p.dq.data(), p.dk.data(), p.dv.data(), a.bh(), a.seq, a.d, a.causal,
-                        a.scale(), nullptr);
+    flashbf16::backward<__nv_bfloat16, 256>(in16.q.data(), in16.k.data(), in16.v.data(), in16.dout.data(),
+                                            saved.lse.data(), saved.delta.data(), p.dq.data(), p.dk.data(),
+                                            p.dv.data(), a.bh(), a.seq, a.d, a.causal, a.scale(), nullptr);
     LAB_CHECK(cudaDeviceSynchronize());
-    EXPECT_PASSES(p.verify());
-  }
+  });
 }
 
 }  // namespace
