@@ -338,9 +338,13 @@ function(lab_expect_run name program args)
              COMMAND ${CMAKE_COMMAND} -DPROG=$<TARGET_FILE:${program}> "-DARGS=${args}" -DEXPECT=0
                      -DFILE=${run_FILE} "-DROWS=${run_ROWS}" -P ${PROJECT_SOURCE_DIR}/cmake/expect_rows.cmake)
   else()
+    set(limit 60)
+    if(run_LABEL STREQUAL "gpu")
+      set(limit 300)  # the test's own TIMEOUT, below
+    endif()
     add_test(NAME ${name}
              COMMAND ${CMAKE_COMMAND} -DPROG=$<TARGET_FILE:${program}> "-DARGS=${args}" -DEXPECT=0
-                     "-DMATCH=${run_MATCH}" -P ${PROJECT_SOURCE_DIR}/cmake/expect_exit.cmake)
+                     "-DMATCH=${run_MATCH}" -DTIMEOUT=${limit} -P ${PROJECT_SOURCE_DIR}/cmake/expect_exit.cmake)
   endif()
   string(REGEX MATCH "^ch[0-9]+" chapter_label "${name}")
   set_tests_properties(${name} PROPERTIES LABELS "${run_LABEL};${chapter_label}")

@@ -1,7 +1,11 @@
 # Runs PROG with ARGS ('|'-separated) and fails unless it exits with EXPECT and, when MATCH is
-# given, its output matches the regular expression MATCH.
+# given, its output matches the regular expression MATCH. TIMEOUT: seconds the run may take
+# (default 60; lab_expect_run's GPU runs pass their test's limit).
 string(REPLACE "|" ";" args "${ARGS}")
-execute_process(COMMAND "${PROG}" ${args} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
+if(NOT DEFINED TIMEOUT)
+  set(TIMEOUT 60)
+endif()
+execute_process(COMMAND "${PROG}" ${args} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT ${TIMEOUT})
 if(NOT rc STREQUAL "${EXPECT}")
   message(FATAL_ERROR "${PROG} ${ARGS}: exit status ${rc}, expected ${EXPECT}\nstdout:\n${out}\nstderr:\n${err}")
 endif()
