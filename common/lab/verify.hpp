@@ -87,6 +87,9 @@ struct Verdict {
   Tolerance tol;
   bool conditioned = false;     // the bound included the reference's per-element slack
   bool zero_reference = false;  // the reference was identically zero (no relative L2 bound)
+  // In a combined verdict that is not all zero: the parts whose reference was identically zero
+  // ("dq", "dq+dk"), left out of rel_l2 (against zero it is infinite or undefined, not an error).
+  std::string zero_parts;
 
   std::string summary() const;  // one line: PASS/FAIL, errors, tolerance
   std::string details() const;  // summary plus the first mismatches, element by element

@@ -137,7 +137,8 @@ std::string Verdict::summary() const {
   std::ostringstream o;
   o << (pass ? "PASS" : "FAIL") << " " << what << ": max_abs " << num(max_abs) << ", max_rel " << num(max_rel)
     << ", rel_l2 " << num(rel_l2) << " (" << tol.name << " tolerance" << (conditioned ? " + conditioning" : "")
-    << (zero_reference ? "; zero reference" : "") << ")";
+    << (zero_reference ? "; zero reference" : "")
+    << (zero_reference || zero_parts.empty() ? "" : "; " + zero_parts + ": zero reference, not in rel_l2") << ")";
   if (pass && count > 0) o << ", worst element at " << num(worst_share) << " of its bound";
   if (!pass) o << ": " << reason;
   if (!note.empty() && note != reason) o << "; " << note;
@@ -164,10 +165,14 @@ Verdict& Verdict::also(const Verdict& o) {
   r.inf = inf + o.inf;
   r.max_abs = std::max(max_abs, o.max_abs);
   r.max_rel = std::max(max_rel, o.max_rel);
-  r.rel_l2 = std::max(rel_l2, o.rel_l2);
+  // rel_l2 over the parts whose reference is not identically zero (all of them when every one is).
+  r.rel_l2 = zero_reference == o.zero_reference ? std::max(rel_l2, o.rel_l2) : zero_reference ? o.rel_l2 : rel_l2;
   r.worst_share = std::max(worst_share, o.worst_share);
   r.conditioned = conditioned || o.conditioned;
   r.zero_reference = zero_reference && o.zero_reference;
+  const auto zero_of = [](const Verdict& v) { return v.zero_reference ? v.what : v.zero_parts; };
+  const std::string mine = zero_of(*this), theirs = zero_of(o);
+  r.zero_parts = r.zero_reference ? "" : mine.empty() ? theirs : theirs.empty() ? mine : mine + "+" + theirs;
   r.note = note.empty() ? o.note : o.note.empty() ? note : note + "; " + o.note;
   *this = std::move(r);
   return *this;

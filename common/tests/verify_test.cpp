@@ -165,6 +165,40 @@ TEST(Verify, CombinedVerdictFailsWhenAnyPartFails) {
   EXPECT_TRUE(c.pass);
 }
 
+// A part whose reference is identically zero (dQ of a one-key attention: the softmax of one score
+// has no gradient) has no relative L2 error: the combined verdict's rel_l2 is the other parts', and
+// the summary names the zero part, where it printed "rel_l2 inf" for a correct kernel. A wrong
+// element of the zero part still fails.
+TEST(Verify, CombinedRelL2LeavesOutZeroReferenceParts) {
+  const std::vector<double> ref{1.0, 2.0}, zero(2, 0.0);
+  const std::vector<float> near{1.f, 2.2f}, tiny{0.f, 1e-9f};
+  const Tolerance loose{.atol = 1e-6, .rtol = 0.5, .max_rel_l2 = 0.5, .name = "loose"};
+  auto v = compare(near, ref, loose, "dv");
+  v.also(compare(tiny, zero, loose, "dq")).also(compare(near, ref, loose, "dk"));
+  EXPECT_TRUE(v.pass) << v.summary();
+  EXPECT_NEAR(v.rel_l2, 0.2 / std::sqrt(5.0), 1e-6);
+  EXPECT_FALSE(v.zero_reference);
+  EXPECT_EQ(v.zero_parts, "dq");
+  EXPECT_NE(v.summary().find("; dq: zero reference, not in rel_l2"), std::string::npos) << v.summary();
+  EXPECT_EQ(v.summary().find("inf"), std::string::npos) << v.summary();
+  // The zero part first, then two zero parts: named in order; all zero: "zero reference" alone.
+  auto w = compare(tiny, zero, loose, "dq");
+  w.also(compare(near, ref, loose, "dv")).also(compare(tiny, zero, loose, "dk"));
+  EXPECT_EQ(w.zero_parts, "dq+dk");
+  EXPECT_NEAR(w.rel_l2, 0.2 / std::sqrt(5.0), 1e-6);
+  auto z = compare(tiny, zero, loose, "dq");
+  z.also(compare(tiny, zero, loose, "dk"));
+  EXPECT_TRUE(z.zero_reference);
+  EXPECT_EQ(z.zero_parts, "");
+  EXPECT_NE(z.summary().find("; zero reference)"), std::string::npos) << z.summary();
+  // An element of the zero part beyond atol fails the whole.
+  const std::vector<float> off{0.f, 1e-3f};
+  auto f = compare(near, ref, loose, "dv");
+  f.also(compare(off, zero, loose, "dq"));
+  EXPECT_FALSE(f.pass);
+  EXPECT_NE(f.reason.find("identically zero"), std::string::npos) << f.reason;
+}
+
 // A further check's note (the bf16 attention backward's distance from its emulation) is printed
 // after the verdict, passing or failing, and combined verdicts keep every part's.
 TEST(Verify, NotesArePrintedAndCombined) {
