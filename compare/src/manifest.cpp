@@ -122,7 +122,9 @@ bool shapes_refused(const std::vector<const Program*>& programs, const std::vect
                     double timeout_s, std::string& refused) {
   std::set<std::string> topics;
   for (const Program* p : programs) {
-    if (p->kind == "demo" || !topics.insert(p->topic).second) continue;
+    // A program not built cannot read a shape (the run reports it NOT-BUILT): the next of its
+    // topic that is built judges the shapes.
+    if (p->kind == "demo" || !p->built || !topics.insert(p->topic).second) continue;
     std::vector<std::string> argv{p->path, "--describe"};
     for (const auto& shape : shapes) argv.insert(argv.end(), {"--shape", shape});
     const ProcessResult r = run_process(argv, timeout_s);
@@ -161,6 +163,18 @@ std::vector<const Program*> select_programs(const Manifest& m, const Selection& 
     for (const auto& c : chapters) have += " " + c;
     have += "; topics:";
     for (const auto& t : topics) have += " " + t;
+    // A program not built cannot say its topic: say so, and how to build, rather than list fewer.
+    const auto unbuilt = std::count_if(m.programs.begin(), m.programs.end(), [&](const Program& p) {
+      return !p.built && (!s.chapter || chapter_matches(p, *s.chapter));
+    });
+    if (unbuilt > 0) {
+      const auto first = std::find_if(m.programs.begin(), m.programs.end(), [&](const Program& p) {
+        return !p.built && (!s.chapter || chapter_matches(p, *s.chapter));
+      });
+      have += (topics.empty() ? " none known" : "") + std::string("; ") + std::to_string(unbuilt) +
+              (unbuilt == 1 ? " program" : " programs") + " whose topic is unknown, " +
+              (first->describe_error.starts_with(first->name) ? "" : first->name + ": ") + first->describe_error;
+    }
     if (s.chapter && std::none_of(m.programs.begin(), m.programs.end(),
                                   [&](const Program& p) { return chapter_matches(p, *s.chapter); })) {
       std::string have;

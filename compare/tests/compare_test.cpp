@@ -541,6 +541,55 @@ TEST_F(FakeLab, UnknownChapterNamesWhatExists) {
   EXPECT_EQ(compare::select_programs(man, s).size(), 2u);
 }
 
+// --topic among programs some of which are not built: their topics cannot be known, and the error
+// says so and how to build them, where it listed the built ones' topics alone (none at all on a
+// fresh build folder: "topics:").
+TEST_F(FakeLab, UnknownTopicSaysWhichProgramsAreNotBuilt) {
+  const auto m = manifest({"baseline_fake", "optimized_fake"}, {"optimized_fake"});
+  auto man = compare::load_manifest(m.string());
+  compare::describe_programs(man, 10);
+  compare::Selection s;
+  s.chapter = "1";
+  s.topic = "nosuch";
+  try {
+    compare::select_programs(man, s);
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("topics: fake; 1 program whose topic is unknown, optimized_fake: not built: run `make "
+                        "optimized_fake` (or `make ch01`)"),
+              std::string::npos)
+        << what;
+  }
+  const auto none = manifest({"baseline_none", "optimized_none"}, {"baseline_none", "optimized_none"});
+  man = compare::load_manifest(none.string());
+  compare::describe_programs(man, 10);
+  try {
+    compare::select_programs(man, s);
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("topics: none known; 2 programs whose topic is unknown, baseline_none: not built"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// --shape is judged by a built program of the topic; one not built is passed over (the run reports
+// it NOT-BUILT), where its path's "No such file" was the error.
+TEST_F(FakeLab, ShapesAreJudgedByABuiltProgram) {
+  const auto m = manifest({"baseline_fake", "optimized_fake"}, {"baseline_fake"});
+  auto man = compare::load_manifest(m.string());
+  compare::describe_programs(man, 10);
+  compare::Selection s;
+  s.chapter = "1";
+  const auto programs = compare::select_programs(man, s);
+  std::string refused;
+  EXPECT_TRUE(compare::shapes_refused(programs, {"64x64"}, 10, refused)) << refused;
+  EXPECT_FALSE(compare::shapes_refused(programs, {"64"}, 10, refused));
+  EXPECT_NE(refused.find("(optimized_fake): --shape 64: expected 2 positive integers"), std::string::npos) << refused;
+  EXPECT_EQ(refused.find("No such file"), std::string::npos) << refused;
+}
+
 TEST_F(FakeLab, SubfolderSelectsTheProgramsUnderIt) {
   const auto m = manifest({"baseline_fake", "optimized_fake"});
   auto man = compare::load_manifest(m.string());
