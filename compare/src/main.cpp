@@ -2,9 +2,11 @@
 //   compare --list
 //   compare --chapter 1 [--quick] [--json r.json --csv r.csv --markdown r.md]
 // Exit status: 0 all good; 1 a failure row (WRONG, CRASH, TIMEOUT, OOM, NOT-BUILT, BAD-OUTPUT,
-// USAGE) or a regression against --against; 2 bad usage; 3 no usable CUDA device.
+// USAGE) or a regression against --against; 2 bad usage, or none of the programs selected
+// built; 3 no usable CUDA device.
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <filesystem>
@@ -178,7 +180,7 @@ int main(int argc, char** argv) {
       "--json, --csv and --markdown are written at the end; after each round but the last, the rounds so far go to\n"
       "FILE.unfinished beside them (the Markdown's first line says UNFINISHED, k of N rounds; the JSON has\n"
       "options.rounds_planned), which the end removes: a run cut short keeps its rounds and leaves FILE as it was.\n"
-      "Exit status: 0 all good; 1 a failure row or a regression; 2 bad usage; 3 no usable CUDA device.\n"
+      "Exit status: 0 all good; 1 a failure row or a regression; 2 bad usage, or none of the programs selected built; 3 no usable CUDA device.\n"
       "Example: compare --chapter 1 --markdown ch01.md && tools/update_readme_results.py ch01_basics/README.md ch01.md");
   try {
     app.parse(argc, argv);
@@ -301,6 +303,14 @@ int main(int argc, char** argv) {
   }
   programs = runnable;
   if (programs.empty()) return 0;
+  // Nothing built (a fresh build folder, a chapter not made): an error now, before a run of
+  // NOT-BUILT rows that would overwrite the files asked for with an empty table.
+  if (std::none_of(programs.begin(), programs.end(), [](const compare::Program* p) { return p->built; })) {
+    const compare::Program& first = *programs.front();
+    std::cerr << "compare: error: none of the " << programs.size() << " programs selected can run (" << first.name
+              << ": " << first.describe_error << "); nothing written\n";
+    return 2;
+  }
   // --shape is checked by the programs themselves, before anything runs: one program of each topic
   // reads the shapes as it would (--describe, no GPU), and a shape one of them refuses is exit 2 now.
   if (!o.shapes.empty()) {

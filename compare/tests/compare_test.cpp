@@ -801,6 +801,27 @@ TEST_F(FakeLab, CommandLineStatuses) {
   EXPECT_NE(r.err.find("no usable CUDA device"), std::string::npos) << r.err;
 }
 
+// None of the programs selected built: exit 2 before anything runs, saying how to build, and a
+// results file asked for is left as it was (a run of NOT-BUILT rows wrote an empty table over it).
+// Some built: the run goes on, the others' rows NOT-BUILT.
+TEST_F(FakeLab, CommandLineWithNothingBuiltWritesNothing) {
+  const auto m = manifest({"baseline_fake", "optimized_fake"}, {"baseline_fake", "optimized_fake"});
+  const auto j = dir_ / "kept.json";
+  std::ofstream(j) << "{\"earlier\": true}\n";
+  const auto r = compare::run_process({COMPARE_BIN, "--manifest", m.string(), "--chapter", "1", "--json", j.string()}, 60);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("compare: error: none of the 2 programs selected can run (baseline_fake: not built: run `make "
+                       "baseline_fake` (or `make ch01`)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("round 1/"), std::string::npos) << r.err;
+  EXPECT_EQ(read(j), "{\"earlier\": true}\n");
+  const auto some = manifest({"baseline_half", "optimized_half"}, {"optimized_half"});
+  const auto s = compare::run_process({COMPARE_BIN, "--manifest", some.string(), "--chapter", "1", "--rounds", "1"}, 60);
+  EXPECT_NE(s.err.find("optimized_half: NOT-BUILT, skipped"), std::string::npos) << s.err;
+  EXPECT_NE(s.err.find("baseline_half"), std::string::npos) << s.err;
+}
+
 // Bad values are refused as the command line is read: exit 2, one line naming the flag and why,
 // and no program started (nothing in the progress lines).
 TEST_F(FakeLab, CommandLineRefusesBadValuesBeforeRunningAnything) {
