@@ -164,13 +164,10 @@ std::vector<const Program*> select_programs(const Manifest& m, const Selection& 
     have += "; topics:";
     for (const auto& t : topics) have += " " + t;
     // A program not built cannot say its topic: say so, and how to build, rather than list fewer.
-    const auto unbuilt = std::count_if(m.programs.begin(), m.programs.end(), [&](const Program& p) {
-      return !p.built && (!s.chapter || chapter_matches(p, *s.chapter));
-    });
+    const auto unbuilt_here = [&](const Program& p) { return !p.built && (!s.chapter || chapter_matches(p, *s.chapter)); };
+    const auto unbuilt = std::count_if(m.programs.begin(), m.programs.end(), unbuilt_here);
     if (unbuilt > 0) {
-      const auto first = std::find_if(m.programs.begin(), m.programs.end(), [&](const Program& p) {
-        return !p.built && (!s.chapter || chapter_matches(p, *s.chapter));
-      });
+      const auto first = std::find_if(m.programs.begin(), m.programs.end(), unbuilt_here);
       have += (topics.empty() ? " none known" : "") + std::string("; ") + std::to_string(unbuilt) +
               (unbuilt == 1 ? " program" : " programs") + " whose topic is unknown, " +
               (first->describe_error.starts_with(first->name) ? "" : first->name + ": ") + first->describe_error;
