@@ -303,14 +303,6 @@ int main(int argc, char** argv) {
   }
   programs = runnable;
   if (programs.empty()) return 0;
-  // Nothing built (a fresh build folder, a chapter not made): an error now, before a run of
-  // NOT-BUILT rows that would overwrite the files asked for with an empty table.
-  if (std::none_of(programs.begin(), programs.end(), [](const compare::Program* p) { return p->built; })) {
-    const compare::Program& first = *programs.front();
-    std::cerr << "compare: error: none of the " << programs.size() << " programs selected can run (" << first.name
-              << ": " << first.describe_error << "); nothing written\n";
-    return 2;
-  }
   // --shape is checked by the programs themselves, before anything runs: one program of each topic
   // reads the shapes as it would (--describe, no GPU), and a shape one of them refuses is exit 2 now.
   if (!o.shapes.empty()) {
@@ -333,7 +325,15 @@ int main(int argc, char** argv) {
       o.expect_device_uuid =
           compare::parse_run_file(against_text).value("device", nlohmann::json::object()).value("uuid", "");
   }
-
+  // Nothing built (a fresh build folder, a chapter not made): an error now, after the command
+  // line's values (each refused first), before a run of NOT-BUILT rows that would overwrite the
+  // files asked for with an empty table.
+  if (std::none_of(programs.begin(), programs.end(), [](const compare::Program* p) { return p->built; })) {
+    const compare::Program& first = *programs.front();
+    std::cerr << "compare: error: none of the " << programs.size() << " programs selected can run (" << first.name
+              << ": " << first.describe_error << "); nothing written\n";
+    return 2;
+  }
   std::cerr << "compare: " << programs.size() << " programs x " << o.rounds << " rounds, " << o.repetitions
             << " repetitions each, cache " << o.cache << ", seed " << o.seed << "\n";
   std::string command;

@@ -816,6 +816,12 @@ TEST_F(FakeLab, CommandLineWithNothingBuiltWritesNothing) {
       << r.err;
   EXPECT_EQ(r.err.find("round 1/"), std::string::npos) << r.err;
   EXPECT_EQ(read(j), "{\"earlier\": true}\n");
+  // A bad value of the command line is named first, not hidden behind the build.
+  const auto bad = compare::run_process(
+      {COMPARE_BIN, "--manifest", m.string(), "--chapter", "1", "--against", (dir_ / "none.json").string()}, 60);
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("--against"), std::string::npos) << bad.err;
+  EXPECT_EQ(bad.err.find("none of the"), std::string::npos) << bad.err;
   const auto some = manifest({"baseline_half", "optimized_half"}, {"optimized_half"});
   const auto s = compare::run_process({COMPARE_BIN, "--manifest", some.string(), "--chapter", "1", "--rounds", "1"}, 60);
   EXPECT_NE(s.err.find("optimized_half: NOT-BUILT, skipped"), std::string::npos) << s.err;
