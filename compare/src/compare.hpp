@@ -31,7 +31,7 @@ struct Program {
   std::string topic, role, description;
   int step = 0;
   std::vector<std::string> sweep;
-  std::string describe_error;
+  std::string describe_error;  // why it cannot run (not built, --describe failed), without its name
 };
 
 struct Manifest {

@@ -83,7 +83,7 @@ void describe_programs(Manifest& m, double timeout_s) {
     const ProcessResult r = run_process({p.path, "--describe"}, timeout_s);
     if (r.exit_code != 0) {
       p.built = false;
-      p.describe_error = p.name + " --describe failed (" +
+      p.describe_error = "--describe failed (" +
                          (r.signal ? signal_name(r.signal) : "exit status " + std::to_string(r.exit_code)) + ")";
       continue;
     }
@@ -97,7 +97,7 @@ void describe_programs(Manifest& m, double timeout_s) {
       p.built = true;
     } catch (const std::exception& e) {
       p.built = false;
-      p.describe_error = p.name + " --describe printed no valid description: " + e.what();
+      p.describe_error = std::string("--describe printed no valid description: ") + e.what();
     }
   }
 }
@@ -169,8 +169,8 @@ std::vector<const Program*> select_programs(const Manifest& m, const Selection& 
     if (unbuilt > 0) {
       const auto first = std::find_if(m.programs.begin(), m.programs.end(), unbuilt_here);
       have += (topics.empty() ? " none known" : "") + std::string("; ") + std::to_string(unbuilt) +
-              (unbuilt == 1 ? " program" : " programs") + " whose topic is unknown, " +
-              (first->describe_error.starts_with(first->name) ? "" : first->name + ": ") + first->describe_error;
+              (unbuilt == 1 ? " program" : " programs") + " whose topic is unknown, " + first->name + ": " +
+              first->describe_error;
     }
     if (s.chapter && std::none_of(m.programs.begin(), m.programs.end(),
                                   [&](const Program& p) { return chapter_matches(p, *s.chapter); })) {

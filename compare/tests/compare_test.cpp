@@ -144,9 +144,15 @@ class FakeLab : public ::testing::Test {
     return m;
   }
 
+  // The manifest at m, its programs described (as compare does before anything else).
+  static compare::Manifest described(const fs::path& m) {
+    compare::Manifest man = compare::load_manifest(m.string());
+    compare::describe_programs(man, 10);
+    return man;
+  }
+
   compare::Collected run(const fs::path& m, compare::RunOptions o = {}, const compare::AfterRound& after_round = {}) {
-    manifest_ = compare::load_manifest(m.string());
-    compare::describe_programs(manifest_, 10);
+    manifest_ = described(m);
     compare::Selection s;
     s.chapter = "1";
     o.seed = 7;
@@ -503,8 +509,7 @@ TEST_F(FakeLab, NoGpuStopsTheRun) {
 
 TEST_F(FakeLab, ProgramArguments) {
   const auto m = manifest({"baseline_fake"});
-  manifest_ = compare::load_manifest(m.string());
-  compare::describe_programs(manifest_, 10);
+  manifest_ = described(m);
   const auto& p = manifest_.programs[0];
   ASSERT_TRUE(p.built);
   EXPECT_EQ(p.sweep, (std::vector<std::string>{"64x64", "128x256"}));
@@ -525,8 +530,7 @@ TEST_F(FakeLab, ProgramArguments) {
 
 TEST_F(FakeLab, UnknownChapterNamesWhatExists) {
   const auto m = manifest({"baseline_fake", "optimized_fake"});
-  auto man = compare::load_manifest(m.string());
-  compare::describe_programs(man, 10);
+  auto man = described(m);
   compare::Selection s;
   s.chapter = "7";
   try {
@@ -546,8 +550,7 @@ TEST_F(FakeLab, UnknownChapterNamesWhatExists) {
 // fresh build folder: "topics:").
 TEST_F(FakeLab, UnknownTopicSaysWhichProgramsAreNotBuilt) {
   const auto m = manifest({"baseline_fake", "optimized_fake"}, {"optimized_fake"});
-  auto man = compare::load_manifest(m.string());
-  compare::describe_programs(man, 10);
+  auto man = described(m);
   compare::Selection s;
   s.chapter = "1";
   s.topic = "nosuch";
@@ -562,8 +565,7 @@ TEST_F(FakeLab, UnknownTopicSaysWhichProgramsAreNotBuilt) {
         << what;
   }
   const auto none = manifest({"baseline_none", "optimized_none"}, {"baseline_none", "optimized_none"});
-  man = compare::load_manifest(none.string());
-  compare::describe_programs(man, 10);
+  man = described(none);
   try {
     compare::select_programs(man, s);
     FAIL();
@@ -578,8 +580,7 @@ TEST_F(FakeLab, UnknownTopicSaysWhichProgramsAreNotBuilt) {
 // it NOT-BUILT), where its path's "No such file" was the error.
 TEST_F(FakeLab, ShapesAreJudgedByABuiltProgram) {
   const auto m = manifest({"baseline_fake", "optimized_fake"}, {"baseline_fake"});
-  auto man = compare::load_manifest(m.string());
-  compare::describe_programs(man, 10);
+  auto man = described(m);
   compare::Selection s;
   s.chapter = "1";
   const auto programs = compare::select_programs(man, s);
@@ -590,10 +591,23 @@ TEST_F(FakeLab, ShapesAreJudgedByABuiltProgram) {
   EXPECT_EQ(refused.find("No such file"), std::string::npos) << refused;
 }
 
+// A program whose --describe fails: its error says why without its name, which every place that
+// prints the error puts beside it (the list, a NOT-BUILT row, compare's "none can run").
+TEST_F(FakeLab, DescribeFailureNamesTheProgramOnce) {
+  const auto m = manifest({"baseline_fake"});
+  fs::remove(dir_ / "ch01_basics" / "baseline_fake");
+  fs::create_symlink("/bin/false", dir_ / "ch01_basics" / "baseline_fake");
+  const auto man = described(m);
+  ASSERT_FALSE(man.programs[0].built);
+  EXPECT_EQ(man.programs[0].describe_error, "--describe failed (exit status 1)");
+  const auto r = compare::run_process({COMPARE_BIN, "--manifest", m.string(), "--chapter", "1"}, 60);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("(baseline_fake: --describe failed (exit status 1))"), std::string::npos) << r.err;
+}
+
 TEST_F(FakeLab, SubfolderSelectsTheProgramsUnderIt) {
   const auto m = manifest({"baseline_fake", "optimized_fake"});
-  auto man = compare::load_manifest(m.string());
-  compare::describe_programs(man, 10);
+  auto man = described(m);
   man.programs[1].source = "ch01_basics/ladder/01_optimized_fake.cu";  // a program in a subfolder
   compare::Selection s;
   s.chapter = "1";
