@@ -128,15 +128,32 @@ function(lab_chapter short)
     string(REGEX REPLACE "^[0-9]+[a-z]*_" "" program "${file}")
     # A ladder's step: the file's place among its folder's optimized files (sorted above).
     set(step_definition "")
+    # A ladder step that changes a step other than the one numbered before it names that one on a
+    # line "// lab-after: PROGRAM" (the folder's baseline, or an optimized step before it): compare
+    # sets it against that program in its "vs previous step" row (none where it names the baseline,
+    # whose row is "vs baseline"), not against its neighbour in the list.
+    file(STRINGS "${src}" after_line REGEX "^// lab-after: " LIMIT_COUNT 1)
+    string(REPLACE "// lab-after: " "" after "${after_line}")
+    string(STRIP "${after}" after)
     if(NOT file STREQUAL program)
       if(NOT dir STREQUAL ladder_folder)
         set(ladder_folder "${dir}")
         set(ladder_step 0)
+        set(ladder_programs "")
       endif()
       if(program MATCHES "^optimized_")
         math(EXPR ladder_step "${ladder_step} + 1")
         set(step_definition "LAB_STEP=${ladder_step}")
       endif()
+      if(after AND NOT (program MATCHES "^optimized_" AND after IN_LIST ladder_programs))
+        file(RELATIVE_PATH rel_src "${PROJECT_SOURCE_DIR}" "${src}")
+        message(FATAL_ERROR "${rel_src}: lab-after names '${after}', which is not a program of this ladder before "
+                            "this step (${ladder_programs}); only an optimized step names one")
+      endif()
+      list(APPEND ladder_programs "${program}")
+    elseif(after)
+      file(RELATIVE_PATH rel_src "${PROJECT_SOURCE_DIR}" "${src}")
+      message(FATAL_ERROR "${rel_src}: lab-after is for a ladder's numbered step files")
     endif()
     # Its storage twins: a line "// lab-storage: bf16 fp16" compiles the same file once more for each
     # storage it names, with the topic's tensors in that type (LAB_STORAGE_BF16, LAB_STORAGE_FP16;
@@ -179,7 +196,13 @@ function(lab_chapter short)
       set_target_properties(${twin} PROPERTIES LINKER_LANGUAGE CXX)
       add_dependencies(${short} ${twin})
       list(APPEND objects $<TARGET_OBJECTS:${twin}_variant>)
-      lab_manifest_entry(${twin} variant ${number} ${folder} ${rel} ${short})
+      set(twin_after "")
+      if(after AND twin STREQUAL program)
+        set(twin_after "${after}")
+      elseif(after)
+        message(FATAL_ERROR "${rel}: lab-after and lab-storage in one file: a twin's step has no ladder")
+      endif()
+      lab_manifest_entry(${twin} variant ${number} ${folder} ${rel} ${short} "${twin_after}")
       lab_program_contract_tests(${twin} ${short})
     endforeach()
   endforeach()
@@ -395,8 +418,12 @@ endfunction()
 
 # One program in the two manifests: the build tree's (its path in the build) and the install's
 # (bin/PROGRAM, relative to PREFIX/share/cuda-perf-lab), and the program installed to PREFIX/bin.
+# ARGV6, where given and not empty: the step it comes after (a ladder file's "// lab-after: PROGRAM").
 function(lab_manifest_entry program kind number folder rel short)
   set(common "\"program\": \"${program}\", \"kind\": \"${kind}\", \"chapter\": ${number}, \"folder\": \"${folder}\", \"source\": \"${rel}\", \"make_target\": \"${program}\", \"chapter_target\": \"${short}\"")
+  if(ARGC GREATER 6 AND NOT "${ARGV6}" STREQUAL "")
+    string(APPEND common ", \"after\": \"${ARGV6}\"")
+  endif()
   set_property(GLOBAL APPEND PROPERTY LAB_MANIFEST_ENTRIES "{${common}, \"path\": \"$<TARGET_FILE:${program}>\"}")
   set_property(GLOBAL APPEND PROPERTY LAB_INSTALL_MANIFEST_ENTRIES "{${common}, \"path\": \"../../bin/${program}\"}")
   install(TARGETS ${program} RUNTIME DESTINATION bin)

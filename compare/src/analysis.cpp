@@ -143,6 +143,19 @@ Row failure_row(const ProgramResult& pr, const std::string& topic, const std::st
   return r;
 }
 
+// The step opt[i] is compared with in its "vs previous step" row: the one before it in the list,
+// or the one its file names (Program::after); none for the first, or where it names the baseline
+// (the "vs baseline" row is that comparison) or a program not in this run.
+const ProgramResult* previous_step(const std::vector<const ProgramResult*>& opt, std::size_t i,
+                                   const ProgramResult* base) {
+  const std::string& after = opt[i]->program->after;
+  if (after.empty()) return i > 0 ? opt[i - 1] : nullptr;
+  if (base && base->program->name == after) return nullptr;
+  for (std::size_t k = 0; k < i; ++k)
+    if (opt[k]->program->name == after) return opt[k];
+  return nullptr;
+}
+
 }  // namespace
 
 Analysis analyse(const Collected& c, std::uint64_t seed) {
@@ -194,7 +207,9 @@ Analysis analyse(const Collected& c, std::uint64_t seed) {
           folders[r.chapter] = opt[i]->program->folder;
           a.rows.push_back(std::move(r));
         }
-        if (i > 0) a.rows.push_back(compare_pair(*opt[i - 1], *opt[i], shape, "vs previous step", seed));
+        if (const ProgramResult* prev = previous_step(opt, i, base)) {
+          a.rows.push_back(compare_pair(*prev, *opt[i], shape, "vs previous step", seed));
+        }
         if (lib && i + 1 == opt.size()) a.rows.push_back(compare_pair(*lib, *opt[i], shape, "vs library", seed));
       }
       if (lib && base) a.rows.push_back(compare_pair(*base, *lib, shape, "vs baseline", seed));

@@ -25,6 +25,9 @@ struct Program {
   // From the manifest.
   std::string name, path, folder, source, make_target, chapter_target;
   std::string kind = "variant";  // or "demo": a program of its own, listed but not run by compare
+  // The ladder step this one changes, where it is not the step before it in the list (its file's
+  // "// lab-after: PROGRAM" line); empty: the step before it.
+  std::string after;
   int chapter = 0;
   // From `program --describe`.
   bool built = false;

@@ -221,6 +221,15 @@ int main(int argc, char** argv) {
       std::cerr << "compare: error: --replay: " << e.what() << "\n";
       return 2;
     }
+    // Steps paired as the build's files say where the run file predates "after" (a build need not
+    // be there: a replay runs nothing, and without a manifest the run file's pairing stands).
+    if (std::filesystem::exists(manifest_path)) {
+      try {
+        compare::steps_after_from(compare::load_manifest(manifest_path), r);
+      } catch (const std::exception& e) {
+        std::cerr << "compare: warning: --replay: the steps are paired as the run file says: " << e.what() << "\n";
+      }
+    }
     const compare::Analysis a = compare::analyse(r.collected, r.meta.seed);
     compare::print_table(std::cout, a, r.meta, color);
     int status = a.any_failure ? 1 : 0;

@@ -66,6 +66,7 @@ Manifest load_manifest(const std::string& path) {
     g.chapter_target = p.value("chapter_target", "");
     g.chapter = p.value("chapter", 0);
     g.kind = p.value("kind", "variant");
+    g.after = p.value("after", "");
     m.programs.push_back(std::move(g));
   }
   return m;

@@ -63,6 +63,10 @@ void replay(const nlohmann::json& j, Replayed& out);
 // first run's, with every run's dates, commits and commands (one each where all agree). `names`
 // labels the runs in errors. Throws std::runtime_error saying what differs.
 void merge_replays(const std::vector<nlohmann::json>& runs, const std::vector<std::string>& names, Replayed& out);
+// A run saved before its programs' files named the step each comes after (no "after" in its JSON):
+// each such program takes the manifest's `after` for its name, so a replay pairs the steps as a run
+// now would. Programs whose run file names one, or that the manifest lacks, are left as they are.
+void steps_after_from(const Manifest& m, Replayed& r);
 void print_changes(std::ostream& out, const std::vector<Change>& changes, bool color);
 void print_agreement(std::ostream& out, const Agreement& a);
 

@@ -108,6 +108,7 @@ nlohmann::json to_json(const Collected& c, const Analysis& a, const Meta& m) {
     nlohmann::json p = {{"program", pr.program->name}, {"topic", pr.program->topic},   {"role", pr.program->role},
                         {"step", pr.program->step},    {"chapter", pr.program->chapter}, {"folder", pr.program->folder},
                         {"status", status_name(pr.status)}, {"message", pr.message}, {"seconds", pr.seconds}};
+    if (!pr.program->after.empty()) p["after"] = pr.program->after;  // a replay pairs the steps as the run did
     p["shapes"] = nlohmann::json::array();
     for (const auto& s : pr.shape_order) {
       const Cell& cl = pr.shapes.at(s);
@@ -178,6 +179,7 @@ void replay(const nlohmann::json& j, Replayed& out) {
       g.step = p.at("step");
       g.chapter = p.at("chapter");
       g.folder = p.at("folder");
+      g.after = p.value("after", "");
       g.built = true;
       out.programs.push_back(std::move(g));
     }
@@ -293,6 +295,14 @@ nlohmann::json parse_run_file(const std::string& text) {
     if (!r.is_object() || !r.contains("variant") || !r.contains("shape") || !r.contains("kind"))
       throw std::runtime_error("not a compare --json file (a row without variant, kind and shape)");
   return j;
+}
+
+void steps_after_from(const Manifest& m, Replayed& r) {
+  for (Program& p : r.programs) {
+    if (!p.after.empty()) continue;
+    for (const Program& q : m.programs)
+      if (q.name == p.name) p.after = q.after;
+  }
 }
 
 }  // namespace compare

@@ -131,13 +131,16 @@ class FakeLab : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   // Writes a manifest of links to the fake program; a name in `missing` gets no link (not built).
-  fs::path manifest(const std::vector<std::string>& names, const std::vector<std::string>& missing = {}) {
+  // `after`: a program's "after" entry (its file's lab-after line), by name.
+  fs::path manifest(const std::vector<std::string>& names, const std::vector<std::string>& missing = {},
+                    const std::map<std::string, std::string>& after = {}) {
     nlohmann::json progs = nlohmann::json::array();
     for (const auto& n : names) {
       const fs::path link = dir_ / "ch01_basics" / n;
       if (std::find(missing.begin(), missing.end(), n) == missing.end()) fs::create_symlink(FAKE_PROGRAM, link);
       progs.push_back({{"program", n}, {"kind", n.rfind("demo_", 0) == 0 ? "demo" : "variant"}, {"chapter", 1}, {"folder", "ch01_basics"}, {"source", "ch01_basics/" + n + ".cu"},
                        {"make_target", n}, {"chapter_target", "ch01"}, {"path", link.string()}});
+      if (after.count(n)) progs.back()["after"] = after.at(n);
     }
     const fs::path m = dir_ / "manifest.json";
     std::ofstream(m) << nlohmann::json{{"format", 1}, {"build_dir", dir_.string()}, {"programs", progs}}.dump(2);
@@ -207,6 +210,42 @@ TEST_F(FakeLab, SpeedupsStepsAndLibrary) {
   EXPECT_NEAR(a.chapters[0].geomean, 2.0, 0.03);
   EXPECT_EQ(a.chapters[0].matched, 2);
   EXPECT_NE(progress_.find("[8/8] round 2/2 library_fake"), std::string::npos) << progress_;
+}
+
+// A ladder that branches: a step whose file names the step it changes (lab-after) is compared with
+// that one in its "vs previous step" row, not with its neighbour in the list; one that names the
+// baseline has no such row (its "vs baseline" row is that pair). A replay of the run's JSON pairs
+// them the same way.
+TEST_F(FakeLab, StepAfterNamesWhatItIsComparedWith) {
+  const auto m = manifest({"baseline_fake", "optimized_fake_step", "optimized_fake_step2", "optimized_fake"}, {},
+                          {{"optimized_fake_step2", "baseline_fake"}, {"optimized_fake", "optimized_fake_step"}});
+  compare::RunOptions o;
+  o.repetitions = 5;
+  o.rounds = 1;
+  const auto c = run(m, o);
+  const compare::Meta meta = compare::make_meta(c, o, dir_.string(), "compare --chapter 1 --json f.json");
+  const nlohmann::json saved = compare::to_json(c, compare::analyse(c, 7), meta);
+  compare::Replayed back;
+  compare::replay(compare::parse_run_file(saved.dump()), back);
+  // A run saved before "after" was written: a replay takes it from the build's manifest.
+  nlohmann::json older = saved;
+  for (auto& p : older.at("programs")) p.erase("after");
+  compare::Replayed old_back;
+  compare::replay(older, old_back);
+  compare::steps_after_from(manifest_, old_back);
+  for (const auto& a :
+       {compare::analyse(c, 7), compare::analyse(back.collected, 7), compare::analyse(old_back.collected, 7)}) {
+    EXPECT_FALSE(a.any_failure);
+    const auto* final_step = row(a, "optimized_fake", "vs previous step");
+    ASSERT_NE(final_step, nullptr);
+    EXPECT_EQ(final_step->against, "optimized_fake_step");  // named: 7 us to 5 us, not step 2's 6 to 5
+    EXPECT_NEAR(final_step->speedup, 1.4, 0.03);
+    EXPECT_EQ(row(a, "optimized_fake_step2", "vs previous step"), nullptr);  // it names the baseline
+    const auto* step2_base = row(a, "optimized_fake_step2", "vs baseline");
+    ASSERT_NE(step2_base, nullptr);
+    EXPECT_NEAR(step2_base->speedup, 10.0 / 6.0, 0.03);
+    EXPECT_EQ(row(a, "optimized_fake_step", "vs previous step"), nullptr);  // the first step
+  }
 }
 
 // compare writes the rounds so far after each finished round (main.cpp: FILE.unfinished), so a run

@@ -1,6 +1,7 @@
 // A stand-in for a lab program, for compare's tests on machines without a GPU. Its behaviour
 // follows its own name (compare's tests call it through symbolic links):
-//   <role>_<topic>[_<what>]   role: baseline, optimized, library; what: step, crash, hang, wrong,
+//   <role>_<topic>[_<what>]   role: baseline, optimized, library; what: step (or stepN: step N,
+//                             8 - N us a run), crash, hang, wrong,
 //                             garbage, nogpu, oom, na, lost (anything else behaves normally)
 // lost: runs as normal in compare's first round and finds no device in the later ones (run with
 // --no-check), as on a machine taken back in the middle of a run.
@@ -26,6 +27,8 @@ int main(int argc, char** argv) {
   std::string rest = self.substr(role.size() + 1);
   const std::string topic = rest.substr(0, rest.find('_'));
   const std::string what = rest.find('_') == std::string::npos ? "" : rest.substr(rest.find('_') + 1);
+  // "step" is step 1, "stepN" step N; anything else the final optimized variant (1000).
+  const int step = what.rfind("step", 0) == 0 ? (what.size() > 4 ? std::atoi(what.c_str() + 4) : 1) : 1000;
   int reps = 1;
   std::vector<std::string> shapes;
   // As the lab's programs do, a shape is read (and refused, exit 2) before anything else, --describe
@@ -48,7 +51,7 @@ int main(int argc, char** argv) {
         return 0;
       }
       std::cout << "{\"program\": \"" << self << "\", \"topic\": \"" << topic << "\", \"chapter\": 1, \"role\": \""
-                << role << "\", \"step\": " << (what == "step" ? 1 : 1000) << ", \"description\": \"fake " << what
+                << role << "\", \"step\": " << step << ", \"description\": \"fake " << what
                 << "\", \"sweep\": [{\"shape\": \"64x64\"}, {\"shape\": \"128x256\"}]}\n";
       return 0;
     }
@@ -75,7 +78,7 @@ int main(int argc, char** argv) {
     std::cout << "this is not JSON {\n";
     return 0;
   }
-  const double base = role == "baseline" ? 10e-6 : role == "library" ? 4e-6 : what == "step" ? 7e-6 : 5e-6;
+  const double base = role == "baseline" ? 10e-6 : role == "library" ? 4e-6 : step < 1000 ? (8 - step) * 1e-6 : 5e-6;
   std::cout << "{\"context\": {\"lab_device\": \"Fake GPU\", \"lab_device_uuid\": \"GPU-fake\", \"lab_arch\": \"sm_90\", "
                "\"lab_driver\": \"13.0\", \"lab_runtime\": \"13.0\", \"lab_sm_clock_mhz\": \"1980\", "
                "\"lab_mem_clock_mhz\": \"2619\", \"library_build_type\": \"release\"},\n\"benchmarks\": [";

@@ -15,6 +15,7 @@
 //   | the fused step's                        | this step's                                 |
 //   | --------------------------------------- | ------------------------------------------- |
 //   | the flash forward and backward, SIMT    | the 3xTF32 flash forward and backward (mma.sync) |
+// lab-after: optimized_gpt2_step_fused
 // Run: make ch04 && ./ch04_compile_vs_fused/optimized_gpt2_step_fused_tc_attention
 #include "attention/kernels/flash_3xtf32.cuh"
 #include "gpt2/fused/step.cuh"

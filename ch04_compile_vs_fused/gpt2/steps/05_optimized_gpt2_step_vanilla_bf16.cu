@@ -18,6 +18,7 @@
 // launches, the element-wise and row passes and the T x T tensors, to which the casts add a
 // pass for each operand. With the products fast, those passes are most of the step: the
 // lesson of the next step (optimized_gpt2_step_fused_bf16.cu, the same arithmetic fused).
+// lab-after: baseline_gpt2_step
 // Run: make ch04 && ./ch04_compile_vs_fused/optimized_gpt2_step_vanilla_bf16
 #include <algorithm>
 #include <vector>
