@@ -122,7 +122,7 @@ void bench_shape(benchmark::State& st, BenchContext& c, const Shape& s) {
     if (w.flops > 0) {
       const double tf = w.flops / secs / 1e12;
       st.counters["TFLOP/s"] = tf;
-      st.counters["%peak_fp32"] = 100.0 * tf / c.peaks.fp32_tflops;
+      if (c.v.declared.fp32_fma()) st.counters["%peak_fp32"] = 100.0 * tf / c.peaks.fp32_tflops;
     }
     st.counters["peak_MiB"] = static_cast<double>(device_memory_stats().peak) / (1024.0 * 1024.0);
     st.counters[kHostShareCounter] = host_ms / total_ms;

@@ -320,3 +320,14 @@ TEST(Shape, SwitchDimsTakeZeroOrOne) {
 }
 
 }  // namespace
+
+// %peak_fp32 is a share of the CUDA cores' measured FMA rate: a variant's FLOP rate is stated
+// against it only where its arithmetic is fp32 there (the default). The tensor-core precisions the
+// lab declares, alone or mixed with fp32 (the GPT-2 steps' "PRODUCTS+ATTENTION-attention"), are not:
+// a bf16 step measured 579% of it.
+TEST(Registry, OnlyFp32ArithmeticIsAShareOfTheFmaPeak) {
+  EXPECT_TRUE(lab::Declared{}.fp32_fma());
+  EXPECT_TRUE(lab::Declared{.precision = "fp32"}.fp32_fma());
+  for (const char* p : {"bf16", "3xtf32", "fp32+3xtf32-attention", "bf16+bf16-attention", "bf16+hopper-attention"})
+    EXPECT_FALSE(lab::Declared{.precision = p}.fp32_fma()) << p;
+}
