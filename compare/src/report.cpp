@@ -277,7 +277,16 @@ std::string programs_markdown(const std::vector<const Program*>& programs, const
     if (!p->built) throw std::runtime_error(p->name + ": " + p->describe_error);
     const bool demo = p->kind == "demo" || p->role == "demo";
     std::string role = p->role;
-    if (p->role == "optimized") role = p->step == lab::kFinalStep ? "optimized (final)" : "step " + std::to_string(p->step);
+    auto step_name = [](const Program& q) {
+      return q.step == lab::kFinalStep ? std::string("optimized (final)") : "step " + std::to_string(q.step);
+    };
+    if (p->role == "optimized") role = step_name(*p);
+    if (p->role == "optimized" && !p->after.empty()) {  // a ladder that branches: the step it changes
+      std::string what = "`" + p->after + "`";
+      for (const Program* q : programs)
+        if (q->name == p->after) what = q->role == "baseline" ? "the baseline" : q->role == "optimized" ? step_name(*q) : what;
+      role += ", after " + what;
+    }
     const std::string topic = demo ? "(demo)" : p->topic;
     const std::string cell = topic == last_topic && !demo ? "" : " " + topic;  // a topic's name once
     o << "|" << cell << " | `" << p->name << "` | " << role << " | " << p->description << " |\n";

@@ -246,6 +246,15 @@ TEST_F(FakeLab, StepAfterNamesWhatItIsComparedWith) {
     EXPECT_NEAR(step2_base->speedup, 10.0 / 6.0, 0.03);
     EXPECT_EQ(row(a, "optimized_fake_step", "vs previous step"), nullptr);  // the first step
   }
+  // The chapter's table of programs says it too.
+  const auto md = dir_ / "programs.md";
+  const auto r = compare::run_process(
+      {COMPARE_BIN, "--manifest", m.string(), "--list", "--chapter", "1", "--markdown", md.string()}, 60);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string t = read(md);
+  EXPECT_NE(t.find("| | `optimized_fake_step` | step 1 |"), std::string::npos) << t;
+  EXPECT_NE(t.find("| | `optimized_fake_step2` | step 2, after the baseline |"), std::string::npos) << t;
+  EXPECT_NE(t.find("| | `optimized_fake` | optimized (final), after step 1 |"), std::string::npos) << t;
 }
 
 // compare writes the rounds so far after each finished round (main.cpp: FILE.unfinished), so a run
