@@ -96,7 +96,7 @@ struct Declared {
   Tolerance tolerance_or(Tolerance topic_default) const { return tolerance.value_or(topic_default); }
   // Its arithmetic is fp32 alone, on the CUDA cores, whose FMA rate the lab measures: only then is
   // its FLOP rate a share of that peak (%peak_fp32). On the tensor cores ("bf16", "3xtf32", or a
-  // mix such as "fp32+3xtf32-attention") the FMA rate is no ceiling: 5x of it is a bf16 step's rate.
+  // mix such as "fp32+3xtf32-attention") the FMA rate is no ceiling: a bf16 GPT-2 step ran at 5.8x it.
   bool fp32_fma() const { return precision == "fp32"; }
   bool writes_output(std::string_view name) const;
 };
