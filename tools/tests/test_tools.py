@@ -1328,6 +1328,17 @@ class PlantedBugs(unittest.TestCase):
             self.assertIn("label_logit(ch03_kernels/optimized_cross_entropy.cu: the text to replace occurs 0 times", r.stdout)
 
 
+    def test_the_readme_counts_the_bugs_there_are(self):
+        # The top README says how many bugs the script plants; a bug added or dropped changes it.
+        r = subprocess.run(["bash", self.SCRIPT, "--list"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        planted = int(re.search(r"planted_bugs: (\d+) to plant", r.stdout + r.stderr).group(1))
+        with open(os.path.join(self.ROOT, "README.md")) as f:
+            said = re.search(r"# the checks checked: (\d+) known bugs", f.read())
+        self.assertIsNotNone(said, "README.md no longer says how many bugs tools/planted_bugs.sh plants")
+        self.assertEqual(int(said.group(1)), planted, "README.md's count of planted bugs is stale")
+
+
 class PlantedBugScales(unittest.TestCase):
     """--scales plants each perturbation bug at smaller factors (the sensitivity table of issue
     #44); --list shows what would be planted, without a build."""
