@@ -132,12 +132,13 @@ HeadReference reference_head(const float* q, const float* k, const float* v, con
 // implementation's error) times the square root of their sum. At the check shapes a 1% error in
 // half of a gradient's elements is 2 to 20 allowances away, and the fp32 stand-in of the kernels'
 // arithmetic (tests/cpu/attention_reference_test.cpp) within 0.5 of one. Below
-// kKeysToTellA1PercentError keys a head a 1% error can pass: a row of O or of a gradient then sums
-// a few terms, and one P or dS a few percent likely to flip moves the row by one bf16 spacing of a
-// term (0.4% to 0.8% of it), as far as the 1% error in half the row moves it; the allowance, which
-// must let that flip happen, cannot tell them apart. (Measured over 12960 random shapes: a 1% error
-// passed at 2 to 7 keys, came within 1.11 allowances at 8 to 15 and 1.19 at 16 to 31, at least
-// 1.34 from 32 on; the check shapes' heads have 1 key, where no P can flip, or 64 and more.)
+// kKeysToTellA1PercentError keys a head a 1% error in a gradient can pass: a row of a gradient then
+// sums a few terms, and one P or dS a few percent likely to flip moves the row by one bf16 spacing
+// of a term (0.4% to 0.8% of it), as far as the 1% error in half the row moves it; the allowance,
+// which must let that flip happen, cannot tell them apart. (Measured over 12960 random shapes: a 1%
+// error in a gradient passed at 2 to 7 keys, came within 1.11 allowances at 8 to 15 and 1.19 at 16
+// to 31, at least 1.34 from 32 on; in O, at least 3.0 at every shape. The check shapes' heads have
+// 1 key, where no P can flip, or 64 and more.)
 //
 // One gradient's model, over one head or several (+=): the sums' variance, and each possible
 // flip's probability p and the w it adds to the squared distance if it happens.
@@ -155,7 +156,7 @@ struct Bf16Emulation {
   Bf16Moment dq_moment, dk_moment, dv_moment;
 };
 inline constexpr double kBf16EmulationFactor = 2;
-inline constexpr int kKeysToTellA1PercentError = 32;  // as measured (above)
+inline constexpr int kKeysToTellA1PercentError = 32;  // a gradient's, as measured (above)
 // A gradient's L2 distance from its emulated values, and what the model allows it:
 // kBf16EmulationFactor sqrt(model.value()). It passes when distance <= allowed.
 struct Bf16Distance {
