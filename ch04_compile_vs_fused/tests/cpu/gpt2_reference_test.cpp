@@ -11,8 +11,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <numeric>
+#include <span>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpt2/gpt2.cuh"
@@ -535,16 +537,64 @@ TEST(Gpt2Reference, CheckRejectsPlantedMistakes) {
   EXPECT_FALSE(judge(k, e, bad_loss).pass) << "a 0.01% error in the loss passed";
 }
 
+// The L2 test's margin as the verdict's note states it ("the L2 test: at most R of 4 x ... (NAME)"),
+// R and NAME from the note's text (-1 where it has none).
+std::pair<double, std::string> l2_margin(const lab::Verdict& v) {
+  const std::string key = "the L2 test: at most ";
+  const std::size_t at = v.note.find(key);
+  if (at == std::string::npos) return {-1, ""};
+  const std::size_t open = v.note.find('(', at), close = v.note.find(')', open);
+  return {std::strtod(v.note.c_str() + at + key.size(), nullptr), v.note.substr(open + 1, close - open - 1)};
+}
+
+// The same margin computed here: over every tensor of the four outputs that the L2 test takes (its
+// runs' spread of kL2MinDof degrees of freedom), the L2 error over kL2Factor x the runs' largest.
+std::pair<double, std::string> l2_margin_of(const Case& k, const gpt2::Expected& e, const gpt2::Outputs<float>& got) {
+  std::pair<double, std::string> worst{-1, ""};
+  const auto tensors = gpt2::layout(k.c);
+  auto each = [&](const char* name, const std::vector<float>& g, const std::vector<double>& ref,
+                  const std::vector<double>& sigma, const std::vector<double>& l2) {
+    for (std::size_t t = 0; t < tensors.size(); ++t) {
+      const auto& x = tensors[t];
+      if (gpt2::l2_dof(std::span<const double>(sigma.data() + x.offset, x.size)) < gpt2::kL2MinDof) continue;
+      double sq = 0;
+      for (std::size_t i = x.offset; i < x.offset + x.size; ++i) sq += (double(g[i]) - ref[i]) * (double(g[i]) - ref[i]);
+      const double ratio = std::sqrt(sq) / (gpt2::kL2Factor * l2[t]);
+      if (ratio > worst.first) worst = {ratio, std::string(name) + " " + x.name};
+    }
+  };
+  each("grads", got.grads, e.ref.grads, e.sigma.grads, e.grads_l2);
+  each("params", got.params, e.ref.params, e.sigma.params, e.params_l2);
+  each("m", got.m, e.ref.m, e.sigma.m, e.m_l2);
+  each("v", got.v, e.ref.v, e.sigma.v, e.v_l2);
+  return worst;
+}
+
 // The L2 test only where its yardstick is steady (gpt2::kL2MinDof): the loss, one number, off by
 // between 16 sigma (4 times the largest run's error can be no more: sqrt(16) sigma) and the
 // element test's 19.9 passes; a wide tensor's every element 6 sigma off in the same direction (each
 // within the element test) fails by its L2 error; and the degrees of freedom count equal terms.
+// The verdict states how near the L2 test came to failing, and where: the tensor whose L2 error is
+// the largest share of its bound and that share (to its three digits), at most 1 where it passed,
+// above 1 where the L2 test failed.
 TEST(Gpt2Reference, L2TestNeedsDegreesOfFreedom) {
   Case k(kTiny, lab::testing::run_seed());
   const auto e = gpt2::expected(k.c, Phase::step, k.params, k.tokens, k.targets, k.opt(3));
   ASSERT_EQ(e.runs, 16);
   auto good = k.run<float>(Phase::step);
   ASSERT_TRUE(judge(k, e, good).pass);
+  auto expect_margin_stated = [&](const gpt2::Outputs<float>& got, bool passes) {
+    const lab::Verdict v = judge(k, e, got);
+    const auto [stated, where] = l2_margin(v);
+    const auto [margin, tensor] = l2_margin_of(k, e, got);
+    ASSERT_GT(margin, 0);
+    EXPECT_NEAR(stated, margin, 0.005 * margin) << v.note;
+    EXPECT_EQ(where, tensor) << v.note;
+    if (passes) EXPECT_LE(stated, 1) << v.note;
+    else EXPECT_GT(stated, 1) << v.note;
+    std::printf("  %s: %s\n", passes ? "the fp32 stand-in" : "a wide tensor 6 sigma off", v.note.c_str());
+  };
+  expect_margin_stated(good, true);
   // The fp32 loss nearest 18 sigma above the reference, in sigmas.
   auto off_loss = good;
   off_loss.loss = float(e.ref.loss + 18 * e.sigma.loss);
@@ -565,6 +615,8 @@ TEST(Gpt2Reference, L2TestNeedsDegreesOfFreedom) {
   const auto verdict = judge(k, e, off_tensor);
   EXPECT_FALSE(verdict.pass) << wide.name << " 6 sigma off everywhere passed";
   EXPECT_NE(verdict.reason.find("L2 error"), std::string::npos) << verdict.reason;
+  expect_margin_stated(off_tensor, false);
+  EXPECT_EQ(l2_margin(verdict).second, "grads " + wide.name) << verdict.note;
 
   EXPECT_NEAR(gpt2::l2_dof(std::vector<double>(50, 3e-7)), 50, 1e-9);
   EXPECT_NEAR(gpt2::l2_dof(std::vector<double>{1, 1e-3, 1e-3}), 1, 1e-5);
