@@ -131,14 +131,19 @@ HeadReference reference_head(const float* q, const float* k, const float* v, con
 // kBf16EmulationFactor = 2 (as FlashAttention-3's tests hold their kernels to twice a reference
 // implementation's error) times the square root of their sum. At the check shapes a 1% error in
 // half of a gradient's elements is 2 to 20 allowances away, and the fp32 stand-in of the kernels'
-// arithmetic (tests/cpu/attention_reference_test.cpp) within 0.5 of one. Below
-// kKeysToTellA1PercentError keys a head a 1% error in a gradient can pass: a row of a gradient then
-// sums a few terms, and one P or dS a few percent likely to flip moves the row by one bf16 spacing
-// of a term (0.4% to 0.8% of it), as far as the 1% error in half the row moves it; the allowance,
-// which must let that flip happen, cannot tell them apart. (Measured over 12960 random shapes: a 1%
-// error in a gradient passed at 2 to 7 keys, came within 1.11 allowances at 8 to 15 and 1.19 at 16
-// to 31, at least 1.34 from 32 on; in O, at least 3.0 at every shape. The check shapes' heads have
-// 1 key, where no P can flip, or 64 and more.)
+// arithmetic (tests/cpu/attention_reference_test.cpp) within 0.5 of one. In a head of few keys a
+// 1% error can pass: a row then sums a few terms, and one P or dS that may flip (the allowance
+// counts every flip more likely than 1e-9 at its full size) moves the row by one bf16 spacing of a
+// term (0.4% to 0.8% of it), as far as the 1% error in half the row moves it; the allowance, which
+// must let that flip happen, cannot tell them apart. dK and dQ are sums whose terms cancel, so a
+// flip there weighs more against 1% of the value; under the causal mask the last keys' rows of
+// dK and dV sum a few queries at any length. Measured over 2400 seeds (57600 random shapes,
+// tests/cpu/attention_reference_test.cpp's draw, 2026-12-05): a 1% error in half of a gradient's
+// elements passed at heads of up to 49 keys (seed 20144, 49x16 causal, 0.98 of the allowance) and
+// was at least 1.16 allowances away from 64 keys (1.21 from 128); in half of O's, it was at least
+// 3.07 away from 4 keys, and passed once at 3 (seed 11661 of 1450 seeds more, 3x16, 0.96). Hence
+// the limits below, from which the random-shape test asserts that it fails. The check shapes' heads
+// have 1 key, where no P can flip, or 64 and more.
 //
 // One gradient's model, over one head or several (+=): the sums' variance, and each possible
 // flip's probability p and the w it adds to the squared distance if it happens.
@@ -156,7 +161,8 @@ struct Bf16Emulation {
   Bf16Moment dq_moment, dk_moment, dv_moment;
 };
 inline constexpr double kBf16EmulationFactor = 2;
-inline constexpr int kKeysToTellA1PercentError = 32;  // a gradient's, as measured (above)
+inline constexpr int kKeysToTellA1PercentError = 64;     // a gradient's, as measured (above)
+inline constexpr int kKeysToTellA1PercentErrorInO = 4;   // O's, as measured (above)
 // A gradient's L2 distance from its emulated values, and what the model allows it:
 // kBf16EmulationFactor sqrt(model.value()). It passes when distance <= allowed.
 struct Bf16Distance {
