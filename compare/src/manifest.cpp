@@ -173,6 +173,17 @@ std::vector<const Program*> select_programs(const Manifest& m, const Selection& 
               (unbuilt == 1 ? " program" : " programs") + " whose topic is unknown, " + first->name + ": " +
               first->describe_error;
     }
+    if (s.subfolder) {  // the folders --subfolder can name: each program's folder and those above it, in the chapter
+      std::set<std::string> folders;
+      for (const auto& p : m.programs) {
+        if ((s.chapter && !chapter_matches(p, *s.chapter)) || !p.source.starts_with(p.folder + "/")) continue;
+        std::string dir = p.source.substr(p.folder.size() + 1);
+        for (auto at = dir.rfind('/'); at != std::string::npos; at = dir.rfind('/')) folders.insert(dir = dir.substr(0, at));
+      }
+      have += "; subfolders:";
+      for (const auto& f : folders) have += " " + f;
+      if (folders.empty()) have += " none (every program lies in its chapter's own folder)";
+    }
     if (s.chapter && std::none_of(m.programs.begin(), m.programs.end(),
                                   [&](const Program& p) { return chapter_matches(p, *s.chapter); })) {
       std::string have;

@@ -665,8 +665,23 @@ TEST_F(FakeLab, SubfolderSelectsTheProgramsUnderIt) {
   EXPECT_EQ(picked[0]->name, "optimized_fake");
   s.subfolder = "ladder/";  // a trailing slash names the same folder
   EXPECT_EQ(compare::select_programs(man, s).size(), 1u);
-  s.subfolder = "ladde";  // a prefix of a folder's name is not that folder
-  EXPECT_THROW(compare::select_programs(man, s), std::invalid_argument);
+  s.subfolder = "ladde";  // a prefix of a folder's name is not that folder, and the error names the folders there are
+  try {
+    compare::select_programs(man, s);
+    ADD_FAILURE() << "--subfolder ladde selected a program";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("subfolders: ladder"), std::string::npos) << e.what();
+  }
+  man.programs[1].source = "ch01_basics/ladder/deep/01_optimized_fake.cu";  // and the folders above a program's
+  try {
+    compare::select_programs(man, s);
+    ADD_FAILURE() << "--subfolder ladde selected a program";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("subfolders: ladder ladder/deep)"), std::string::npos) << e.what();
+  }
+  s.subfolder = "ladder";
+  EXPECT_EQ(compare::select_programs(man, s).size(), 1u);
+  man.programs[1].source = "ch01_basics/ladder/01_optimized_fake.cu";
   const std::string table = compare::programs_markdown(picked, "compare --list --chapter N --subfolder ladder --markdown FILE");
   EXPECT_NE(table.find("--subfolder ladder"), std::string::npos) << table;
   EXPECT_NE(table.find("`optimized_fake`"), std::string::npos) << table;
