@@ -175,28 +175,48 @@ Bf16Moment& Bf16Moment::operator+=(const Bf16Moment& o) {
   return *this;
 }
 
-double Bf16Moment::value() const {
-  double w_max = 0;
-  for (const double w : flip_w) w_max = std::max(w_max, w);
-  if (w_max == 0) return sums;
+namespace {
+
+// The least t with P(sum of x_i over the events that happen > t) <= 1e-9, as a Chernoff bound:
+// events independent, event i happening with probability p[i] and adding x(i) >= 0.
+template <class X>
+double chernoff_1e9(const std::vector<double>& p, X x) {
+  double x_max = 0;
+  for (std::size_t i = 0; i < p.size(); ++i) x_max = std::max(x_max, x(i));
+  if (x_max == 0) return 0;
   const double log_odds = std::log(1e9);
-  // t(theta) = (log 1e9 + K(theta)) / theta, K the flips' cumulant generating function; its least
+  // t(theta) = (log 1e9 + K(theta)) / theta, K the events' cumulant generating function; its least
   // value over theta, searched in log theta.
   auto bound = [&](double log_theta) {
     const double theta = std::exp(log_theta);
     double k = 0;
-    for (std::size_t i = 0; i < flip_w.size(); ++i) {
-      const double x = theta * flip_w[i], p = flip_p[i];
-      k += x > 30 ? std::log(p) + x + std::log1p((1 - p) * std::exp(-x) / p) : std::log1p(p * std::expm1(x));
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      const double tx = theta * x(i), pi = p[i];
+      k += tx > 30 ? std::log(pi) + tx + std::log1p((1 - pi) * std::exp(-tx) / pi) : std::log1p(pi * std::expm1(tx));
     }
     return (log_odds + k) / theta;
   };
-  double lo = std::log(1e-3 / w_max), hi = std::log(1e3 / w_max);
+  double lo = std::log(1e-3 / x_max), hi = std::log(1e3 / x_max);
   for (int it = 0; it < 40; ++it) {  // golden section
     const double a = lo + 0.381966 * (hi - lo), b = lo + 0.618034 * (hi - lo);
     if (bound(a) < bound(b)) hi = b; else lo = a;
   }
-  return sums + bound(0.5 * (lo + hi));
+  return bound(0.5 * (lo + hi));
+}
+
+}  // namespace
+
+double Bf16Moment::value() const {
+  return sums + chernoff_1e9(flip_p, [&](std::size_t i) { return flip_w[i]; });
+}
+
+// A flip moves its element by one spacing at most, so sqrt(w) bounds its move. An entry certain to
+// happen (p = 1) is an error spanning spacings, whose w is its standard deviation's: held to
+// kBf16EmulationFactor times it, as value() holds it.
+double Bf16Moment::flips_norm() const {
+  return chernoff_1e9(flip_p, [&](std::size_t i) {
+    return (flip_p[i] >= 1 ? kBf16EmulationFactor : 1.0) * std::sqrt(flip_w[i]);
+  });
 }
 
 Bf16Distance bf16_emulation_distance(std::span<const float> got, std::span<const double> emulated,
@@ -206,7 +226,14 @@ Bf16Distance bf16_emulation_distance(std::span<const float> got, std::span<const
     const double dist = double(got[i]) - emulated[i];
     sq += dist * dist;
   }
-  return {std::sqrt(sq), kBf16EmulationFactor * std::sqrt(model.value())};
+  const double squares = kBf16EmulationFactor * std::sqrt(model.value());
+  // The second bound is at least its flips' mean, sum p sqrt(w): where that alone passes the
+  // first, the first is the lesser, and the second's search is skipped (many flips, a long head).
+  double mean = 0;
+  for (std::size_t i = 0; i < model.flip_p.size(); ++i) mean += model.flip_p[i] * std::sqrt(model.flip_w[i]);  // <= the moves
+  const double triangle = kBf16EmulationFactor * std::sqrt(model.sums);
+  if (triangle + mean >= squares) return {std::sqrt(sq), squares};
+  return {std::sqrt(sq), std::min(squares, triangle + model.flips_norm())};
 }
 
 Bf16Emulation emulate_bf16_backward(const float* q, const float* k, const float* v, const float* dout, int seq, int d,
