@@ -15,8 +15,9 @@ namespace bridge {
 
 std::string attention_validate(std::int64_t batch, std::int64_t heads, std::int64_t seq, std::int64_t d,
                                bool sixteen_bits) {
-  // The 16-bit kernels (flash_bf16.cuh, dispatch<256>) also take d = 256; fp32's stop at 128.
-  return attn::Shapes::validate(lab::Shape{batch, heads, seq, d, 0}, sixteen_bits ? 256 : 128);
+  // The 16-bit kernels (flash_bf16.cuh, compiled here for flashbf16::kWidestHead) also take d = 256;
+  // fp32's stop at 128.
+  return attn::Shapes::validate(lab::Shape{batch, heads, seq, d, 0}, sixteen_bits ? flashbf16::kWidestHead : 128);
 }
 
 void attention_forward(const std::string& precision, int batch, int heads, int seq, int d, bool causal, const void* q,
@@ -28,12 +29,12 @@ void attention_forward(const std::string& precision, int batch, int heads, int s
   } else if (precision == "3xtf32") {
     flash3x::forward(static_cast<const float*>(q), static_cast<const float*>(k), static_cast<const float*>(v), o, lse,
                      bh, seq, d, causal, scale, s);
-  } else if (precision == "bf16") {
-    flashbf16::forward<__nv_bfloat16, 256>(static_cast<const __nv_bfloat16*>(q), static_cast<const __nv_bfloat16*>(k),
-                                           static_cast<const __nv_bfloat16*>(v), o, lse, bh, seq, d, causal, scale, s);
-  } else if (precision == "fp16") {
-    flashbf16::forward<__half, 256>(static_cast<const __half*>(q), static_cast<const __half*>(k),
-                                    static_cast<const __half*>(v), o, lse, bh, seq, d, causal, scale, s);
+  } else if (precision == "bf16" || precision == "fp16") {
+    on16(precision == "bf16" ? Storage::bf16 : Storage::fp16, "the 16-bit attention", [&](auto t) {
+      using T = typename decltype(t)::type;
+      flashbf16::forward<T, flashbf16::kWidestHead>(static_cast<const T*>(q), static_cast<const T*>(k),
+                                                    static_cast<const T*>(v), o, lse, bh, seq, d, causal, scale, s);
+    });
   } else {
     throw std::invalid_argument("no attention precision '" + precision + "' (fp32, 3xtf32, bf16, fp16)");
   }
@@ -151,7 +152,7 @@ void attention_delta16(Storage storage, int batch, int heads, int seq, int d, co
   if (rows == 0) return;
   on16(storage, "the 16-bit attention", [&](auto t) {
     using T = typename decltype(t)::type;
-    flash::dispatch<256>(d, false, [&](auto dc, auto) {  // d: 16 to 256 (attention_validate)
+    flash::dispatch<flashbf16::kWidestHead>(d, false, [&](auto dc, auto) {  // d: 16 to 256 (attention_validate)
       delta16_kernel<T, decltype(dc)::value><<<blocks_for_rows(rows, d), 256, 0, s>>>(
           static_cast<const T*>(dout), dout_strides, static_cast<const T*>(o), o_strides, delta, unsigned(heads),
           unsigned(seq), unsigned(rows));
@@ -166,7 +167,7 @@ void attention_rows_to16(Storage storage, int batch, int heads, int seq, int d, 
   if (rows == 0) return;
   on16(storage, "the 16-bit attention", [&](auto t) {
     using T = typename decltype(t)::type;
-    flash::dispatch<256>(d, false, [&](auto dc, auto) {
+    flash::dispatch<flashbf16::kWidestHead>(d, false, [&](auto dc, auto) {
       rows_to16_kernel<T, decltype(dc)::value><<<blocks_for_rows(rows, d), 256, 0, s>>>(
           src, static_cast<T*>(dst), dst_strides, unsigned(heads), unsigned(seq), unsigned(rows));
     });
@@ -181,8 +182,9 @@ void attention_backward16(Storage storage, int batch, int heads, int seq, int d,
   on16(storage, "the 16-bit attention", [&](auto t) {
     using T = typename decltype(t)::type;
     LAB_CHECK(cudaMemsetAsync(dq, 0, std::size_t(bh) * seq * d * sizeof(float), s));  // the kernel's atomics add
-    flashbf16::backward<T, 256>(static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
-                                static_cast<const T*>(dout), lse, delta, dq, dk, dv, bh, seq, d, causal, scale, s);
+    flashbf16::backward<T, flashbf16::kWidestHead>(static_cast<const T*>(q), static_cast<const T*>(k),
+                                                   static_cast<const T*>(v), static_cast<const T*>(dout), lse, delta,
+                                                   dq, dk, dv, bh, seq, d, causal, scale, s);
   });
 }
 

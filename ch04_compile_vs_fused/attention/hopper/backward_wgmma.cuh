@@ -546,29 +546,35 @@ struct Maps {
   int dq_plan = kDqDefault;
   Fold fold{};
 };
-template <class T>
-inline Maps maps(const T* q, const T* k, const T* v, const T* dout, float* dq, int bh, int seq, int d,
-                 int consumers = 0) {
+// Q's, K's and V's maps made by map_of(base, box rows) (by head or over rows, below), dO's and dQ's by head.
+template <class T, class MapOf>
+inline Maps maps_of(const T* q, const T* k, const T* v, MapOf&& map_of, const T* dout, float* dq, int bh, int seq,
+                    int d, int consumers, Fold fold) {
   const attn::Dims a(lab::Shape{1, bh, seq, d, 0});
   const int cn = consumers_for(d, consumers), bc = 64 * cn, br = Bwd<128>::kBr;
   Maps m;
   m.consumers = cn;
-  m.q = head_map(q, a, br), m.dout = head_map(dout, a, br), m.k = head_map(k, a, bc), m.v = head_map(v, a, bc);
+  m.fold = fold;
+  m.q = map_of(q, br), m.k = map_of(k, bc), m.v = map_of(v, bc), m.dout = head_map(dout, a, br);
   m.dq = lab::tma::f32_map_swizzle128(dq, {std::uint64_t(d), std::uint64_t(seq), std::uint64_t(bh)},
                                       {std::uint64_t(d) * 4, std::uint64_t(seq) * d * 4}, {32, 64, 1});
   return m;
+}
+template <class T>
+inline Maps maps(const T* q, const T* k, const T* v, const T* dout, float* dq, int bh, int seq, int d,
+                 int consumers = 0) {
+  const attn::Dims a(lab::Shape{1, bh, seq, d, 0});
+  return maps_of(q, k, v, [&](const T* base, int rows) { return head_map(base, a, rows); }, dout, dq, bh, seq, d,
+                 consumers, Fold{});
 }
 // maps() with Q, K and V read over rows (flashtma::rows_maps' layout: token t's row of ld elements
 // from q, k and v, head h's d columns at h d), bh = batch heads heads of seq tokens each.
 template <class T>
 inline Maps rows_maps(const T* q, const T* k, const T* v, std::size_t ld, const T* dout, float* dq, int bh, int heads,
                       int seq, int d, int consumers = 0) {
-  Maps m = maps(q, k, v, dout, dq, bh, seq, d, consumers);
   const std::size_t tokens = std::size_t(bh / heads) * seq;
-  m.q = rows_map(q, tokens, heads, d, ld, Bwd<128>::kBr);
-  m.k = rows_map(k, tokens, heads, d, ld, 64 * m.consumers), m.v = rows_map(v, tokens, heads, d, ld, 64 * m.consumers);
-  m.fold = Fold{heads};
-  return m;
+  return maps_of(q, k, v, [&](const T* base, int rows) { return rows_map(base, tokens, heads, d, ld, rows); }, dout,
+                 dq, bh, seq, d, consumers, Fold{heads});
 }
 
 // Calls f(d, causal, consumers as integral constants) for the kernel of width d (64 or 128), causal

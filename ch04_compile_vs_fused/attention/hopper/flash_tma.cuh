@@ -374,19 +374,24 @@ struct Maps {
   CUtensorMap q{}, k{}, v{};
   Fold fold{};
 };
+// The three maps with Q's boxes of the block's queries (Config<d>::kBr) and K's and V's of a tile's
+// keys, each made by map_of(base, box rows): by head or over rows, below.
+template <class T, class MapOf>
+inline Maps maps_of(const T* q, const T* k, const T* v, int d, MapOf&& map_of, Fold fold) {
+  const int br = d == 64 ? Config<64>::kBr : Config<128>::kBr, bc = Config<128>::kBc;
+  return {map_of(q, br), map_of(k, bc), map_of(v, bc), fold};
+}
 template <class T>
 inline Maps maps(const T* q, const T* k, const T* v, const attn::Dims& a) {
-  const int br = a.d == 64 ? Config<64>::kBr : Config<128>::kBr, bc = Config<128>::kBc;
-  return {head_map(q, a, br), head_map(k, a, bc), head_map(v, a, bc)};
+  return maps_of(q, k, v, a.d, [&](const T* base, int rows) { return head_map(base, a, rows); }, Fold{});
 }
 // Over rows: Q, K and V of token t (batch b, position p: t = b seq + p) in row t of ld elements from
 // q, k and v, head h's columns [h d, h d + d) of each (the QKV product's rows: q its first column,
 // k = q + heads d, v = k + heads d, ld = 3 heads d).
 template <class T>
 inline Maps rows_maps(const T* q, const T* k, const T* v, std::size_t tokens, int heads, int d, std::size_t ld) {
-  const int br = d == 64 ? Config<64>::kBr : Config<128>::kBr, bc = Config<128>::kBc;
-  return {rows_map(q, tokens, heads, d, ld, br), rows_map(k, tokens, heads, d, ld, bc),
-          rows_map(v, tokens, heads, d, ld, bc), Fold{heads}};
+  return maps_of(q, k, v, d, [&](const T* base, int rows) { return rows_map(base, tokens, heads, d, ld, rows); },
+                 Fold{heads});
 }
 
 // The state of a variant on this frame: the bf16 copies of Q, K and V and the maps over them.

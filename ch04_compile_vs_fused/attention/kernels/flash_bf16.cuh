@@ -333,9 +333,13 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace bwd
 
+// The widest head these kernels take, where a caller compiles them for it (MaxD below): the Python
+// package and the wide test do; the chapter's variants stop at 128 (MaxD's default).
+inline constexpr int kWidestHead = 256;
+
 // The forward over bh heads: O, and lse (natural log) per row. T: __nv_bfloat16 or __half. MaxD:
-// the widest head a caller runs, 128 or 256 (flash::dispatch; the head-256 kernels are compiled
-// only where a caller asks for them: the Python package and the wide test).
+// the widest head a caller runs, 128 or kWidestHead (flash::dispatch; the head-256 kernels are
+// compiled only where a caller asks for them: the Python package and the wide test).
 template <class T, int MaxD = 128>
 inline void forward(const T* q, const T* k, const T* v, float* o, float* lse, int bh, int seq, int d, bool causal,
                     float scale, cudaStream_t stream) {
