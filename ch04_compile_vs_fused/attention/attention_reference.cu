@@ -213,11 +213,19 @@ double Bf16Moment::value() const {
 // A flip moves its element by one spacing at most, so sqrt(w) bounds its move. An entry certain to
 // happen (p = 1) is an error spanning spacings, whose w is its standard deviation's: held to
 // kBf16EmulationFactor times it, as value() holds it.
-double Bf16Moment::flips_norm() const {
-  return chernoff_1e9(flip_p, [&](std::size_t i) {
-    return (flip_p[i] >= 1 ? kBf16EmulationFactor : 1.0) * std::sqrt(flip_w[i]);
-  });
+namespace {
+std::vector<double> flip_moves(const Bf16Moment& m) {
+  std::vector<double> moves(m.flip_w.size());
+  for (std::size_t i = 0; i < moves.size(); ++i)
+    moves[i] = (m.flip_p[i] >= 1 ? kBf16EmulationFactor : 1.0) * std::sqrt(m.flip_w[i]);
+  return moves;
 }
+double moves_norm(const Bf16Moment& m, const std::vector<double>& moves) {
+  return chernoff_1e9(m.flip_p, [&](std::size_t i) { return moves[i]; });
+}
+}  // namespace
+
+double Bf16Moment::flips_norm() const { return moves_norm(*this, flip_moves(*this)); }
 
 Bf16Distance bf16_emulation_distance(std::span<const float> got, std::span<const double> emulated,
                                      const Bf16Moment& model) {
@@ -227,13 +235,15 @@ Bf16Distance bf16_emulation_distance(std::span<const float> got, std::span<const
     sq += dist * dist;
   }
   const double squares = kBf16EmulationFactor * std::sqrt(model.value());
-  // The second bound is at least its flips' mean, sum p sqrt(w): where that alone passes the
-  // first, the first is the lesser, and the second's search is skipped (many flips, a long head).
+  // The second bound is at least its flips' mean, sum p move (a Chernoff bound lies above the
+  // mean): where that alone passes the first, the first is the lesser, and the second's search is
+  // skipped (many flips, a long head).
+  const std::vector<double> moves = flip_moves(model);
   double mean = 0;
-  for (std::size_t i = 0; i < model.flip_p.size(); ++i) mean += model.flip_p[i] * std::sqrt(model.flip_w[i]);  // <= the moves
+  for (std::size_t i = 0; i < moves.size(); ++i) mean += model.flip_p[i] * moves[i];
   const double triangle = kBf16EmulationFactor * std::sqrt(model.sums);
   if (triangle + mean >= squares) return {std::sqrt(sq), squares};
-  return {std::sqrt(sq), std::min(squares, triangle + model.flips_norm())};
+  return {std::sqrt(sq), std::min(squares, triangle + moves_norm(model, moves))};
 }
 
 Bf16Emulation emulate_bf16_backward(const float* q, const float* k, const float* v, const float* dout, int seq, int d,

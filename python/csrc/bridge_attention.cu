@@ -152,7 +152,7 @@ void attention_delta16(Storage storage, int batch, int heads, int seq, int d, co
   if (rows == 0) return;
   on16(storage, "the 16-bit attention", [&](auto t) {
     using T = typename decltype(t)::type;
-    flash::dispatch<flashbf16::kWidestHead>(d, false, [&](auto dc, auto) {  // d: 16 to 256 (attention_validate)
+    flash::dispatch<flashbf16::kWidestHead>(d, false, [&](auto dc, auto) {  // d: 16 to kWidestHead (attention_validate)
       delta16_kernel<T, decltype(dc)::value><<<blocks_for_rows(rows, d), 256, 0, s>>>(
           static_cast<const T*>(dout), dout_strides, static_cast<const T*>(o), o_strides, delta, unsigned(heads),
           unsigned(seq), unsigned(rows));
