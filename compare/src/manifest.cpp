@@ -155,15 +155,26 @@ std::vector<const Program*> select_programs(const Manifest& m, const Selection& 
     out.push_back(&p);
   }
   if (out.empty()) {
-    std::set<std::string> chapters, topics;
+    // The topics listed are the chapter's where --chapter names one; a --topic of another chapter
+    // is said to be there.
+    std::set<std::string> chapters, topics, topic_elsewhere;
+    std::string chapter_folder;
     for (const auto& p : m.programs) {
       chapters.insert(p.folder);
-      if (!p.topic.empty()) topics.insert(p.topic);
+      const bool in_chapter = !s.chapter || chapter_matches(p, *s.chapter);
+      if (in_chapter && chapter_folder.empty()) chapter_folder = p.folder;
+      if (p.topic.empty()) continue;
+      if (in_chapter) topics.insert(p.topic);
+      else if (s.topic && p.topic == *s.topic) topic_elsewhere.insert(p.folder);
     }
     std::string have = "chapters:";
     for (const auto& c : chapters) have += " " + c;
-    have += "; topics:";
+    have += s.chapter && !chapter_folder.empty() ? "; topics in " + chapter_folder + ":" : "; topics:";
     for (const auto& t : topics) have += " " + t;
+    if (!topic_elsewhere.empty()) {
+      have += "; --topic " + *s.topic + " is in";
+      for (const auto& c : topic_elsewhere) have += " " + c;
+    }
     // A program not built cannot say its topic: say so, and how to build, rather than list fewer.
     const auto unbuilt_here = [&](const Program& p) { return !p.built && (!s.chapter || chapter_matches(p, *s.chapter)); };
     const auto unbuilt = std::count_if(m.programs.begin(), m.programs.end(), unbuilt_here);

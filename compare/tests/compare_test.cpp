@@ -607,7 +607,7 @@ TEST_F(FakeLab, UnknownTopicSaysWhichProgramsAreNotBuilt) {
     FAIL();
   } catch (const std::invalid_argument& e) {
     const std::string what = e.what();
-    EXPECT_NE(what.find("topics: fake; 1 program whose topic is unknown, optimized_fake: not built: run `make "
+    EXPECT_NE(what.find("topics in ch01_basics: fake; 1 program whose topic is unknown, optimized_fake: not built: run `make "
                         "optimized_fake` (or `make ch01`)"),
               std::string::npos)
         << what;
@@ -618,10 +618,40 @@ TEST_F(FakeLab, UnknownTopicSaysWhichProgramsAreNotBuilt) {
     compare::select_programs(man, s);
     FAIL();
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("topics: none known; 2 programs whose topic is unknown, baseline_none: not built"),
+    EXPECT_NE(std::string(e.what()).find("topics in ch01_basics: none known; 2 programs whose topic is unknown, baseline_none: not built"),
               std::string::npos)
         << e.what();
   }
+}
+
+// With --chapter, the topics the error lists are that chapter's, and a --topic that another
+// chapter has is said to be there; without it, every chapter's.
+TEST_F(FakeLab, UnknownTopicListsTheChaptersTopics) {
+  const auto m = manifest({"baseline_fake", "optimized_fake"});
+  auto man = described(m);
+  man.programs[1].folder = "ch02_profiling", man.programs[1].chapter = 2, man.programs[1].topic = "other";
+  man.programs[1].source = "ch02_profiling/optimized_fake.cu";
+  compare::Selection s;
+  s.chapter = "1";
+  s.topic = "other";
+  try {
+    compare::select_programs(man, s);
+    FAIL() << "--chapter 1 --topic other selected a program";
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("topics in ch01_basics: fake; --topic other is in ch02_profiling)"), std::string::npos) << what;
+  }
+  s.chapter.reset();
+  s.topic = "nosuch";
+  try {
+    compare::select_programs(man, s);
+    FAIL() << "--topic nosuch selected a program";
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("topics: fake other)"), std::string::npos) << what;
+  }
+  s.topic = "other";
+  ASSERT_EQ(compare::select_programs(man, s).size(), 1u);
 }
 
 // --shape is judged by a built program of the topic; one not built is passed over (the run reports
