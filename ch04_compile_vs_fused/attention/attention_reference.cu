@@ -204,16 +204,10 @@ double chernoff_1e9(const std::vector<double>& p, X x) {
   return bound(0.5 * (lo + hi));
 }
 
-}  // namespace
-
-double Bf16Moment::value() const {
-  return sums + chernoff_1e9(flip_p, [&](std::size_t i) { return flip_w[i]; });
-}
-
-// A flip moves its element by one spacing at most, so sqrt(w) bounds its move. An entry certain to
-// happen (p = 1) is an error spanning spacings, whose w is its standard deviation's: held to
-// kBf16EmulationFactor times it, as value() holds it.
-namespace {
+// Each flip's move, what it adds to the L2 distance if it happens. A flip moves its element by one
+// spacing at most, so sqrt(w) bounds its move. An entry certain to happen (p = 1) is an error
+// spanning spacings, whose w is its standard deviation's: held to kBf16EmulationFactor times it, as
+// value() holds it.
 std::vector<double> flip_moves(const Bf16Moment& m) {
   std::vector<double> moves(m.flip_w.size());
   for (std::size_t i = 0; i < moves.size(); ++i)
@@ -223,7 +217,12 @@ std::vector<double> flip_moves(const Bf16Moment& m) {
 double moves_norm(const Bf16Moment& m, const std::vector<double>& moves) {
   return chernoff_1e9(m.flip_p, [&](std::size_t i) { return moves[i]; });
 }
+
 }  // namespace
+
+double Bf16Moment::value() const {
+  return sums + chernoff_1e9(flip_p, [&](std::size_t i) { return flip_w[i]; });
+}
 
 double Bf16Moment::flips_norm() const { return moves_norm(*this, flip_moves(*this)); }
 
