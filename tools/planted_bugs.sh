@@ -69,7 +69,9 @@
 # attention reading the QKV product's rows without the fold's batch offset, against its check; and
 # O's odd columns 1% high in the rows' 16-byte stores (steps 9 to 18), which step 18's check passes,
 # and dK's likewise in the backward's, against the kernels' own test (tests/kernels/
-# attention_rows_test.cu: the rows are O, dK and dV by head rounded, bit for bit).
+# attention_rows_test.cu: the rows are O, dK and dV by head rounded, bit for bit); and step 20's
+# LayerNorm backward reading its dy in bf16 with every fourth column 1% high, against the kernels'
+# own test.
 # Exit status 0 when every bug was caught (with --scales: at the first scale listed; with
 # --check-patterns: when every text was found once); 2 for a bad argument.
 set -u
@@ -302,10 +304,10 @@ plant gpt2_tf32_split ch04_compile_vs_fused/gpt2/steps/03_optimized_gpt2_step_fu
 plant gpt2_saved_overlap ch04_compile_vs_fused/gpt2/gpt2_model.cpp optimized_gpt2_step_fused \
   'plan.grads_used += floats[s];' 'plan.grads_used += 0 * floats[s];'
 plant gpt2_optimizer_early ch04_compile_vs_fused/gpt2/fused/step.cuh optimized_gpt2_step_fused \
-  'layer_norm_backward(dln.data(), s.x, P + ob.ln1_w, s.mean1, s.rstd1, dx.data(), G + ob.ln1_w, G + ob.ln1_b, true,
+  'layer_norm_backward(dln1, s.x, P + ob.ln1_w, s.mean1, s.rstd1, dx.data(), G + ob.ln1_w, G + ob.ln1_b, true,
                           stream, l > 0 ? next : nullptr, l > 0 ? carry : nullptr, kGradCopies);
       done(l);' 'done(l);
-      layer_norm_backward(dln.data(), s.x, P + ob.ln1_w, s.mean1, s.rstd1, dx.data(), G + ob.ln1_w, G + ob.ln1_b, true,
+      layer_norm_backward(dln1, s.x, P + ob.ln1_w, s.mean1, s.rstd1, dx.data(), G + ob.ln1_w, G + ob.ln1_b, true,
                           stream, l > 0 ? next : nullptr, l > 0 ? carry : nullptr, kGradCopies);'
 plant gpt2_grads_ln_bias ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_kernels \
   'an[k].e[i] += r.e[i];' 'an[k].e[i] += 1.01f * r.e[i];'
@@ -425,6 +427,11 @@ plant kernels_ln_row_ahead ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_ker
   'if (kAhead) cur = next;' 'if (kAhead) cur.dy[0] = next.dy[0], cur.x[0] = next.x[0];'
 plant kernels_ln_again_shift ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_kernels \
   'y.e[i] = (xv.e[i] - mu) * rs * wv.e[i] + bv.e[i];' 'y.e[i] = (xv.e[i] - mu) * rs * wv.e[i] + 1.01f * bv.e[i];'
+# The LayerNorm backward reading dy in bf16 (step 20's products write it so), every fourth column
+# 1% high, the fp32 path untouched. Against the kernels' own test (RowKernels.LayerNormBackwardBf16Dy).
+plant kernels_ln_dy_bf16_1pct ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_kernels \
+  'in.dy[k] = loadv<V>(dy + off + j), in.x[k] = loadv<V>(x + off + j);' \
+  'in.dy[k] = loadv<V>(dy + off + j), in.x[k] = loadv<V>(x + off + j); if constexpr (sizeof(Dy) == 2) in.dy[k].e[0] *= 1.01f;'
 # GELU's output made by GELU's backward (gelu_backward_act_kernel, step 13), every fourth column 1%
 # high: the dW of the MLP's second product reads it. Against the kernels' own test.
 plant kernels_gelu_act ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_kernels \
@@ -437,7 +444,7 @@ plant kernels_gelu_in_flight ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_k
 # The kept LayerNorm outputs (step 15): the MLP's first product's backward (its dW, and dX through
 # its W) reading the block's first LayerNorm's output, ln1, where it reads ln2. Against its check.
 plant gpt2_keep_ln_swapped ch04_compile_vs_fused/gpt2/fused/step.cuh optimized_gpt2_step_fused_bf16_keep_ln \
-  'products.linear_backward(blas, mlp_dy, ln_at(s.ln2),' 'products.linear_backward(blas, mlp_dy, ln_at(s.ln1),'
+  'ln_grad_backward(mlp_dy, ln_at(s.ln2),' 'ln_grad_backward(mlp_dy, ln_at(s.ln1),'
 plant gpt2_keep_ln_short ch04_compile_vs_fused/gpt2/fused/saved.cuh optimized_gpt2_step_fused_bf16_keep_ln \
   'ln2 = m.take<P>(n);' 'ln2 = m.take<P>(n / 2);'
 # Step 16's loss kernel in flight (cross_entropy_vecs_kernel), the loss's gradient 1% high for every

@@ -37,16 +37,19 @@ ModelOptions ModelOptions::for_precision(const std::string& precision) {
   if (products == "3xtf32") {
     o.product_error = 12, o.sum_error = 1, o.head_in_fp32 = true;
   } else if (products == "bf16" || products == "bf16-epilogue-bias" || products == "bf16-epilogue-bias-dact" ||
-             products == "bf16-epilogue-bias-dact-logits") {
+             products == "bf16-epilogue-bias-dact-logits" || products == "bf16-epilogue-bias-dact-logits-dln") {
+    // Each name is the one before it and one rounding more.
     o.operand_error = kBf16Operand, o.sum_error = 1, o.hidden_in_bf16 = true;
     o.epilogue_bias_in_bf16 = products != "bf16";
     o.mlp_grad_in_bf16 = products.starts_with("bf16-epilogue-bias-dact");
-    o.logits_in_bf16 = products == "bf16-epilogue-bias-dact-logits";
+    o.logits_in_bf16 = products.starts_with("bf16-epilogue-bias-dact-logits");
+    o.ln_grad_in_bf16 = products == "bf16-epilogue-bias-dact-logits-dln";
   } else if (products != "fp32") {
     throw std::invalid_argument("gpt2: no rounding model for the precision '" + precision +
                                 "' (the reference knows fp32, 3xtf32, bf16, bf16-epilogue-bias, "
-                                "bf16-epilogue-bias-dact and bf16-epilogue-bias-dact-logits, each optionally "
-                                "with +3xtf32-attention or +bf16-attention)");
+                                "bf16-epilogue-bias-dact, bf16-epilogue-bias-dact-logits and "
+                                "bf16-epilogue-bias-dact-logits-dln, each optionally with +3xtf32-attention or "
+                                "+bf16-attention)");
   }
   return o;
 }

@@ -165,6 +165,13 @@ struct ModelOptions {
   // (optimized_gpt2_step_fused_bf16_logits): each logit off by up to 2^-8 of itself. The double
   // reference ignores it, the Monte Carlo runs perturb them, the fp32 stand-in rounds them.
   bool logits_in_bf16 = false;
+  // The LayerNorms' output gradients (the input gradients of the products that read a LayerNorm's
+  // output: the head's, the MLP's first, the QKV product's; dY W) rounded to bf16 before the
+  // LayerNorm backward reads them, as autocast's backward writes a product's input gradient in
+  // bf16 and LayerNorm's backward takes it from there in fp32 (optimized_gpt2_step_fused_bf16_ln_grads):
+  // each element off by up to 2^-8 of itself. The double reference ignores it, the Monte Carlo
+  // runs perturb them, the fp32 stand-in rounds them.
+  bool ln_grad_in_bf16 = false;
   // The attention's products (Q K^T, P V and the backward's five) beyond fp32's own rounding, as
   // operand_error, product_error and sum_error are for the linear layers'.
   double attention_operand_error = 0, attention_product_error = 0, attention_sum_error = 0;
@@ -200,7 +207,9 @@ struct ModelOptions {
   // for their fp32 accumulation, and the MLP's pre-activation kept in bf16 (hidden_in_bf16);
   // "bf16-epilogue-bias", that and the QKV and MLP-first biases in bf16 (epilogue_bias_in_bf16);
   // "bf16-epilogue-bias-dact", that and GELU's output gradient in bf16 (mlp_grad_in_bf16);
-  // "bf16-epilogue-bias-dact-logits", that and the logits in bf16 (logits_in_bf16). Any of
+  // "bf16-epilogue-bias-dact-logits", that and the logits in bf16 (logits_in_bf16);
+  // "bf16-epilogue-bias-dact-logits-dln", that and the LayerNorms' output gradients in bf16
+  // (ln_grad_in_bf16). Any of
   // them may end in "+3xtf32-attention": the attention's products in 3xTF32 too, with the same 12u
   // and 1u (its tensor-core sums are at most a tile, 8 steps, before fp32 adds them); or in
   // "+bf16-attention": every operand of the attention's products (Q, K, V, P, dO, dS) rounded to

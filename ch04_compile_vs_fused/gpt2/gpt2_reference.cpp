@@ -186,6 +186,7 @@ class Model {
       linear_backward<T>(dlogits.data(), lnf_.data(), &P_[off_.head], BT_, V_, d_, dlnf.data(), &G[off_.head],
                          nullptr);
     }
+    keep_ln_grad(dlnf);
     layernorm_backward<T>(dlnf.data(), &P_[off_.lnf_w], nf_, BT_, d_, dx.data(), &G[off_.lnf_w], &G[off_.lnf_b]);
     for (int l = c_.layers - 1; l >= 0; --l) dx = block_backward(l, std::move(dx), G);
     // The embeddings: each row of wte gathers the positions that hold its token, each row of wpe
@@ -206,6 +207,13 @@ class Model {
 
  private:
   T p(std::size_t i) const { return P_[i]; }
+
+  // A LayerNorm's output gradient, as the product before its backward wrote it: kept in bf16 where
+  // the model says (ModelOptions::ln_grad_in_bf16).
+  void keep_ln_grad(std::vector<T>& g) const {
+    if (o_.ln_grad_in_bf16)
+      for (T& x : g) keep_in_bf16(x);
+  }
 
   // The n biases from P_[at], or (ModelOptions::epilogue_bias_in_bf16) their copy kept in bf16.
   const T* epilogue_bias(std::size_t at, std::size_t n, std::vector<T>& copy) const {
@@ -288,6 +296,7 @@ class Model {
       for (T& g : dact) keep_in_bf16(g);
     for (std::size_t i = 0; i < dact.size(); ++i) dact[i] = dact[i] * gelu_grad(b.fc[i], o_.gelu);
     linear_backward<T>(dact.data(), b.ln2.data(), &P_[o.fc_w], BT_, 4 * d_, d_, dln2.data(), &G[o.fc_w], &G[o.fc_b]);
+    keep_ln_grad(dln2);
     layernorm_backward<T>(dln2.data(), &P_[o.ln2_w], b.n2, BT_, d_, dx.data(), &G[o.ln2_w], &G[o.ln2_b]);
     for (std::size_t i = 0; i < dx.size(); ++i) dout[i] = dout[i] + dx[i];  // d x_mid
     // Attention: x_mid = x_in + proj(attention(qkv(ln1(x_in)))).
@@ -297,6 +306,7 @@ class Model {
     attention_backward(b, datt, dqkv);
     linear_backward<T>(dqkv.data(), b.ln1.data(), &P_[o.qkv_w], BT_, 3 * d_, d_, dln1.data(), &G[o.qkv_w],
                        &G[o.qkv_b]);
+    keep_ln_grad(dln1);
     layernorm_backward<T>(dln1.data(), &P_[o.ln1_w], b.n1, BT_, d_, dx.data(), &G[o.ln1_w], &G[o.ln1_b]);
     for (std::size_t i = 0; i < dx.size(); ++i) dout[i] = dout[i] + dx[i];  // d x_in
     return dout;

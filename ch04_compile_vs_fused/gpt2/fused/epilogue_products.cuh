@@ -8,8 +8,8 @@
 // (Bf16GeluInFlight), optimized_gpt2_step_fused_bf16_keep_ln.cu's kKeepLayerNorm (Bf16KeepLn) and
 // optimized_gpt2_step_fused_bf16_loss_in_flight.cu's kLossInFlight (Bf16LossInFlight) and
 // optimized_gpt2_step_fused_bf16_round_ahead.cu's kRoundAhead (Bf16RoundAhead), which the steps
-// after them build on, and optimized_gpt2_step_fused_bf16_adamw_rounds.cu's kAdamWRounds
-// (Bf16AdamWRounds).
+// after them build on, optimized_gpt2_step_fused_bf16_adamw_rounds.cu's kAdamWRounds
+// (Bf16AdamWRounds) and optimized_gpt2_step_fused_bf16_ln_grads.cu's kLnGradBf16 (Bf16LnGrads).
 #pragma once
 
 #include <cublasLt.h>
@@ -255,5 +255,17 @@ struct Bf16AdamWRounds : Bf16RoundAhead {
 
 static_assert(policy::Products<Bf16AdamWRounds> && policy::NamesAdamWRounds<Bf16AdamWRounds> &&
               policy::NamesRoundAhead<Bf16AdamWRounds>);
+
+// optimized_gpt2_step_fused_bf16_ln_grads.cu's products: Bf16AdamWRounds's, with the products before
+// the LayerNorms' backward writing their input gradients in bf16 (policy::NamesLnGradBf16), which
+// its precision names.
+struct Bf16LnGrads : Bf16AdamWRounds {
+  static constexpr const char* kPrecision = "bf16-epilogue-bias-dact-logits-dln";
+  static constexpr bool kLnGradBf16 = true;
+  Bf16LnGrads(const gpt2::Config& c, gpt2::Phase phase) : Bf16AdamWRounds(c, phase) {}
+};
+
+static_assert(policy::Products<Bf16LnGrads> && policy::NamesLnGradBf16<Bf16LnGrads> &&
+              policy::SplitBackwardProducts<Bf16LnGrads> && policy::NamesAdamWRounds<Bf16LnGrads>);
 
 }  // namespace

@@ -215,7 +215,8 @@ void layer_norm_again(const float* x, const float* mean, const float* rstd, cons
 }
 
 // The LayerNorm backward: dres += dx (or = dx when !accumulate), dx = rstd (g - mean(g) - xhat
-// mean(g xhat)) with g = dy w; and dw += sum dy xhat, db += sum dy over the block's rows, kept in
+// mean(g xhat)) with g = dy w, dy read in Dy (fp32, or bf16 where the product before the
+// LayerNorm wrote its input gradient so: optimized_gpt2_step_fused_bf16_ln_grads.cu); and dw += sum dy xhat, db += sum dy over the block's rows, kept in
 // registers across its rows and added atomically once (dw, db zeroed before). The new dres is the
 // residual stream's gradient, which the product before the LayerNorm takes as its dY: when next_dy
 // is given, it is also written there in Grad (the products' type for dY), and when next_db is given
@@ -234,9 +235,9 @@ void layer_norm_again(const float* x, const float* mean, const float* rstd, cons
 // to 23.7, its achieved occupancy 40-41% against 44-45%; the step 7.85 to 7.88 ms against 7.77 to
 // 7.84, alternated three times (12.4 both at medium). With the residual LayerNorm's forward also in
 // 16-byte accesses on 6 warps, the step was level with this one (7.79 to 7.84 ms; 12.3 to 12.4).
-template <int Items, int V, class Grad = float>
+template <int Items, int V, class Grad = float, class Dy = float>
 __global__ void __launch_bounds__(kThreads)
-    layer_norm_backward_kernel(const float* __restrict__ dy, const float* __restrict__ x, const float* __restrict__ w,
+    layer_norm_backward_kernel(const Dy* __restrict__ dy, const float* __restrict__ x, const float* __restrict__ w,
                                const float* __restrict__ mean, const float* __restrict__ rstd, float* dres, float* dw,
                                float* db, std::size_t rows, int d, bool accumulate, Grad* __restrict__ next_dy = nullptr,
                                float* next_db = nullptr) {

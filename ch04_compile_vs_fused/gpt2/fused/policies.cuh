@@ -70,6 +70,11 @@
 //        writes the updated parameters' bf16 copies that the next step reads, for every stage whose
 //        copy lies where the step writes nothing else; the others are rounded ahead
 //        (optimized_gpt2_step_fused_bf16_adamw_rounds.cu; the same values).
+//   optionally static constexpr bool kLnGradBf16 = true, with linear_dx_bf16() and linear_dw(): the
+//        products whose input is a LayerNorm's output (the head's, the MLP's first, the QKV
+//        product's) write their input gradient in bf16, as those two products, and the LayerNorm
+//        backward reads it so, where linear_backward() wrote it in fp32
+//        (optimized_gpt2_step_fused_bf16_ln_grads.cu; its precision says the rounding).
 // Everything it launches goes on the stream it is given (cuBLAS: the handle's stream), so that the
 // step is captured as one CUDA graph.
 //
@@ -201,6 +206,10 @@ concept NamesRoundAhead = requires { requires P::kRoundAhead; };
 // A Products class that names kAdamWRounds (true) has AdamW write the next step's weights' copies.
 template <class P>
 concept NamesAdamWRounds = requires { requires P::kAdamWRounds; };
+// A Products class that names kLnGradBf16 (true), with linear_dx_bf16() and linear_dw(), has the
+// products before the LayerNorms' backward write their input gradients in bf16.
+template <class P>
+concept NamesLnGradBf16 = requires { requires P::kLnGradBf16; };
 template <class P>
 concept NamesHeadBackward = requires { &P::head_backward; };
 // A Products class with a library that needs a workspace of its own (cuBLASLt) names use_workspace(),

@@ -95,6 +95,14 @@ struct FusedStep {
   static constexpr bool kAdamWRounds = policy::NamesAdamWRounds<Products>;
   static_assert(!kAdamWRounds || (kRoundAhead && std::is_same_v<Op, __nv_bfloat16>),
                 "kAdamWRounds writes bf16 copies, and rounds the other stages ahead (kRoundAhead)");
+  // kLnGradBf16: the products before the LayerNorms' backward (the head's, the MLP's first, the QKV
+  // product's) write their input gradient, the LayerNorm's dy, in bf16, as linear_dx_bf16() and
+  // linear_dw() one at a time, and the LayerNorm backward reads it so (ln_grad_backward()), where
+  // they wrote it in fp32.
+  static constexpr bool kLnGradBf16 = policy::NamesLnGradBf16<Products>;
+  static_assert(!kLnGradBf16 || (kGeluOnce && !policy::NamesHeadBackward<Products>),
+                "kLnGradBf16 runs the products' backward as linear_dx_bf16() and linear_dw(), the head's too");
+  using LnGrad = std::conditional_t<kLnGradBf16, Grad, float>;  // a LayerNorm's dy, as its product writes it
   // kQkvRows: the attention reads Q, K and V from the QKV product's rows where its qkv_rows() says
   // (policy::ReadsQkvRows): the product writes them, bias added, where the saved Q, K and V lie, and
   // no pass lays them out by head (reads_qkv_rows()).
@@ -329,6 +337,25 @@ struct FusedStep {
       products.linear_backward(blas, dY, X, W, dX, dW, nullptr, rows, c.vocab, d, stream);
   }
 
+  // The backward of a product whose input is a LayerNorm's output (n columns of dY, k of X): dW into
+  // dw, and dX, that LayerNorm's dy, into dln, returned in the type it was written in (LnGrad): in
+  // bf16 with kLnGradBf16 (dln's memory holds it), the two products one at a time; else in fp32 by
+  // linear_backward (db: as it takes it), or head_backward for the head (db null).
+  const LnGrad* ln_grad_backward(const Grad* dY, const Op* X, const Op* W, float* dw, float* db, int n, int k,
+                                 bool head_product, cudaStream_t stream) {
+    if constexpr (kLnGradBf16) {
+      if (db) throw lab::Error("ln_grad_backward: the bias gradient is summed where dY is made");
+      LnGrad* const dx_bf = reinterpret_cast<LnGrad*>(dln.data());
+      products.linear_dx_bf16(blas, dY, W, dx_bf, rows, n, k, stream);
+      products.linear_dw(blas, dY, X, dw, rows, n, k, stream);
+      return dx_bf;
+    } else {
+      if (head_product) head_backward(dY, X, W, dln.data(), dw, stream);
+      else products.linear_backward(blas, dY, X, W, dln.data(), dw, db, rows, n, k, stream);
+      return dln.data();
+    }
+  }
+
   // Where the loss writes the logits' gradient: over the logits (fp32, or bf16 with bf16 dY), or in gy.
   Grad* logits_grad() {
     if constexpr (kLogitsBf16 || !kGradCopies) return head.logits;
@@ -356,7 +383,8 @@ struct FusedStep {
   // next_dy, next_db: the residual stream's gradient in Grad and its column sums, for the product
   // before the LayerNorm (kGradCopies; null: not written). zeroed: dw, db and next_db are zero
   // already (small_grads_kernel), else they are zeroed here.
-  void layer_norm_backward(const float* dy, const float* x, const float* w, const float* mean, const float* rstd,
+  template <class Dy>
+  void layer_norm_backward(const Dy* dy, const float* x, const float* w, const float* mean, const float* rstd,
                            float* dres, float* dw, float* db, bool accumulate, cudaStream_t stream,
                            Grad* next_dy = nullptr, float* next_db = nullptr, bool zeroed = false) {
     if (!zeroed) {
@@ -366,7 +394,7 @@ struct FusedStep {
     }
     const unsigned grid = static_cast<unsigned>(std::min(rows, 512));  // 8 or more rows a block at scale
     with_vec_items(d, [&](auto items, auto v) {
-      layer_norm_backward_kernel<decltype(items)::value, decltype(v)::value, Grad><<<grid, kThreads, 0, stream>>>(
+      layer_norm_backward_kernel<decltype(items)::value, decltype(v)::value, Grad, Dy><<<grid, kThreads, 0, stream>>>(
           dy, x, w, mean, rstd, dres, dw, db, rows, d, accumulate, next_dy, next_db);
     });
     LAB_CHECK(cudaGetLastError());
@@ -623,10 +651,11 @@ struct FusedStep {
     // else in gy).
     if constexpr (!kKeepLn)
       layer_norm_again(head.out, head.meanf, head.rstdf, P + off.lnf_w, P + off.lnf_b, stream);
-    head_backward(logits_grad(), ln_at(head.ln), weight(P, off.head, head.w, gpt2::stage_begin(c, c.layers)),
-                  dln.data(), G + off.head, stream);
-    layer_norm_backward(dln.data(), head.out, P + off.lnf_w, head.meanf, head.rstdf, dx.data(), G + off.lnf_w,
-                        G + off.lnf_b, false, stream, next, carry);
+    const LnGrad* dlnf =
+        ln_grad_backward(logits_grad(), ln_at(head.ln), weight(P, off.head, head.w, gpt2::stage_begin(c, c.layers)),
+                         G + off.head, nullptr, c.vocab, d, true, stream);
+    layer_norm_backward(dlnf, head.out, P + off.lnf_w, head.meanf, head.rstdf, dx.data(), G + off.lnf_w, G + off.lnf_b,
+                        false, stream, next, carry);
     done(c.layers);
     for (int l = c.layers - 1; l >= 0; --l) {
       const gpt2::BlockOffsets& ob = off.blocks[l];
@@ -677,10 +706,10 @@ struct FusedStep {
       }
       LAB_CHECK(cudaGetLastError());
       if constexpr (!kKeepLn) layer_norm_again(s.mid, s.mean2, s.rstd2, P + ob.ln2_w, P + ob.ln2_b, stream);
-      products.linear_backward(blas, mlp_dy, ln_at(s.ln2), W(ob.fc_w), dln.data(), G + ob.fc_w, db_of(G + ob.fc_b),
-                               rows, 4 * d, d, stream);
-      layer_norm_backward(dln.data(), s.mid, P + ob.ln2_w, s.mean2, s.rstd2, dx.data(), G + ob.ln2_w, G + ob.ln2_b,
-                          true, stream, next, kGradCopies ? G + ob.proj_b : nullptr, kGradCopies);
+      const LnGrad* dln2 =
+          ln_grad_backward(mlp_dy, ln_at(s.ln2), W(ob.fc_w), G + ob.fc_w, db_of(G + ob.fc_b), 4 * d, d, false, stream);
+      layer_norm_backward(dln2, s.mid, P + ob.ln2_w, s.mean2, s.rstd2, dx.data(), G + ob.ln2_w, G + ob.ln2_b, true,
+                          stream, next, kGradCopies ? G + ob.proj_b : nullptr, kGradCopies);
       // The attention: dO by head with delta, the flash backward, dQ dK dV back into rows.
       products.linear_backward(blas, dy_of(dx.data()), s.att, W(ob.proj_w), dln.data(), G + ob.proj_w,
                                db_of(G + ob.proj_b), rows, d, d, stream);
@@ -716,10 +745,10 @@ struct FusedStep {
       }
       LAB_CHECK(cudaGetLastError());
       if constexpr (!kKeepLn) layer_norm_again(s.x, s.mean1, s.rstd1, P + ob.ln1_w, P + ob.ln1_b, stream);
-      products.linear_backward(blas, dy_of(dqkv), ln_at(s.ln1), W(ob.qkv_w), dln.data(), G + ob.qkv_w,
-                               db_of(G + ob.qkv_b), rows, 3 * d, d, stream);
+      const LnGrad* dln1 = ln_grad_backward(dy_of(dqkv), ln_at(s.ln1), W(ob.qkv_w), G + ob.qkv_w,
+                                            db_of(G + ob.qkv_b), 3 * d, d, false, stream);
       // The residual stream's gradient is the embeddings' (block 0) or the block below's dY.
-      layer_norm_backward(dln.data(), s.x, P + ob.ln1_w, s.mean1, s.rstd1, dx.data(), G + ob.ln1_w, G + ob.ln1_b, true,
+      layer_norm_backward(dln1, s.x, P + ob.ln1_w, s.mean1, s.rstd1, dx.data(), G + ob.ln1_w, G + ob.ln1_b, true,
                           stream, l > 0 ? next : nullptr, l > 0 ? carry : nullptr, kGradCopies);
       done(l);
     }

@@ -402,7 +402,8 @@ void expect_step_rounding(bool gpt2::ModelOptions::*flag, const std::string& ste
   EXPECT_EQ(declared.operand_error, 65536);
   const auto previous = gpt2::ModelOptions::for_precision(before);
   for (bool gpt2::ModelOptions::*earlier : {&gpt2::ModelOptions::epilogue_bias_in_bf16,
-                                            &gpt2::ModelOptions::mlp_grad_in_bf16})
+                                            &gpt2::ModelOptions::mlp_grad_in_bf16,
+                                            &gpt2::ModelOptions::logits_in_bf16})
     if (previous.*earlier) {
       EXPECT_TRUE(declared.*earlier) << what << ": an earlier step's rounding dropped";
     }
@@ -468,6 +469,16 @@ TEST(Gpt2Reference, LogitsInBf16IsModelledBothWays) {
   EXPECT_THROW(gpt2::ModelOptions::for_precision("bf16-logits"), std::invalid_argument);
   expect_step_rounding(&gpt2::ModelOptions::logits_in_bf16, "bf16-epilogue-bias-dact-logits",
                        "bf16-epilogue-bias-dact", "the logits in bf16");
+}
+
+// The LayerNorms' output gradients kept in bf16 (ModelOptions::ln_grad_in_bf16, the precision
+// "bf16-epilogue-bias-dact-logits-dln" of the step whose products before the LayerNorms' backward
+// write their input gradients so).
+TEST(Gpt2Reference, LnGradInBf16IsModelledBothWays) {
+  EXPECT_THROW(gpt2::ModelOptions::for_precision("bf16-dln"), std::invalid_argument);
+  EXPECT_THROW(gpt2::ModelOptions::for_precision("bf16-epilogue-bias-dact-dln"), std::invalid_argument);
+  expect_step_rounding(&gpt2::ModelOptions::ln_grad_in_bf16, "bf16-epilogue-bias-dact-logits-dln",
+                       "bf16-epilogue-bias-dact-logits", "the LayerNorms' output gradients in bf16");
 }
 
 // "+3xtf32-attention" (the step whose attention runs on the tensor cores) adds the attention's

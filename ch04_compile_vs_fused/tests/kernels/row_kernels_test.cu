@@ -41,8 +41,9 @@ namespace {
 
 
 // ---------------------------------------------------------------------------------------------
-// layer_norm_backward_kernel<Items, V, bf16>, launched as FusedStep::layer_norm_backward does
-// (min(rows, 512) blocks; here also one block, so that one block walks every row):
+// layer_norm_backward_kernel<Items, V, bf16, Dy>, launched as FusedStep::layer_norm_backward does
+// (min(rows, 512) blocks; here also one block, so that one block walks every row), dy in fp32 or
+// (dy_in_bf16: as the products of step 20 write it) in bf16, then drawn as bf16 values:
 //   xh = (x - mean) rstd, g = dy w, dx = rstd (g - mean(g) - xh mean(g xh)),
 //   dres = dres_in + dx (accumulate), next_dy = dres in bf16, and the column sums
 //   dw += sum dy xh, db += sum dy, next_db += sum dres (fp32 values).
@@ -58,12 +59,14 @@ struct LnCase {
   unsigned grid;  // 0: as the step launches it
 };
 
-void run_layer_norm_backward(const LnCase& cs, std::uint64_t seed, bool positive) {
+void run_layer_norm_backward(const LnCase& cs, std::uint64_t seed, bool positive, bool dy_in_bf16 = false) {
   lab::Rng rng(seed);
   const std::size_t rows = cs.rows, n = rows * std::size_t(cs.d);
   const int d = cs.d;
   std::vector<float> x = uniform(rng, n, -1.f, 1.f), w = uniform(rng, d, 0.5f, 1.5f);
   std::vector<float> dy = positive ? uniform(rng, n, 0.2f, 1.f) : uniform(rng, n, -1.f, 1.f);
+  if (dy_in_bf16)
+    for (float& v : dy) v = round_bf16(v);
   std::vector<float> dres = positive ? uniform(rng, n, 2.f, 3.f) : uniform(rng, n, -1.f, 1.f);
   std::vector<float> mean(rows), rstd(rows);
   for (std::size_t r = 0; r < rows; ++r) {  // the row's statistics, then fp32 values both sides read
@@ -74,18 +77,31 @@ void run_layer_norm_backward(const LnCase& cs, std::uint64_t seed, bool positive
     mean[r] = float(mu), rstd[r] = float(1 / std::sqrt(q / d + gpt2::kLayerNormEps));
   }
   auto dx_d = device(x), w_d = device(w), dy_d = device(dy), dres_d = device(dres), mean_d = device(mean),
-       rstd_d = device(rstd);
-  lab::DeviceBuffer<float> dw_d(d), db_d(d), ndb_d(d);
+       rstd_d = device(rstd), dres_fp32_dy = device(dres);
+  auto dy_bf = device(to_bf16(dy));
+  lab::DeviceBuffer<float> dw_d(d), db_d(d), ndb_d(d), scratch(3 * std::size_t(d));
   lab::DeviceBuffer<bf16> ndy_d(n);
   lab::poison(ndy_d);
   for (auto* b : {&dw_d, &db_d, &ndb_d}) LAB_CHECK(cudaMemset(b->data(), 0, d * sizeof(float)));
+  LAB_CHECK(cudaMemset(scratch.data(), 0, scratch.size() * sizeof(float)));
   const unsigned grid = cs.grid ? cs.grid : static_cast<unsigned>(std::min<std::size_t>(rows, 512));
-  with_vec_items(d, [&](auto items, auto v) {
-    layer_norm_backward_kernel<decltype(items)::value, decltype(v)::value, bf16><<<grid, kThreads>>>(
-        dy_d.data(), dx_d.data(), w_d.data(), mean_d.data(), rstd_d.data(), dres_d.data(), dw_d.data(), db_d.data(),
-        rows, d, true, ndy_d.data(), ndb_d.data());
-  });
-  LAB_CHECK(cudaGetLastError());
+  auto launch = [&](const auto* dyp, float* dres_p, float* dw, float* db, float* ndb) {
+    using Dy = std::remove_cvref_t<decltype(*dyp)>;
+    with_vec_items(d, [&](auto items, auto v) {
+      layer_norm_backward_kernel<decltype(items)::value, decltype(v)::value, bf16, Dy><<<grid, kThreads>>>(
+          dyp, dx_d.data(), w_d.data(), mean_d.data(), rstd_d.data(), dres_p, dw, db, rows, d, true,
+          ndb == ndb_d.data() ? ndy_d.data() : nullptr, ndb);
+    });
+    LAB_CHECK(cudaGetLastError());
+  };
+  if (dy_in_bf16) {
+    launch(dy_bf.data(), dres_d.data(), dw_d.data(), db_d.data(), ndb_d.data());
+    // The same values read in fp32: the rows' outputs bit for bit (the column sums' atomics add in
+    // another order).
+    launch(dy_d.data(), dres_fp32_dy.data(), scratch.data(), scratch.data() + d, scratch.data() + 2 * d);
+  } else {
+    launch(dy_d.data(), dres_d.data(), dw_d.data(), db_d.data(), ndb_d.data());
+  }
   LAB_CHECK(cudaDeviceSynchronize());
 
   std::vector<double> r_dres(n), e_dres(n), r_dw(d, 0), e_dw(d, 0), r_db(d, 0), e_db(d, 0), r_ndb(d, 0),
@@ -119,6 +135,11 @@ void run_layer_norm_backward(const LnCase& cs, std::uint64_t seed, bool positive
   }
   const std::vector<float> got_ndy = to_float(ndy_d.download()), got_dres = dres_d.download();
   EXPECT_PASSES(judge(got_dres, r_dres, e_dres, 0, "dres"));
+  if (dy_in_bf16) {
+    const std::vector<float> fp32_dy = dres_fp32_dy.download();
+    EXPECT_PASSES(lab::compare(got_dres, std::vector<double>(fp32_dy.begin(), fp32_dy.end()),
+                               lab::Tolerance::exact(), "dres with dy read in bf16, against dy's values in fp32"));
+  }
   // next_dy is dres rounded, exactly: the same fp32 value both ways.
   std::vector<double> rounded(n);
   for (std::size_t i = 0; i < n; ++i) rounded[i] = round_bf16(got_dres[i]);
@@ -129,17 +150,29 @@ void run_layer_norm_backward(const LnCase& cs, std::uint64_t seed, bool positive
   EXPECT_PASSES(judge(ndb_d.download(), r_ndb, e_ndb, 0, "next_db"));
 }
 
-TEST(RowKernels, LayerNormBackwardBf16) {
-  LAB_REQUIRE_GPU();
+// Every case, with dy in fp32 or in bf16. d: four columns a thread (768, GPT-2 small; 2052, three
+// items), one (67); rows off the grid.
+void run_layer_norm_backward_cases(bool dy_in_bf16) {
   const std::uint64_t seed = lab::testing::run_seed();
-  // d: four columns a thread (768, GPT-2 small; 2052, three items), one (67); rows off the grid.
   for (const LnCase& cs : {LnCase{300, 768, 0}, LnCase{37, 2052, 0}, LnCase{700, 67, 0}, LnCase{129, 768, 1},
                             LnCase{2000, 1600, 0}})
     for (bool positive : {true, false}) {
       SCOPED_TRACE("rows " + std::to_string(cs.rows) + ", d " + std::to_string(cs.d) + ", grid " +
-                   std::to_string(cs.grid) + (positive ? ", positive terms" : ", signed terms"));
-      run_layer_norm_backward(cs, seed, positive);
+                   std::to_string(cs.grid) + (positive ? ", positive terms" : ", signed terms") +
+                   (dy_in_bf16 ? ", dy in bf16" : ""));
+      run_layer_norm_backward(cs, seed, positive, dy_in_bf16);
     }
+}
+
+TEST(RowKernels, LayerNormBackwardBf16) {
+  LAB_REQUIRE_GPU();
+  run_layer_norm_backward_cases(false);
+}
+
+// The same with dy in bf16, as step 20's products write it (optimized_gpt2_step_fused_bf16_ln_grads).
+TEST(RowKernels, LayerNormBackwardBf16Dy) {
+  LAB_REQUIRE_GPU();
+  run_layer_norm_backward_cases(true);
 }
 
 // ---------------------------------------------------------------------------------------------
