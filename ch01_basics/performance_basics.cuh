@@ -10,14 +10,9 @@
 #include <vector>
 
 #include "lab/lab.hpp"
+#include "mlp_reference.hpp"
 
 namespace mlp {
-constexpr int kIn = 128, kHidden = 256, kClasses = 10;
-constexpr float kLearningRate = 0.05f;
-// Parameters live in one buffer, [W1 (In x Hidden) | b1 | W2 (Hidden x Classes) | b2], row-major,
-// so one SGD kernel updates them all; gradients share the layout.
-constexpr std::size_t kW1 = 0, kB1 = kW1 + std::size_t(kIn) * kHidden, kW2 = kB1 + kHidden,
-                      kB2 = kW2 + std::size_t(kHidden) * kClasses, kParams = kB2 + kClasses;
 // FLOPs of one sample's forward (2 per multiply-add) and backward (twice the forward) GEMMs.
 constexpr double kGemmFlopsPerSample = 6.0 * (double(kIn) * kHidden + double(kHidden) * kClasses);
 

@@ -71,7 +71,7 @@
 # and dK's likewise in the backward's, against the kernels' own test (tests/kernels/
 # attention_rows_test.cu: the rows are O, dK and dV by head rounded, bit for bit); and step 20's
 # LayerNorm backward reading its dy in bf16 with every fourth column 1% high, against the kernels'
-# own test.
+# own test; and in chapter 1's MLP training, one hidden bias's gradient 1% high at every step.
 # Exit status 0 when every bug was caught (with --scales: at the first scale listed; with
 # --check-patterns: when every text was found once); 2 for a bad argument.
 set -u
@@ -244,6 +244,10 @@ open(p, "w").write(s.replace(os.environ["FROM"], os.environ["TO"]))' "$path"
 
 plant edge_column ch01_basics/optimized_coalescing.cu optimized_coalescing \
   'if (oc < rows && or0 + j < cols)' 'if (oc < rows - 1 && or0 + j < cols)'
+# The MLP's training (chapter 1's goodput loops): the gradient of one hidden bias (unit 7) 1% high at
+# every step, so that one weight of 35594 ends 1% of its training's movement off.
+plant mlp_b1_grad_1pct ch01_basics/mlp.cu optimized_performance_basics \
+  '  out[c] = s;' '  out[c] = cols == kHidden && c == 7 ? 1.01f * s : s;'
 plant variance_divisor ch03_kernels/optimized_layernorm.cu optimized_layernorm \
   'rsqrtf(rows::group_sum<kLanes>(sq, scratch) / dim + ln::kEps)' \
   'rsqrtf(rows::group_sum<kLanes>(sq, scratch) / (dim - 1) + ln::kEps)'

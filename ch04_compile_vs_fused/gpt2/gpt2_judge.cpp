@@ -18,18 +18,6 @@ namespace gpt2 {
 
 namespace {
 
-// P(|t| > k) for Student's t with nu degrees of freedom: its density integrated by Simpson's rule
-// over [k, k + 200 k] (the rest is below 1e-15 of the density's mass for nu >= 8).
-double t_two_sided_tail(double k, int nu) {
-  const double lc = std::lgamma((nu + 1) / 2.0) - std::lgamma(nu / 2.0) - 0.5 * std::log(nu * M_PI);
-  auto pdf = [&](double t) { return std::exp(lc - (nu + 1) / 2.0 * std::log1p(t * t / nu)); };
-  const int n = 200000;
-  const double hi = 201 * k, h = (hi - k) / n;
-  double s = pdf(k) + pdf(hi);
-  for (int i = 1; i < n; ++i) s += (i % 2 ? 4 : 2) * pdf(k + i * h);
-  return 2 * s * h / 3;
-}
-
 template <class F>
 void for_outputs(F&& f) {
   f("grads", &Outputs<double>::grads, &Expected::grads_l2, &Expected::stand_in_grads_l2, &Expected::freedom_grads_l2);
@@ -40,21 +28,6 @@ void for_outputs(F&& f) {
 }
 
 }  // namespace
-
-double element_factor(int runs, double p) {
-  double lo = 1, hi = 1e4;  // bisection on the tail, which falls monotonically
-  for (int i = 0; i < 60; ++i) {
-    const double mid = std::sqrt(lo * hi);
-    (t_two_sided_tail(mid, runs) > p ? lo : hi) = mid;
-  }
-  return hi;
-}
-
-double l2_dof(std::span<const double> sigma) {
-  double s2 = 0, s4 = 0;
-  for (const double s : sigma) s2 += s * s, s4 += s * s * s * s;
-  return s4 > 0 ? s2 * s2 / s4 : 0;
-}
 
 double element_k(int runs) {
   static const double k_default = element_factor(kMonteCarloRuns, kElementFalseAlarm);  // once
@@ -84,31 +57,20 @@ lab::Verdict judge(const Expected& e, const Config& c, float loss, std::span<con
                  double stand_in_l2 = -1, double freedom_l2 = 0) {
     std::vector<double> slack(sigma.size());
     for (std::size_t i = 0; i < sigma.size(); ++i) slack[i] = k * sigma[i] + (curvature.empty() ? 0 : curvature[i]);
-    lab::Verdict verdict = lab::compare(got, ref, per_element, what, {}, slack);
-    double sq = 0, ref_sq = 0;
-    for (std::size_t i = 0; i < got.size(); ++i)
-      sq += (double(got[i]) - ref[i]) * (double(got[i]) - ref[i]), ref_sq += ref[i] * ref[i];
-    const bool steady = l2_dof(sigma) >= kL2MinDof;
-    if (steady) {
-      const double bound = kL2Factor * l2_allowed, ratio = bound > 0 ? std::sqrt(sq) / bound : (sq > 0 ? INFINITY : 0);
-      if (ratio > worst_l2) worst_l2 = ratio, worst_l2_tensor = what;
-      if (verdict.pass && !(ratio <= 1)) {  // the note's figure and the test are one number
-        verdict.pass = false;
-        std::ostringstream why;
-        why << what << ": L2 error " << std::sqrt(sq) << " above " << kL2Factor << " x " << l2_allowed
-            << " (the largest of " << e.runs << " Monte Carlo runs; " << std::lround(l2_dof(sigma))
-            << " degrees of freedom)";
-        verdict.reason = why.str();
-      }
-    }
+    auto [verdict, l2_ratio, l2_error] =
+        lab::mc::judge_output(what, got, ref, sigma, slack, l2_allowed, e.runs, kL2Factor, kL2MinDof, per_element);
+    const bool steady = l2_ratio >= 0;
+    if (steady && l2_ratio > worst_l2) worst_l2 = l2_ratio, worst_l2_tensor = what;
     if (stand_in_l2 >= 0 && steady) {
+      double ref_sq = 0;
+      for (std::size_t i = 0; i < got.size(); ++i) ref_sq += ref[i] * ref[i];
       const double bound = kSamePrecisionFactor * (stand_in_l2 + freedom_l2) + kSamePrecisionFloor * std::sqrt(ref_sq);
-      const double ratio = bound > 0 ? std::sqrt(sq) / bound : (sq > 0 ? INFINITY : 0);
+      const double ratio = bound > 0 ? l2_error / bound : (l2_error > 0 ? INFINITY : 0);
       if (ratio > worst_ratio) worst_ratio = ratio, worst_tensor = what;
       if (enforce && verdict.pass && !(ratio <= 1)) {
         verdict.pass = false;
         std::ostringstream why;
-        why << what << ": L2 error " << std::sqrt(sq) << " above " << kSamePrecisionFactor << " x (" << stand_in_l2
+        why << what << ": L2 error " << l2_error << " above " << kSamePrecisionFactor << " x (" << stand_in_l2
             << " (the same-precision stand-in's) + " << freedom_l2 << " (fp32's freedom around it)) + "
             << kSamePrecisionFloor << " x the reference's norm";
         verdict.reason = why.str();

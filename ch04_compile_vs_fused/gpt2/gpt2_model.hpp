@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "lab/monte_carlo.hpp"
 #include "lab/verify.hpp"
 
 namespace gpt2 {
@@ -327,7 +328,7 @@ Expected expected(const Config& c, Phase phase, std::span<const float> params, s
 inline constexpr double kElementFalseAlarm = 1e-12;
 inline constexpr double kL2Factor = 4;
 inline constexpr double kL2MinDof = 32;
-double l2_dof(std::span<const double> sigma);
+using lab::mc::l2_dof;
 // The same-precision test (Expected::same_precision): each tensor with kL2MinDof degrees of freedom
 // passes when its L2 error is at most kSamePrecisionFactor times the stand-in's plus fp32's freedom
 // around it (Expected::freedom_*: a same-precision kernel's error is at most the stand-in's plus its
@@ -350,7 +351,7 @@ lab::Verdict judge(const Expected& e, const Config& c, float loss, std::span<con
                    std::span<const float> params, std::span<const float> m, std::span<const float> v,
                    SamePrecision same_precision = SamePrecision::enforce);
 // k above: Student's t quantile for a two-sided tail p with `runs` degrees of freedom.
-double element_factor(int runs, double p);
+using lab::mc::element_factor;
 // element_factor(runs, kElementFalseAlarm), the element test's k (computed once for kMonteCarloRuns).
 double element_k(int runs);
 

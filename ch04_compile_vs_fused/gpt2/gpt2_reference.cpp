@@ -424,14 +424,8 @@ template Outputs<double> reference<double>(const Config&, Phase, std::span<const
 template Outputs<float> reference<float>(const Config&, Phase, std::span<const float>, std::span<const std::int32_t>,
                                          std::span<const std::int32_t>, const OptimizerState&, const AdamW&,
                                          const ModelOptions&);
-// Each run's stream starts at a random point of splitmix64's cycle. Starts r increments apart
-// (seed C + r gamma, until 2026-11-23) made run r run 0's stream shifted by r draws: every run drew
-// its noise from one window of the stream, and where an element's error comes from a few
-// operations and that window's draws were small, 8 runs agreed to 1/17 of their true spread (a 35
-// sigma false alarm on a wte gradient, inputs from seed 18107492607501).
-std::uint64_t mc_stream_start(std::uint64_t seed, int run) {
-  return lab::rng_detail::bits(seed, std::uint64_t(run));
-}
+// A hash of seed and run (lab/monte_carlo.hpp says why not consecutive starts).
+std::uint64_t mc_stream_start(std::uint64_t seed, int run) { return lab::mc::stream_start(seed, run); }
 
 namespace {
 
@@ -450,45 +444,9 @@ double run_bytes(const Config& c) {
 }
 
 int reference_threads(const Config& c, int tasks, int asked) {
-  int threads = asked;
-  if (threads <= 0) {
-    threads = int(std::max(1u, std::thread::hardware_concurrency()));
-    if (const char* s = std::getenv("LAB_REFERENCE_THREADS"); s && *s) {
-      char* end = nullptr;
-      const long n = std::strtol(s, &end, 10);
-      if (*end != '\0' || n < 1 || n > 4096)
-        throw std::invalid_argument(std::string("LAB_REFERENCE_THREADS: '") + s +
-                                    "' is not a thread count (a whole number from 1 to 4096)");
-      threads = int(n);
-    }
-  }
+  const int threads = asked > 0 ? std::min(asked, tasks) : lab::mc::reference_threads(tasks);
   const int by_memory = int(std::max(1.0, std::floor(kConcurrentBytes / run_bytes(c))));
-  return std::max(1, std::min({threads, tasks, by_memory}));
-}
-
-// Runs task(i) for every i in [first, last) on `threads` threads, the caller's among them; each
-// thread takes the next index until none is left. A task's exception is rethrown, the first
-// index's, once every thread is done.
-template <class Task>
-void run_tasks(int first, int last, int threads, const Task& task) {
-  std::vector<std::exception_ptr> failed(std::size_t(last - first));
-  std::atomic<int> next{first};
-  auto work = [&] {
-    for (int i; (i = next.fetch_add(1)) < last;) {
-      try {
-        task(i);
-      } catch (...) {
-        failed[std::size_t(i - first)] = std::current_exception();
-      }
-    }
-  };
-  {
-    std::vector<std::jthread> helpers;
-    for (int t = 1; t < std::min(threads, last - first); ++t) helpers.emplace_back(work);
-    work();
-  }
-  for (const std::exception_ptr& e : failed)
-    if (e) std::rethrow_exception(e);
+  return std::max(1, std::min(threads, by_memory));
 }
 
 }  // namespace

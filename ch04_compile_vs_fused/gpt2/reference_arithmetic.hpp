@@ -14,65 +14,16 @@
 #include <cstdint>
 
 #include "gpt2/gpt2_model.hpp"
+#include "lab/monte_carlo.hpp"
 #include "lab/verify.hpp"
 
 namespace gpt2::arith {
 
-constexpr double u = lab::fp32::kUnitRoundoff;
+// The Monte Carlo arithmetic itself (Perturbed, noise, the scalar types' operations) is the lab's
+// (lab/monte_carlo.hpp); what follows is what the GPT-2 step's kernels add to it.
+using namespace lab::mc;
 
-// ---- Monte Carlo arithmetic --------------------------------------------------------------------
-
-// The perturbations' source: a splitmix64 stream, one per run (started by expected()).
-inline thread_local std::uint64_t mc_state = 0;
 inline thread_local bool mc_odd_run = false;
-inline double noise(double k) {
-  std::uint64_t z = (mc_state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  z ^= z >> 31;
-  const double unit = double(z >> 11) * 0x1p-53;  // [0, 1)
-  return 1 + k * u * (2 * unit - 1);
-}
-
-struct Perturbed {
-  double v = 0;
-  Perturbed() = default;
-  Perturbed(double x) : v(x) {}  // NOLINT: an exact input converts
-};
-inline Perturbed operator+(Perturbed a, Perturbed b) { return (a.v + b.v) * noise(1); }
-inline Perturbed operator-(Perturbed a, Perturbed b) { return (a.v - b.v) * noise(1); }
-inline Perturbed operator*(Perturbed a, Perturbed b) { return a.v * b.v * noise(1); }
-inline Perturbed operator/(Perturbed a, Perturbed b) { return a.v / b.v * noise(2); }
-
-// ---- The scalar types' operations, by overload ------------------------------------------------
-
-template <class T>
-T cst(double c);
-template <>
-inline double cst<double>(double c) { return c; }
-template <>
-inline float cst<float>(double c) { return static_cast<float>(c); }
-template <>
-inline Perturbed cst<Perturbed>(double c) { return c * noise(1); }
-
-inline double exp_(double x) { return std::exp(x); }
-inline float exp_(float x) { return std::exp(x); }
-inline Perturbed exp_(Perturbed x) { return std::exp(x.v * noise(2)) * noise(4); }  // the argument scaled by log2 e
-inline double log_(double x) { return std::log(x); }
-inline float log_(float x) { return std::log(x); }
-inline Perturbed log_(Perturbed x) { return std::log(x.v) * noise(4); }
-inline double sqrt_(double x) { return std::sqrt(x); }
-inline float sqrt_(float x) { return std::sqrt(x); }
-inline Perturbed sqrt_(Perturbed x) { return std::sqrt(x.v) * noise(4); }
-inline double erf_(double x) { return std::erf(x); }
-inline float erf_(float x) { return std::erf(x); }
-inline Perturbed erf_(Perturbed x) { return std::erf(x.v) * noise(4); }
-inline double tanh_(double x) { return std::tanh(x); }
-inline float tanh_(float x) { return std::tanh(x); }
-inline Perturbed tanh_(Perturbed x) { return std::tanh(x.v) * noise(4); }
-inline double max_(double a, double b) { return std::max(a, b); }
-inline float max_(float a, float b) { return std::max(a, b); }
-inline Perturbed max_(Perturbed a, Perturbed b) { return std::max(a.v, b.v); }
 
 // k more roundings of x, for what a kernel computes in more steps than the formula here.
 inline void widen(double&, double) {}
