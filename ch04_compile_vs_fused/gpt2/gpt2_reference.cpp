@@ -83,9 +83,10 @@ void layernorm_backward(const T* dy, const T* w, const LnCache<T>& cache, std::s
 // Y (M x N) = X (M x K) W^T + b, W as nn.Linear holds it (N x K); b may be null.
 template <class T>
 void linear(const T* X, const T* W, const T* b, std::size_t M, int N, int K, T* Y) {
+  const Operand<T> x(X, M * K, mc_operand_error), w(W, std::size_t(N) * K, mc_operand_error);
   for (std::size_t i = 0; i < M; ++i)
     for (int j = 0; j < N; ++j) {
-      const T s = product_dot_(X + i * K, 1, W + std::size_t(j) * K, 1, K);
+      const T s = product_dot_(x.data() + i * K, 1, w.data() + std::size_t(j) * K, 1, K);
       Y[i * N + j] = b ? s + b[j] : s;
     }
 }
@@ -93,10 +94,12 @@ void linear(const T* X, const T* W, const T* b, std::size_t M, int N, int K, T* 
 // dX = dY W (written), dW = dY^T X and db = column sums of dY (written; db may be null).
 template <class T>
 void linear_backward(const T* dY, const T* X, const T* W, std::size_t M, int N, int K, T* dX, T* dW, T* db) {
+  const Operand<T> dy(dY, M * N, mc_operand_error), x(X, M * K, mc_operand_error),
+      w(W, std::size_t(N) * K, mc_operand_error);
   for (std::size_t i = 0; i < M; ++i)
-    for (int k = 0; k < K; ++k) dX[i * K + k] = product_dot_(dY + i * N, 1, W + k, K, N);
+    for (int k = 0; k < K; ++k) dX[i * K + k] = product_dot_(dy.data() + i * N, 1, w.data() + k, K, N);
   for (int j = 0; j < N; ++j)
-    for (int k = 0; k < K; ++k) dW[std::size_t(j) * K + k] = product_dot_(dY + j, N, X + k, K, M);
+    for (int k = 0; k < K; ++k) dW[std::size_t(j) * K + k] = product_dot_(dy.data() + j, N, x.data() + k, K, M);
   if (db)
     for (int j = 0; j < N; ++j) db[j] = sum_(dY + j, N, M);
 }
@@ -262,9 +265,10 @@ class Model {
     b.probs.assign(std::size_t(B_) * h_ * T_ * T_, cst<T>(0));
     b.att.assign(BT_ * d_, cst<T>(0));
     std::vector<T> s(T_);
+    const Operand<T> qkv(b.qkv.data(), b.qkv.size(), mc_attention_operand_error);
     for (int bb = 0; bb < B_; ++bb)
       for (int hh = 0; hh < h_; ++hh) {
-        const T* base = b.qkv.data() + std::size_t(bb) * T_ * ld + std::size_t(hh) * hd_;
+        const T* base = qkv.data() + std::size_t(bb) * T_ * ld + std::size_t(hh) * hd_;
         T* P = b.probs.data() + (std::size_t(bb) * h_ + hh) * T_ * T_;
         for (int i = 0; i < T_; ++i) {
           for (int j = 0; j <= i; ++j) s[j] = attention_dot_(base + i * ld, 1, base + j * ld + d_, 1, hd_) * scale;
@@ -278,8 +282,8 @@ class Model {
             P[std::size_t(i) * T_ + j] = pij;
           }
           T* out = b.att.data() + (std::size_t(bb) * T_ + i) * d_ + std::size_t(hh) * hd_;
-          for (int c = 0; c < hd_; ++c)
-            out[c] = attention_dot_(P + std::size_t(i) * T_, 1, base + 2 * d_ + c, ld, i + 1);
+          const Operand<T> p(P + std::size_t(i) * T_, std::size_t(i) + 1, mc_attention_operand_error);
+          for (int c = 0; c < hd_; ++c) out[c] = attention_dot_(p.data(), 1, base + 2 * d_ + c, ld, i + 1);
         }
       }
   }
@@ -316,32 +320,41 @@ class Model {
     const std::size_t ld = 3 * std::size_t(d_);
     const T scale = cst<T>(1.0 / std::sqrt(double(hd_)));
     std::vector<T> ds(std::size_t(T_) * T_), dp(T_);
+    const double k = mc_attention_operand_error;
+    const Operand<T> qkv(b.qkv.data(), b.qkv.size(), k), probs(b.probs.data(), b.probs.size(), k),
+        datt_(datt.data(), datt.size(), k);
     for (int bb = 0; bb < B_; ++bb)
       for (int hh = 0; hh < h_; ++hh) {
         const std::size_t col = std::size_t(hh) * hd_;
-        const T* base = b.qkv.data() + std::size_t(bb) * T_ * ld + col;
-        const T* P = b.probs.data() + (std::size_t(bb) * h_ + hh) * T_ * T_;
+        const std::size_t head = (std::size_t(bb) * h_ + hh) * T_ * T_;
+        // The products' operands (rounded, Operand), and P and dO as they are for delta's sums.
+        const T* base = qkv.data() + std::size_t(bb) * T_ * ld + col;
+        const T* P = b.probs.data() + head;
+        const T* rP = probs.data() + head;
         const T* dO = datt.data() + std::size_t(bb) * T_ * d_ + col;
+        const T* rdO = datt_.data() + std::size_t(bb) * T_ * d_ + col;
         const T* O = b.att.data() + std::size_t(bb) * T_ * d_ + col;
         T* dbase = dqkv.data() + std::size_t(bb) * T_ * ld + col;
         std::fill(ds.begin(), ds.end(), cst<T>(0));
         for (int i = 0; i < T_; ++i) {
           for (int j = 0; j <= i; ++j)
-            dp[j] = attention_dot_(dO + std::size_t(i) * d_, 1, base + j * ld + 2 * d_, 1, hd_);
+            dp[j] = attention_dot_(rdO + std::size_t(i) * d_, 1, base + j * ld + 2 * d_, 1, hd_);
           // delta_i = rowsum(dP o P), or rowsum(dO o O) as the fused backward computes it: equal
           // in exact arithmetic, with different roundings (the Monte Carlo runs take both).
           const T delta = second_form(T{}) ? dot_(dO + std::size_t(i) * d_, 1, O + std::size_t(i) * d_, 1, hd_)
                                            : dot_(dp.data(), 1, P + std::size_t(i) * T_, 1, i + 1);
           for (int j = 0; j <= i; ++j) ds[std::size_t(i) * T_ + j] = P[std::size_t(i) * T_ + j] * (dp[j] - delta);
         }
+        const Operand<T> rds(ds.data(), ds.size(), k);
+        const T* dS = rds.data();
         for (int i = 0; i < T_; ++i)
           for (int c = 0; c < hd_; ++c) {
             // dQ_i = scale sum_j dS_ij K_j; dK_i = scale sum_{r >= i} dS_ri Q_r; dV_i = sum_{r >= i} P_ri dO_r.
-            dbase[i * ld + c] = attention_dot_(&ds[std::size_t(i) * T_], 1, base + d_ + c, ld, i + 1) * scale;
+            dbase[i * ld + c] = attention_dot_(dS + std::size_t(i) * T_, 1, base + d_ + c, ld, i + 1) * scale;
             dbase[i * ld + d_ + c] =
-                attention_dot_(&ds[std::size_t(i) * T_ + i], T_, base + std::size_t(i) * ld + c, ld, T_ - i) * scale;
+                attention_dot_(dS + std::size_t(i) * T_ + i, T_, base + std::size_t(i) * ld + c, ld, T_ - i) * scale;
             dbase[i * ld + 2 * d_ + c] =
-                attention_dot_(P + std::size_t(i) * T_ + i, T_, dO + std::size_t(i) * d_ + c, d_, T_ - i);
+                attention_dot_(rP + std::size_t(i) * T_ + i, T_, rdO + std::size_t(i) * d_ + c, d_, T_ - i);
           }
       }
   }

@@ -12,6 +12,8 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
+#include <vector>
 
 #include "gpt2/gpt2_model.hpp"
 #include "lab/monte_carlo.hpp"
@@ -28,7 +30,10 @@ inline thread_local bool mc_odd_run = false;
 // k more roundings of x, for what a kernel computes in more steps than the formula here.
 inline void widen(double&, double) {}
 inline void widen(float&, double) {}
-inline void widen(Perturbed& x, double k) { x.v *= noise(k); }
+inline void widen(Perturbed& x, double k) {
+  if (k == 0) skip_draw();  // a factor of exactly 1 (the products' and sums' widening in most precisions)
+  else x.v *= noise(k);
+}
 // The linear layers' extra rounding (ModelOptions::product_error, sum_error), set by reference()
 // for the run it makes.
 inline thread_local double mc_product_error = 0, mc_sum_error = 0;
@@ -106,15 +111,16 @@ inline void round_operand(Perturbed& x, double k) {
 
 // dot_ with each operand rounded operand_error units (a function of its value), each product and
 // each addition rounded a further product_error and sum_error units (Monte Carlo runs only: widen
-// and round_operand do nothing to double and float).
-template <class T>
+// and round_operand do nothing to double and float). kRounded: the operands come rounded already
+// (Operand, below), so the loop takes them as they are and draws the same perturbations.
+template <class T, bool kRounded = false>
 T widened_dot_(const T* a, std::size_t sa, const T* b, std::size_t sb, std::size_t n, double operand_error,
                double product_error, double sum_error) {
   if (operand_error == 0 && product_error == 0 && sum_error == 0) return dot_(a, sa, b, sb, n);
   T s = cst<T>(0);
   for (std::size_t i = 0; i < n; ++i) {
     T x = a[i * sa], y = b[i * sb];
-    if (operand_error != 0) round_operand(x, operand_error), round_operand(y, operand_error);
+    if (!kRounded && operand_error != 0) round_operand(x, operand_error), round_operand(y, operand_error);
     T p = x * y;
     widen(p, product_error);
     s = s + p;
@@ -122,20 +128,46 @@ T widened_dot_(const T* a, std::size_t sa, const T* b, std::size_t sb, std::size
   }
   return s;
 }
+// A matrix as the dot products below read it, its values rounded as operands (round_operand, k
+// units). The rounding is a function of the value, so a value that enters many dot products (an
+// M x K operand's each of a product's N columns) is rounded once, here, not once a dot product as
+// widened_dot_ rounds: the same values bit for bit, at O(M K) roundings where that took O(M N K).
+// (The bf16 checks' Monte Carlo runs spent most of their time there.) Only Perturbed rounds
+// operands; for double and float, and where k is 0, an Operand is the values themselves.
+template <class T>
+class Operand {
+ public:
+  Operand(const T* x, std::size_t n, double k) : p_(x) {
+    if constexpr (std::is_same_v<T, Perturbed>) {
+      if (k != 0) {
+        rounded_.assign(x, x + n);
+        for (T& v : rounded_) round_operand(v, k);
+        p_ = rounded_.data();
+      }
+    }
+  }
+  const T* data() const { return p_; }
+
+ private:
+  const T* p_;
+  std::vector<T> rounded_;
+};
+
 // dot_ as a linear layer's matrix product computes it (ModelOptions::operand_error, product_error,
-// sum_error).
+// sum_error), over operands that are Operands made with mc_operand_error.
 inline thread_local double mc_operand_error = 0;
 template <class T>
 T product_dot_(const T* a, std::size_t sa, const T* b, std::size_t sb, std::size_t n) {
-  return widened_dot_(a, sa, b, sb, n, mc_operand_error, mc_product_error, mc_sum_error);
+  return widened_dot_<T, true>(a, sa, b, sb, n, mc_operand_error, mc_product_error, mc_sum_error);
 }
-// dot_ as the attention's products compute it (ModelOptions::attention_operand_error, ...).
+// dot_ as the attention's products compute it (ModelOptions::attention_operand_error, ...), over
+// Operands made with mc_attention_operand_error.
 inline thread_local double mc_attention_operand_error = 0, mc_attention_product_error = 0,
                            mc_attention_sum_error = 0;
 template <class T>
 T attention_dot_(const T* a, std::size_t sa, const T* b, std::size_t sb, std::size_t n) {
-  return widened_dot_(a, sa, b, sb, n, mc_attention_operand_error, mc_attention_product_error,
-                      mc_attention_sum_error);
+  return widened_dot_<T, true>(a, sa, b, sb, n, mc_attention_operand_error, mc_attention_product_error,
+                               mc_attention_sum_error);
 }
 
 // x rounded to tf32 (10 mantissa bits), to nearest, ties away from zero: cvt.rna.tf32.f32.

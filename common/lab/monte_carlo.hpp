@@ -33,14 +33,18 @@ constexpr double u = fp32::kUnitRoundoff;
 // that runs go side by side on threads and each run's result is the same whatever the count).
 // A run starts it at stream_start(seed, run).
 inline thread_local std::uint64_t mc_state = 0;
+constexpr std::uint64_t kStreamStep = 0x9e3779b97f4a7c15ull;
 inline double noise(double k) {
-  std::uint64_t z = (mc_state += 0x9e3779b97f4a7c15ull);
+  std::uint64_t z = (mc_state += kStreamStep);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   z ^= z >> 31;
   const double unit = double(z >> 11) * 0x1p-53;  // [0, 1)
   return 1 + k * u * (2 * unit - 1);
 }
+// The draw noise(0) makes, whose factor is exactly 1: the stream advanced as by that draw, nothing
+// computed (a run that skips it is the run that draws it, bit for bit).
+inline void skip_draw() { mc_state += kStreamStep; }
 // Where run `run` of a check seeded `seed` starts its stream: a hash of both, so that no two runs'
 // streams overlap. (Starts r increments apart made run r run 0's stream shifted by r draws, and
 // where an element's error came from a few operations every run drew from one window of it: 8
