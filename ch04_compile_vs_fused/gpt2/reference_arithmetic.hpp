@@ -4,7 +4,7 @@
 // [-k u, k u]: a correct rounding k = 1, a division 2, the GPU's 2-ulp exp, log, erf, tanh, sqrt 4).
 // Also what the products and the kept values add to a step's rounding, as ModelOptions asks: tf32,
 // 3xTF32, bf16 and e4m3 products for the fp32 stand-in, widened roundings for the Monte Carlo runs.
-// Host code, included by gpt2_reference.cpp alone.
+// Host code, included by gpt2_reference.cpp (and by its test, tests/cpu/reference_arithmetic_test.cpp).
 #pragma once
 
 #include <algorithm>
