@@ -158,6 +158,11 @@ struct TopicInfo {
   std::function<std::string(const Shape&)> validate;
   // Whether a timed shape can be checked against the reference at all (beyond the cost limits).
   std::function<bool(const Shape&)> verifiable;
+  // What the CPU reference itself costs at a shape, which the cost limits bound (kVerifyBytesLimit,
+  // kVerifyFlopsLimit): the topic's optional reference_work(shape), else work(shape). A reference
+  // that does more than the kernels' work says so: the MLP training check (ch01's
+  // performance_basics) trains once in double and 16 times more in Monte Carlo arithmetic.
+  std::function<Work(const Shape&)> reference_work;
   // Whether its check judges a variant by the variant's declared tolerance (Problem::tolerance_or):
   // the topic's `static constexpr bool reads_declared_tolerance = true`. A variant that declares a
   // tolerance for a topic whose check does not read it is refused (Registry::add): its own bound
@@ -219,7 +224,7 @@ std::string storage_twin_name(std::string program, std::string_view suffix);
 
 // The topic's description for the registry, from its static members:
 //   name, chapter, dims(), sweep(), checks(), work(shape), Problem(shape, rng), optional validate(shape),
-//   verifiable(shape), switches() and reads_declared_tolerance.
+//   verifiable(shape), reference_work(shape), switches() and reads_declared_tolerance.
 template <class T>
 TopicInfo topic_info() {
   TopicInfo t;
@@ -246,8 +251,19 @@ TopicInfo topic_info() {
   } else {
     t.verifiable = [](const Shape&) { return true; };
   }
+  if constexpr (requires(const Shape& s) { { T::reference_work(s) } -> std::convertible_to<Work>; }) {
+    t.reference_work = [](const Shape& s) { return Work(T::reference_work(s)); };
+  } else {
+    t.reference_work = t.work;
+  }
   return t;
 }
+
+// Whether the topic's CPU reference can check a shape: its cost (reference_work) within
+// kVerifyBytesLimit and kVerifyFlopsLimit, and the topic's own verifiable(). The check shapes are
+// verified whatever this says; timed shapes, the fuzz's shapes and a variant's own check shapes
+// only where it says yes.
+bool reference_can_verify(const TopicInfo& t, const Shape& s);
 
 // The variant class protocol (register_variant_class below), as concepts. The required members
 // make VariantClass; each optional member is looked up by its name, and a class that names one

@@ -16,8 +16,7 @@ namespace {
 // `out` and the timed shapes that the topic can verify, each once.
 std::vector<Shape> with_timed(const TopicInfo& t, std::vector<Shape> out, const std::vector<Shape>& timed) {
   for (const auto& s : timed)
-    if (t.work(s).bytes <= kVerifyBytesLimit && t.work(s).flops <= kVerifyFlopsLimit && t.verifiable(s) &&
-        std::find(out.begin(), out.end(), s) == out.end())
+    if (reference_can_verify(t, s) && std::find(out.begin(), out.end(), s) == out.end())
       out.push_back(s);
   return out;
 }

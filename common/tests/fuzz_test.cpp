@@ -63,6 +63,17 @@ TEST(Fuzz, SwitchesAreZeroOrOneAndReferenceLimitsHold) {
   EXPECT_TRUE(on && off);
 }
 
+// Where the topic states its reference's own cost (reference_work), the limits bound that, not the
+// kernels' work.
+TEST(Fuzz, TheReferencesOwnCostIsWhatTheLimitsBound) {
+  auto t = topic_with({{40, 65}}, {"rows", "cols"});
+  t.reference_work = [](const lab::Shape& s) { return lab::Work{.bytes = 0, .flops = double(s[0]) * 1e8}; };
+  const auto shapes = lab::fuzz_shapes(t, 5, 200);
+  ASSERT_EQ(shapes.size(), 200u);
+  for (const auto& s : shapes) EXPECT_LE(double(s[0]) * 1e8, lab::kVerifyFlopsLimit) << s.str();
+  EXPECT_TRUE(std::any_of(shapes.begin(), shapes.end(), [](const lab::Shape& s) { return s[0] == 40; }));
+}
+
 TEST(Fuzz, ATopicThatAcceptsNothingIsAnError) {
   auto t = topic_with({{1, 1}}, {"rows", "cols"});
   t.validate = [](const lab::Shape&) { return std::string("never"); };

@@ -111,6 +111,29 @@ TEST(Options, VerifiedShapesIncludeSmallTimedOnes) {
   EXPECT_EQ(s, (std::vector<lab::Shape>{{1, 1}, {3, 5}, {64, 64}}));
 }
 
+// A topic whose CPU reference does more than the kernels' work (a check that trains again and
+// again, as ch01's MLP check) says so with reference_work(), and the cost limits bound that: a
+// timed shape whose work is cheap but whose reference is not is not verified; the check shapes
+// are, whatever their cost; without reference_work() the limits bound work().
+struct CostlyReferenceTopic : FakeTopic {
+  static lab::Work reference_work(const lab::Shape& s) {
+    return {.bytes = 8.0 * s[0] * s[1], .flops = 1e8 * double(s[0]) * s[1]};
+  }
+  static std::vector<lab::Shape> checks() { return {{1, 1}, {10, 10}}; }  // 1e10 reference FLOPs: over, checked all the same
+};
+TEST(Options, TheLimitsBoundTheReferencesOwnCostWhereTheTopicStatesIt) {
+  const lab::TopicInfo costly = lab::topic_info<CostlyReferenceTopic>(), plain = lab::topic_info<FakeTopic>();
+  EXPECT_DOUBLE_EQ(plain.reference_work({64, 64}).flops, plain.work({64, 64}).flops);
+  EXPECT_DOUBLE_EQ(costly.reference_work({64, 64}).flops, 1e8 * 64 * 64);
+  EXPECT_TRUE(lab::reference_can_verify(plain, {64, 64}));
+  EXPECT_FALSE(lab::reference_can_verify(costly, {64, 64}));  // 4.1e11 reference FLOPs, 8192 of work
+  EXPECT_TRUE(lab::reference_can_verify(costly, {5, 8}));     // 4e9: at the limit
+  EXPECT_FALSE(lab::reference_can_verify(costly, {7, 5}));    // cheap, but the topic's own verifiable() says no
+  EXPECT_EQ(lab::shapes_to_verify(costly, {{64, 64}, {5, 8}, {2, 3}}),
+            (std::vector<lab::Shape>{{1, 1}, {10, 10}, {5, 8}, {2, 3}}));
+  EXPECT_EQ(lab::shapes_to_verify(plain, {{64, 64}, {5, 8}}), (std::vector<lab::Shape>{{1, 1}, {3, 5}, {64, 64}, {5, 8}}));
+}
+
 // --skip-check-set: the --shape shapes alone, so that the fuzz's reproduce line checks one shape
 // instead of the check set as well (a GPT-2 step's 11 shapes take about 100 s on the H100).
 TEST(Options, SkipCheckSetVerifiesTheGivenShapesAlone) {

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "lab/harness.hpp"
 #include "mlp_reference.hpp"
 #include "performance_basics.cuh"
 
@@ -50,7 +51,7 @@ TEST(MlpReference, Fp32TrainingPassesAtEveryCheckShape) {
 // blind), 5 at 32x2048 (236).
 TEST(MlpReference, OnePercentInOneWeightOrLossFails) {
   const double k = lab::mc::element_factor(mlp::kMonteCarloRuns, mlp::kElementFalseAlarm);
-  for (const lab::Shape& s : {lab::Shape{7, 21}, lab::Shape{33, 99}, lab::Shape{32, 2048}}) {
+  for (const lab::Shape& s : {lab::Shape{7, 21}, lab::Shape{33, 99}, lab::Shape{32, 2048}, lab::Shape{512, 1024}}) {
     const Case c = make_case(s, 16);
     ASSERT_TRUE(mlp::judge(c.e, c.fp32.params, c.fp32.losses).pass);
     std::size_t blind = 0;
@@ -103,6 +104,22 @@ TEST(MlpReference, KinkDecisionsAreTakenBothWays) {
                 (unsigned long long)seed, (long long)s[0], (long long)s[1], flipped.kink_decisions, both.worst_share,
                 as_computed.summary().c_str());
   }
+}
+
+// What a plain run verifies: the check shapes, and no shape of the sweep, whose 8192 samples put the
+// reference (1 + kMonteCarloRuns trainings) over the CPU reference's 4 GFLOP; a timed shape of a
+// few hundred samples is verified too. The sweep's largest batch is among the check shapes.
+TEST(MlpReference, APlainRunVerifiesTheCheckShapesAndNoSweepShape) {
+  const lab::TopicInfo t = lab::topic_info<PerformanceBasics>();
+  EXPECT_DOUBLE_EQ(t.reference_work({32, 8192}).flops, (1 + mlp::kMonteCarloRuns) * t.work({32, 8192}).flops);
+  EXPECT_EQ(lab::shapes_to_verify(t, PerformanceBasics::sweep()), PerformanceBasics::checks());
+  std::vector<lab::Shape> with_small = PerformanceBasics::checks();
+  with_small.push_back({64, 640});
+  EXPECT_EQ(lab::shapes_to_verify(t, {{64, 8192}, {64, 640}}), with_small);
+  const auto sweep = PerformanceBasics::sweep(), checks = PerformanceBasics::checks();
+  const auto largest = *std::max_element(sweep.begin(), sweep.end(),
+                                         [](const lab::Shape& a, const lab::Shape& b) { return a[0] < b[0]; });
+  EXPECT_TRUE(std::any_of(checks.begin(), checks.end(), [&](const lab::Shape& s) { return s[0] == largest[0]; }));
 }
 
 // The runs' result does not depend on how many threads make them.
