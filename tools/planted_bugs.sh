@@ -445,6 +445,10 @@ plant kernels_gelu_act ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_kernels
 # for bit to step 13's kernel.
 plant kernels_gelu_in_flight ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_kernels \
   'v.y *= dgelu_of(t.y, e1);' 'v.y *= 1.01f * dgelu_of(t.y, e1);'
+# GELU's backward in the product's epilogue (dx_dgelu_kernel, step 21), dh 1% high in every second
+# column (and so the bias gradient's sums). Against the kernel's own test (GeluProduct.DxDgeluBf16).
+plant kernels_dgelu_product_1pct ch04_compile_vs_fused/gpt2/fused/gelu_product.cuh ch04_kernels \
+  'vy = dact.y * dgelu_of(x.y, e1);' 'vy = 1.01f * dact.y * dgelu_of(x.y, e1);'
 # The kept LayerNorm outputs (step 15): the MLP's first product's backward (its dW, and dX through
 # its W) reading the block's first LayerNorm's output, ln1, where it reads ln2. Against its check.
 plant gpt2_keep_ln_swapped ch04_compile_vs_fused/gpt2/fused/step.cuh optimized_gpt2_step_fused_bf16_keep_ln \

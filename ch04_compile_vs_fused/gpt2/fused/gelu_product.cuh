@@ -1,0 +1,186 @@
+// GELU's backward in the epilogue of the product that makes its input (optimized_gpt2_step_fused_bf16_gelu_in_product.cu
+// tells the lesson): the MLP's second product's input gradient dact = dY W, written by cuBLAS in
+// bf16 until step 20 and read back by gelu_backward_act_in_flight, is here made by a product of the
+// lab's own whose epilogue does that kernel's work on the accumulators while they are in registers:
+// dact rounded to bf16 (the value cuBLAS wrote), dh = dact gelu'(h) and act = gelu(h) written in
+// bf16, and the column sums of the fp32 dh added into db. dact never goes to memory.
+//
+// The product (sm_90a): C (rows x cols) = A (rows x reduce) B (reduce x cols), A = dY and B = W as
+// they lie (row-major, bf16; W is the layer's weight, out x in, so reduce = d and cols = 4 d).
+// A block makes a 128 x 128 tile of C: two consumer warpgroups of 64 rows each, m64n128k16 wgmma
+// from shared memory (A K-major, B N-major: wgmma's transposed B), and a producer warp that copies
+// 64-wide slices of the reduction (A 128 x 64, B 64 x 128, 32 KB a stage) through the TMA into a
+// ring of kStages stages, an mbarrier for full and one for empty each. 96 KB of shared memory and
+// 288 threads, so that two blocks share an SM: one's epilogue (the erf, the exp and 12 bytes of
+// memory an element) runs while the other's products hold the tensor cores.
+// lab-arch: sm_90a (compiled where the including file is; elsewhere dx_dgelu_fits() says no)
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "gpt2/fused/kernels.cuh"
+#include "lab/check.hpp"
+
+#if defined(LAB_SM90A)
+#include "attention/kernels/wgmma.cuh"
+#include "lab/tma.cuh"
+#include "lab/tma.hpp"
+#endif
+
+namespace dgelu_product {
+
+constexpr int kBm = 128, kBn = 128, kBk = 64, kStages = 3;
+constexpr int kConsumerThreads = 256, kThreads = kConsumerThreads + 32;
+constexpr int kABytes = kBm * kBk * 2, kBBytes = kBk * kBn * 2;  // bf16
+constexpr int kSmemBytes = 1024 + kStages * (kABytes + kBBytes) + kBn * 4 + 2 * kStages * 8;
+
+#if defined(LAB_SM90A)
+namespace tma = lab::tma;
+
+// amap: A (rows x reduce), coordinates (k, row, 0), boxes of 64 x 128; bmap: B (reduce x cols),
+// coordinates (col, k, 0), boxes of 64 x 64 (a tile's 128 columns are two, 8 KB apart: the N-major
+// layout's regions). h, dh, act: rows x cols, row-major; db: cols values, added to.
+__global__ void __launch_bounds__(kThreads, 2)
+    dx_dgelu_kernel(const __grid_constant__ CUtensorMap amap, const __grid_constant__ CUtensorMap bmap,
+                    const __nv_bfloat16* __restrict__ h, __nv_bfloat16* __restrict__ dh,
+                    __nv_bfloat16* __restrict__ act, float* __restrict__ db, int rows, int cols, int reduce) {
+  extern __shared__ std::uint8_t smem_raw[];
+  std::uint8_t* const a_s = smem_raw + ((1024 - tma::smem_address(smem_raw) % 1024) % 1024);
+  std::uint8_t* const b_s = a_s + kStages * kABytes;
+  float* const colsum = reinterpret_cast<float*>(b_s + kStages * kBBytes);
+  std::uint64_t* const full = reinterpret_cast<std::uint64_t*>(colsum + kBn);
+  std::uint64_t* const empty = full + kStages;
+  const int m0 = int(blockIdx.y) * kBm, n0 = int(blockIdx.x) * kBn;
+  const int ktiles = (reduce + kBk - 1) / kBk;
+  if (threadIdx.x == 0) {
+    for (int st = 0; st < kStages; ++st) tma::init(full + st, 1), tma::init(empty + st, kConsumerThreads / 32);
+    tma::fence_init();
+  }
+  if (threadIdx.x < kBn) colsum[threadIdx.x] = 0.f;
+  __syncthreads();
+
+  if (threadIdx.x >= kConsumerThreads) {  // the producer warp: one thread issues the copies
+    if (threadIdx.x == kConsumerThreads) {
+      tma::prefetch_map(&amap), tma::prefetch_map(&bmap);
+      for (int kt = 0; kt < ktiles; ++kt) {
+        const int st = kt % kStages;
+        tma::wait(empty + st, (unsigned(kt / kStages) & 1) ^ 1);
+        tma::arrive_expect_bytes(full + st, kABytes + kBBytes);
+        tma::load_tile(a_s + st * kABytes, &amap, kt * kBk, m0, 0, full + st);
+        tma::load_tile(b_s + st * kBBytes, &bmap, n0, kt * kBk, 0, full + st);
+        tma::load_tile(b_s + st * kBBytes + kBBytes / 2, &bmap, n0 + 64, kt * kBk, 0, full + st);
+      }
+    }
+    return;
+  }
+
+  const int consumer = int(threadIdx.x) / 128, warp = int(threadIdx.x / 32) % 4, lane = int(threadIdx.x % 32);
+  const int g = lane / 4, t = lane % 4;
+  float acc[64] = {};
+  // The reduction, 64 at a time: four m64n128k16 a stage (A's rows of this consumer, K-major: the
+  // k-th 16 columns 32 bytes on; B N-major: the k-th 16 rows 2048 bytes on, its two 64-column
+  // regions 8 KB apart). A stage's group is left in flight while the next is issued; the stage
+  // before is released once its group is done.
+  for (int kt = 0; kt < ktiles; ++kt) {
+    const int st = kt % kStages;
+    tma::wait(full + st, unsigned(kt / kStages) & 1);
+    const std::uint8_t* a = a_s + st * kABytes + consumer * 64 * 128;
+    const std::uint8_t* b = b_s + st * kBBytes;
+    wgmma::fence();
+#pragma unroll
+    for (int kk = 0; kk < kBk / 16; ++kk)
+      wgmma::mma_ss_n128<0, 1>(acc, wgmma::descriptor(a) + 2 * kk, wgmma::descriptor_mn(b + kk * 2048, kBBytes / 2),
+                               kt > 0 || kk > 0);
+    wgmma::commit();
+    wgmma::wait<1>();
+    if (kt > 0 && lane == 0) tma::arrive(empty + (kt - 1) % kStages);
+  }
+  wgmma::wait<0>();
+
+  // The epilogue, gelu_backward_act_in_flight_kernel's arithmetic on each accumulator pair: this
+  // lane's d[4 j + e] is row 16 warp + g + 8 (e / 2), column 8 j + 2 t + (e % 2) of the consumer's
+  // 64 x 128. dact is rounded to bf16 first (the value the product wrote before). The column sums
+  // of the fp32 dh: a column's 8 lanes (g) summed by shuffles, the warps' through shared memory,
+  // one atomic a column a block into db.
+  const int row0 = m0 + 64 * consumer + 16 * warp + g;
+#pragma unroll
+  for (int j = 0; j < kBn / 8; ++j) {
+    const int col = n0 + 8 * j + 2 * t;
+    float sx = 0.f, sy = 0.f;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = row0 + 8 * half;
+      if (row < rows && col < cols) {
+        const std::size_t at = std::size_t(row) * cols + col;  // even: 4-byte pairs
+        const float2 dact = bf16_pair(bf16_pack(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]));
+        const float2 x = bf16_pair(*reinterpret_cast<const unsigned*>(h + at));
+        const float e0 = gelu_erf(x.x), e1 = gelu_erf(x.y);
+        const float vx = dact.x * dgelu_of(x.x, e0), vy = dact.y * dgelu_of(x.y, e1);
+        *reinterpret_cast<unsigned*>(act + at) = bf16_pack(gelu_of(x.x, e0), gelu_of(x.y, e1));
+        *reinterpret_cast<unsigned*>(dh + at) = bf16_pack(vx, vy);
+        sx += vx, sy += vy;
+      }
+    }
+#pragma unroll
+    for (int o = 4; o < 32; o *= 2) sx += __shfl_xor_sync(~0u, sx, o), sy += __shfl_xor_sync(~0u, sy, o);
+    if (g == 0) atomicAdd(&colsum[8 * j + 2 * t], sx), atomicAdd(&colsum[8 * j + 2 * t + 1], sy);
+  }
+  asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumerThreads) : "memory");  // the consumers' column sums
+  if (threadIdx.x < kBn && n0 + int(threadIdx.x) < cols) atomicAdd(&db[n0 + threadIdx.x], colsum[threadIdx.x]);
+}
+
+#endif
+
+// The kernel's shared-memory attribute, set once, before any capture (the step's Products class
+// calls it as it is made); dx_dgelu calls it too.
+inline void prepare() {
+#if defined(LAB_SM90A)
+  static const bool done = [] {
+    LAB_CHECK(cudaFuncSetAttribute(dx_dgelu_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+    return true;
+  }();
+  (void)done;
+#endif
+}
+
+// Whether dx_dgelu runs here: a build for sm_90a, the TMA's strides (2 reduce and 2 cols bytes
+// multiples of 16), 4-byte pairs of h, dh and act, every tensor 16-byte aligned.
+inline bool dx_dgelu_fits(const void* dY, const void* W, const void* h, const void* dh, const void* act, int rows,
+                          int reduce, int cols) {
+#if defined(LAB_SM90A)
+  auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  return rows > 0 && reduce > 0 && cols > 0 && reduce % 8 == 0 && cols % 8 == 0 && aligned(dY) && aligned(W) &&
+         aligned(h) && aligned(dh) && aligned(act);
+#else
+  (void)dY, (void)W, (void)h, (void)dh, (void)act, (void)rows, (void)reduce, (void)cols;
+  return false;
+#endif
+}
+
+// dh and act (rows x cols, bf16) and db (cols, added to) from dY (rows x reduce), W (reduce x cols)
+// and h (rows x cols), all bf16, where dx_dgelu_fits() says so (the caller runs the two kernels
+// otherwise).
+inline void dx_dgelu(const __nv_bfloat16* dY, const __nv_bfloat16* W, const __nv_bfloat16* h, __nv_bfloat16* dh,
+                     __nv_bfloat16* act, float* db, int rows, int reduce, int cols, cudaStream_t stream) {
+#if defined(LAB_SM90A)
+  prepare();
+  const CUtensorMap amap = lab::tma::bf16_map_swizzle128(
+      dY, {std::uint64_t(reduce), std::uint64_t(rows), 1},
+      {std::uint64_t(reduce) * 2, std::uint64_t(reduce) * 2 * std::uint64_t(rows)}, {kBk, kBm, 1});
+  const CUtensorMap bmap = lab::tma::bf16_map_swizzle128(
+      W, {std::uint64_t(cols), std::uint64_t(reduce), 1},
+      {std::uint64_t(cols) * 2, std::uint64_t(cols) * 2 * std::uint64_t(reduce)}, {64, kBk, 1});
+  const dim3 grid(unsigned((cols + kBn - 1) / kBn), unsigned((rows + kBm - 1) / kBm));
+  dx_dgelu_kernel<<<grid, kThreads, kSmemBytes, stream>>>(amap, bmap, h, dh, act, db, rows, cols, reduce);
+  LAB_CHECK(cudaGetLastError());
+#else
+  (void)dY, (void)W, (void)h, (void)dh, (void)act, (void)db, (void)rows, (void)reduce, (void)cols, (void)stream;
+  throw lab::Error("dx_dgelu needs a build for sm_90a (dx_dgelu_fits() says where it runs)");
+#endif
+}
+
+}  // namespace dgelu_product
