@@ -31,6 +31,7 @@
 #include "lab/tma.hpp"
 #endif
 
+namespace {  // as kernels.cuh's: each program (and test binary object) its own copy
 namespace dgelu_product {
 
 constexpr int kBm = 128, kBn = 128, kBk = 64, kStages = 3;
@@ -184,3 +185,4 @@ inline void dx_dgelu(const __nv_bfloat16* dY, const __nv_bfloat16* W, const __nv
 }
 
 }  // namespace dgelu_product
+}  // namespace
