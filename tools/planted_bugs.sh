@@ -449,6 +449,10 @@ plant kernels_gelu_in_flight ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_k
 # column (and so the bias gradient's sums). Against the kernel's own test (GeluProduct.DxDgeluBf16).
 plant kernels_dgelu_product_1pct ch04_compile_vs_fused/gpt2/fused/gelu_product.cuh ch04_kernels \
   'vy = dact.y * dgelu_of(x.y, e1);' 'vy = 1.01f * dact.y * dgelu_of(x.y, e1);'
+# The MLP's first product with its bias in its epilogue (tile_product_kernel<BiasGelu>, step 22), h 1%
+# high in every second column (and act from it). Against the kernel's own test (GeluProduct.BiasGeluBf16).
+plant kernels_bias_gelu_product_1pct ch04_compile_vs_fused/gpt2/fused/gelu_product.cuh ch04_kernels \
+  'const unsigned hp = bf16_pack(a0 + b.x, a1 + b.y);' 'const unsigned hp = bf16_pack(a0 + b.x, 1.01f * (a1 + b.y));'
 # The kept LayerNorm outputs (step 15): the MLP's first product's backward (its dW, and dX through
 # its W) reading the block's first LayerNorm's output, ln1, where it reads ln2. Against its check.
 plant gpt2_keep_ln_swapped ch04_compile_vs_fused/gpt2/fused/step.cuh optimized_gpt2_step_fused_bf16_keep_ln \

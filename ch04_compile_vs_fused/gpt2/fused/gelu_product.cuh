@@ -13,6 +13,11 @@
 // ring of kStages stages, an mbarrier for full and one for empty each. 96 KB of shared memory and
 // 288 threads, so that two blocks share an SM: one's epilogue (the erf, the exp and 12 bytes of
 // memory an element) runs while the other's products hold the tensor cores.
+//
+// The same product with another epilogue makes the MLP's first product with its bias and GELU
+// (optimized_gpt2_step_fused_bf16_gelu_forward_in_product.cu: bias_gelu): h = X W^T + b rounded
+// once to bf16, as cuBLASLt's bias epilogue wrote it, and act = gelu(h), which gelu_kernel made from
+// it in a pass of its own; W there is read K-major, as it lies.
 // lab-arch: sm_90a (compiled where the including file is; elsewhere dx_dgelu_fits() says no)
 #pragma once
 
@@ -21,6 +26,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "gpt2/fused/kernels.cuh"
 #include "lab/check.hpp"
@@ -42,13 +48,25 @@ constexpr int kSmemBytes = 1024 + kStages * (kABytes + kBBytes) + kBn * 4 + 2 * 
 #if defined(LAB_SM90A)
 namespace tma = lab::tma;
 
-// amap: A (rows x reduce), coordinates (k, row, 0), boxes of 64 x 128; bmap: B (reduce x cols),
-// coordinates (col, k, 0), boxes of 64 x 64 (a tile's 128 columns are two, 8 KB apart: the N-major
-// layout's regions). h, dh, act: rows x cols, row-major; db: cols values, added to.
+// The two epilogues, each with the layout of its B:
+//  - Dgelu (step 21): B = W (reduce x cols, the weight as it lies: N-major, wgmma's transposed B,
+//    two 64-column boxes a tile, 8 KB apart); in = h, out = dh, act; db += the column sums of dh.
+//  - BiasGelu (step 22): B = W^T, W (cols x reduce) as it lies (K-major, one 64 x 128 box); in = the
+//    bias (cols), out = h (bias added, rounded once; null: not kept), act = gelu(h) at the rounded h.
+struct Dgelu {
+  static constexpr bool kTransB = true;
+};
+struct BiasGelu {
+  static constexpr bool kTransB = false;
+};
+
+// amap: A (rows x reduce), coordinates (k, row, 0), boxes of 64 x 128; bmap as the epilogue says.
+// in, out, act: rows x cols, row-major (BiasGelu's in: cols values); db: cols values, added to.
+template <class Epi>
 __global__ void __launch_bounds__(kThreads, 2)
-    dx_dgelu_kernel(const __grid_constant__ CUtensorMap amap, const __grid_constant__ CUtensorMap bmap,
-                    const __nv_bfloat16* __restrict__ h, __nv_bfloat16* __restrict__ dh,
-                    __nv_bfloat16* __restrict__ act, float* __restrict__ db, int rows, int cols, int reduce) {
+    tile_product_kernel(const __grid_constant__ CUtensorMap amap, const __grid_constant__ CUtensorMap bmap,
+                        const __nv_bfloat16* __restrict__ in, __nv_bfloat16* __restrict__ out,
+                        __nv_bfloat16* __restrict__ act, float* __restrict__ db, int rows, int cols, int reduce) {
   extern __shared__ std::uint8_t smem_raw[];
   std::uint8_t* const a_s = smem_raw + ((1024 - tma::smem_address(smem_raw) % 1024) % 1024);
   std::uint8_t* const b_s = a_s + kStages * kABytes;
@@ -72,8 +90,12 @@ __global__ void __launch_bounds__(kThreads, 2)
         tma::wait(empty + st, (unsigned(kt / kStages) & 1) ^ 1);
         tma::arrive_expect_bytes(full + st, kABytes + kBBytes);
         tma::load_tile(a_s + st * kABytes, &amap, kt * kBk, m0, 0, full + st);
-        tma::load_tile(b_s + st * kBBytes, &bmap, n0, kt * kBk, 0, full + st);
-        tma::load_tile(b_s + st * kBBytes + kBBytes / 2, &bmap, n0 + 64, kt * kBk, 0, full + st);
+        if constexpr (Epi::kTransB) {
+          tma::load_tile(b_s + st * kBBytes, &bmap, n0, kt * kBk, 0, full + st);
+          tma::load_tile(b_s + st * kBBytes + kBBytes / 2, &bmap, n0 + 64, kt * kBk, 0, full + st);
+        } else {
+          tma::load_tile(b_s + st * kBBytes, &bmap, kt * kBk, n0, 0, full + st);
+        }
       }
     }
     return;
@@ -84,8 +106,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   float acc[64] = {};
   // The reduction, 64 at a time: four m64n128k16 a stage (A's rows of this consumer, K-major: the
   // k-th 16 columns 32 bytes on; B N-major: the k-th 16 rows 2048 bytes on, its two 64-column
-  // regions 8 KB apart). A stage's group is left in flight while the next is issued; the stage
-  // before is released once its group is done.
+  // regions 8 KB apart; or B K-major as A). A stage's group is left in flight while the next is
+  // issued; the stage before is released once its group is done.
   for (int kt = 0; kt < ktiles; ++kt) {
     const int st = kt % kStages;
     tma::wait(full + st, unsigned(kt / kStages) & 1);
@@ -93,20 +115,22 @@ __global__ void __launch_bounds__(kThreads, 2)
     const std::uint8_t* b = b_s + st * kBBytes;
     wgmma::fence();
 #pragma unroll
-    for (int kk = 0; kk < kBk / 16; ++kk)
-      wgmma::mma_ss_n128<0, 1>(acc, wgmma::descriptor(a) + 2 * kk, wgmma::descriptor_mn(b + kk * 2048, kBBytes / 2),
-                               kt > 0 || kk > 0);
+    for (int kk = 0; kk < kBk / 16; ++kk) {
+      if constexpr (Epi::kTransB)
+        wgmma::mma_ss_n128<0, 1>(acc, wgmma::descriptor(a) + 2 * kk,
+                                 wgmma::descriptor_mn(b + kk * 2048, kBBytes / 2), kt > 0 || kk > 0);
+      else
+        wgmma::mma_ss_n128<0, 0>(acc, wgmma::descriptor(a) + 2 * kk, wgmma::descriptor(b) + 2 * kk,
+                                 kt > 0 || kk > 0);
+    }
     wgmma::commit();
     wgmma::wait<1>();
     if (kt > 0 && lane == 0) tma::arrive(empty + (kt - 1) % kStages);
   }
   wgmma::wait<0>();
 
-  // The epilogue, gelu_backward_act_in_flight_kernel's arithmetic on each accumulator pair: this
-  // lane's d[4 j + e] is row 16 warp + g + 8 (e / 2), column 8 j + 2 t + (e % 2) of the consumer's
-  // 64 x 128. dact is rounded to bf16 first (the value the product wrote before). The column sums
-  // of the fp32 dh: a column's 8 lanes (g) summed by shuffles, the warps' through shared memory,
-  // one atomic a column a block into db.
+  // The epilogue on each accumulator pair: this lane's d[4 j + e] is row 16 warp + g + 8 (e / 2),
+  // column 8 j + 2 t + (e % 2) of the consumer's 64 x 128.
   const int row0 = m0 + 64 * consumer + 16 * warp + g;
 #pragma unroll
   for (int j = 0; j < kBn / 8; ++j) {
@@ -117,31 +141,52 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int row = row0 + 8 * half;
       if (row < rows && col < cols) {
         const std::size_t at = std::size_t(row) * cols + col;  // even: 4-byte pairs
-        const float2 dact = bf16_pair(bf16_pack(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]));
-        const float2 x = bf16_pair(*reinterpret_cast<const unsigned*>(h + at));
-        const float e0 = gelu_erf(x.x), e1 = gelu_erf(x.y);
-        const float vx = dact.x * dgelu_of(x.x, e0), vy = dact.y * dgelu_of(x.y, e1);
-        *reinterpret_cast<unsigned*>(act + at) = bf16_pack(gelu_of(x.x, e0), gelu_of(x.y, e1));
-        *reinterpret_cast<unsigned*>(dh + at) = bf16_pack(vx, vy);
-        sx += vx, sy += vy;
+        const float a0 = acc[4 * j + 2 * half], a1 = acc[4 * j + 2 * half + 1];
+        if constexpr (std::is_same_v<Epi, Dgelu>) {
+          // gelu_backward_act_in_flight_kernel's arithmetic: dact rounded to bf16 first (the value
+          // the product wrote before), dh = dact gelu'(h), act = gelu(h).
+          const float2 dact = bf16_pair(bf16_pack(a0, a1));
+          const float2 x = bf16_pair(*reinterpret_cast<const unsigned*>(in + at));
+          const float e0 = gelu_erf(x.x), e1 = gelu_erf(x.y);
+          const float vx = dact.x * dgelu_of(x.x, e0), vy = dact.y * dgelu_of(x.y, e1);
+          *reinterpret_cast<unsigned*>(act + at) = bf16_pack(gelu_of(x.x, e0), gelu_of(x.y, e1));
+          *reinterpret_cast<unsigned*>(out + at) = bf16_pack(vx, vy);
+          sx += vx, sy += vy;
+        } else {
+          // cuBLASLt's bias epilogue and gelu_kernel's arithmetic: h = the sum plus the bias in fp32,
+          // rounded once to bf16; act = gelu(h) at the rounded value.
+          const float2 b = bf16_pair(*reinterpret_cast<const unsigned*>(in + col));
+          const unsigned hp = bf16_pack(a0 + b.x, a1 + b.y);
+          const float2 x = bf16_pair(hp);
+          if (out) *reinterpret_cast<unsigned*>(out + at) = hp;
+          *reinterpret_cast<unsigned*>(act + at) = bf16_pack(gelu(x.x), gelu(x.y));
+        }
       }
     }
+    if constexpr (std::is_same_v<Epi, Dgelu>) {
+      // The column sums of the fp32 dh: a column's 8 lanes (g) summed by shuffles, the warps'
+      // through shared memory, one atomic a column a block into db.
 #pragma unroll
-    for (int o = 4; o < 32; o *= 2) sx += __shfl_xor_sync(~0u, sx, o), sy += __shfl_xor_sync(~0u, sy, o);
-    if (g == 0) atomicAdd(&colsum[8 * j + 2 * t], sx), atomicAdd(&colsum[8 * j + 2 * t + 1], sy);
+      for (int o = 4; o < 32; o *= 2) sx += __shfl_xor_sync(~0u, sx, o), sy += __shfl_xor_sync(~0u, sy, o);
+      if (g == 0) atomicAdd(&colsum[8 * j + 2 * t], sx), atomicAdd(&colsum[8 * j + 2 * t + 1], sy);
+    }
   }
-  asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumerThreads) : "memory");  // the consumers' column sums
-  if (threadIdx.x < kBn && n0 + int(threadIdx.x) < cols) atomicAdd(&db[n0 + threadIdx.x], colsum[threadIdx.x]);
+  if constexpr (std::is_same_v<Epi, Dgelu>) {
+    asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumerThreads) : "memory");  // the consumers' column sums
+    if (threadIdx.x < kBn && n0 + int(threadIdx.x) < cols) atomicAdd(&db[n0 + threadIdx.x], colsum[threadIdx.x]);
+  }
 }
-
 #endif
 
-// The kernel's shared-memory attribute, set once, before any capture (the step's Products class
-// calls it as it is made); dx_dgelu calls it too.
+// The kernels' shared-memory attribute, set once, before any capture (the step's Products class
+// calls it as it is made); the launches call it too.
 inline void prepare() {
 #if defined(LAB_SM90A)
   static const bool done = [] {
-    LAB_CHECK(cudaFuncSetAttribute(dx_dgelu_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+    LAB_CHECK(cudaFuncSetAttribute(tile_product_kernel<Dgelu>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   kSmemBytes));
+    LAB_CHECK(cudaFuncSetAttribute(tile_product_kernel<BiasGelu>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   kSmemBytes));
     return true;
   }();
   (void)done;
@@ -176,11 +221,42 @@ inline void dx_dgelu(const __nv_bfloat16* dY, const __nv_bfloat16* W, const __nv
       W, {std::uint64_t(cols), std::uint64_t(reduce), 1},
       {std::uint64_t(cols) * 2, std::uint64_t(cols) * 2 * std::uint64_t(reduce)}, {64, kBk, 1});
   const dim3 grid(unsigned((cols + kBn - 1) / kBn), unsigned((rows + kBm - 1) / kBm));
-  dx_dgelu_kernel<<<grid, kThreads, kSmemBytes, stream>>>(amap, bmap, h, dh, act, db, rows, cols, reduce);
+  tile_product_kernel<Dgelu><<<grid, kThreads, kSmemBytes, stream>>>(amap, bmap, h, dh, act, db, rows, cols, reduce);
   LAB_CHECK(cudaGetLastError());
 #else
   (void)dY, (void)W, (void)h, (void)dh, (void)act, (void)db, (void)rows, (void)reduce, (void)cols, (void)stream;
   throw lab::Error("dx_dgelu needs a build for sm_90a (dx_dgelu_fits() says where it runs)");
+#endif
+}
+
+// Whether bias_gelu runs here: dx_dgelu_fits()'s conditions over X, W, the bias, h (null: not kept)
+// and act.
+inline bool bias_gelu_fits(const void* X, const void* W, const void* bias, const void* h, const void* act, int rows,
+                           int reduce, int cols) {
+  return dx_dgelu_fits(X, W, bias, h ? h : act, act, rows, reduce, cols);
+}
+
+// The MLP's first product with its bias and GELU (step 22): h = X W^T + bias (X: rows x reduce, W:
+// cols x reduce as the layer's weight lies, bias: cols; all bf16), rounded once to bf16, written
+// where h is not null, and act = gelu(h) at the rounded value, where bias_gelu_fits() says so (the
+// caller runs cuBLASLt's bias product and gelu_kernel otherwise).
+inline void bias_gelu(const __nv_bfloat16* X, const __nv_bfloat16* W, const __nv_bfloat16* bias, __nv_bfloat16* h,
+                      __nv_bfloat16* act, int rows, int reduce, int cols, cudaStream_t stream) {
+#if defined(LAB_SM90A)
+  prepare();
+  const CUtensorMap amap = lab::tma::bf16_map_swizzle128(
+      X, {std::uint64_t(reduce), std::uint64_t(rows), 1},
+      {std::uint64_t(reduce) * 2, std::uint64_t(reduce) * 2 * std::uint64_t(rows)}, {kBk, kBm, 1});
+  const CUtensorMap bmap = lab::tma::bf16_map_swizzle128(
+      W, {std::uint64_t(reduce), std::uint64_t(cols), 1},
+      {std::uint64_t(reduce) * 2, std::uint64_t(reduce) * 2 * std::uint64_t(cols)}, {kBk, kBn, 1});
+  const dim3 grid(unsigned((cols + kBn - 1) / kBn), unsigned((rows + kBm - 1) / kBm));
+  tile_product_kernel<BiasGelu>
+      <<<grid, kThreads, kSmemBytes, stream>>>(amap, bmap, bias, h, act, nullptr, rows, cols, reduce);
+  LAB_CHECK(cudaGetLastError());
+#else
+  (void)X, (void)W, (void)bias, (void)h, (void)act, (void)rows, (void)reduce, (void)cols, (void)stream;
+  throw lab::Error("bias_gelu needs a build for sm_90a (bias_gelu_fits() says where it runs)");
 #endif
 }
 

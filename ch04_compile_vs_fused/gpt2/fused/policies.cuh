@@ -81,6 +81,10 @@
 //        linear_dx_bf16() wrote it and gelu_backward_act_in_flight read it
 //        (optimized_gpt2_step_fused_bf16_gelu_in_product.cu; the same roundings, the product's
 //        sums in another order).
+//   optionally static constexpr bool kGeluForwardInProduct = true, with kGeluInProduct: the MLP's
+//        first product with its bias and GELU by the same product (bias_gelu: h and act from its
+//        epilogue), where linear_bias() wrote h and gelu_kernel made act from it
+//        (optimized_gpt2_step_fused_bf16_gelu_forward_in_product.cu; the same roundings).
 // Everything it launches goes on the stream it is given (cuBLAS: the handle's stream), so that the
 // step is captured as one CUDA graph.
 //
@@ -220,6 +224,10 @@ concept NamesLnGradBf16 = requires { requires P::kLnGradBf16; };
 // product that makes its input gradient (dx_dgelu).
 template <class P>
 concept NamesGeluInProduct = requires { requires P::kGeluInProduct; };
+// A Products class that names kGeluForwardInProduct (true) has the MLP's first product add its bias
+// and make GELU in its epilogue (bias_gelu).
+template <class P>
+concept NamesGeluForwardInProduct = requires { requires P::kGeluForwardInProduct; };
 template <class P>
 concept NamesHeadBackward = requires { &P::head_backward; };
 // A Products class with a library that needs a workspace of its own (cuBLASLt) names use_workspace(),

@@ -110,6 +110,11 @@ struct FusedStep {
   static_assert(!kGeluInProduct || (kGeluInFlight && kLnGradBf16 && std::is_same_v<Op, __nv_bfloat16> &&
                                     std::is_same_v<Grad, __nv_bfloat16>),
                 "kGeluInProduct replaces step 14's in-flight GELU backward, on bf16 operands and gradients");
+  // kGeluForwardInProduct: the MLP's first product by bias_gelu (gelu_product.cuh), its bias and GELU
+  // in its epilogue, where bias_gelu_fits() says it runs; elsewhere linear_bias() and gelu().
+  static constexpr bool kGeluForwardInProduct = policy::NamesGeluForwardInProduct<Products>;
+  static_assert(!kGeluForwardInProduct || (kGeluInProduct && kBias),
+                "kGeluForwardInProduct comes after kGeluInProduct, in place of the bias epilogue's product and gelu()");
   // kQkvRows: the attention reads Q, K and V from the QKV product's rows where its qkv_rows() says
   // (policy::ReadsQkvRows): the product writes them, bias added, where the saved Q, K and V lie, and
   // no pass lays them out by head (reads_qkv_rows()).
@@ -552,8 +557,19 @@ struct FusedStep {
       // The first product writes fp32: into h itself in fp32, else into scratch that the pass rounds.
       // With kBias its epilogue writes h in bf16, bias added, and the pass makes GELU alone.
       if constexpr (kBias) {
-        products.linear_bias(blas, ln_at(s.ln2), W(ob.fc_w), W(ob.fc_b), s.h, rows, 4 * d, d, stream);
-        gelu(s.h, stream);
+        // kGeluForwardInProduct: one launch makes h and act (act over h where act has no memory).
+        bool in_product = false;
+        if constexpr (kGeluForwardInProduct) {
+          Op* const h_kept = act.size() ? s.h : nullptr;
+          Op* const act_at = act.size() ? act.data() : s.h;
+          in_product = dgelu_product::bias_gelu_fits(ln_at(s.ln2), W(ob.fc_w), W(ob.fc_b), h_kept, act_at, rows, d, 4 * d);
+          if (in_product)
+            dgelu_product::bias_gelu(ln_at(s.ln2), W(ob.fc_w), W(ob.fc_b), h_kept, act_at, rows, d, 4 * d, stream);
+        }
+        if (!in_product) {
+          products.linear_bias(blas, ln_at(s.ln2), W(ob.fc_w), W(ob.fc_b), s.h, rows, 4 * d, d, stream);
+          gelu(s.h, stream);
+        }
       } else {
         float* y = kCopies ? wide.data() : reinterpret_cast<float*>(s.h);
         products.linear(blas, ln_at(s.ln2), W(ob.fc_w), y, rows, 4 * d, d, stream);

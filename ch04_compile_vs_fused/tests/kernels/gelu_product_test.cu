@@ -12,6 +12,7 @@
 // Every output starts as NaN and one row past the outputs too, which must stay so (rows past the
 // last are not written). The shapes: GPT-2 small's reduce (768), a tile's edge in every direction
 // (rows not a multiple of 128, cols not a multiple of 128, reduce not a multiple of 64).
+// bias_gelu (step 22), the MLP's first product with its bias and GELU from the same product, below.
 #include <gtest/gtest.h>
 
 #include <cuda_bf16.h>
@@ -118,6 +119,76 @@ TEST(GeluProduct, DxDgeluBf16) {
     SCOPED_TRACE("rows " + std::to_string(pc.rows) + " reduce " + std::to_string(pc.reduce) + " cols " +
                  std::to_string(pc.cols) + (pc.positive ? " positive" : " signed"));
     run_dx_dgelu(pc, seed);
+  }
+}
+
+// bias_gelu (step 22): h = X W^T + b (a sum of reduce + 1 terms through the truncating additions,
+// rounded once to bf16, as products_test.cu bounds cuBLASLt's bias epilogue), and act = gelu(h) bit
+// for bit gelu_kernel's on the kernel's own h; with h not kept, act alone, bit for bit the same.
+void run_bias_gelu(const ProductCase& pc, std::uint64_t seed) {
+  const auto [rows, reduce, cols, positive] = pc;
+  lab::Rng rng(seed);
+  const std::size_t n = std::size_t(rows) * cols;
+  auto bf16_values = [&](std::size_t count, float lo, float hi) {
+    std::vector<float> x = uniform(rng, count, lo, hi);
+    for (float& v : x) v = round_bf16(v);
+    return x;
+  };
+  const float lo = positive ? 0.05f : -1.f;
+  const auto x = bf16_values(std::size_t(rows) * reduce, lo, 1.f), w = bf16_values(std::size_t(cols) * reduce, lo, 1.f);
+  const auto b = bf16_values(std::size_t(cols), positive ? 0.f : -4.f, 4.f);
+  auto x_d = device(to_bf16(x)), w_d = device(to_bf16(w)), b_d = device(to_bf16(b));
+  lab::DeviceBuffer<bf16> h_d(n + cols), act_d(n + cols), again_d(n), alone_d(n);
+  lab::poison(h_d), lab::poison(act_d), lab::poison(again_d), lab::poison(alone_d);
+  ASSERT_TRUE(dgelu_product::bias_gelu_fits(x_d.data(), w_d.data(), b_d.data(), h_d.data(), act_d.data(), rows, reduce,
+                                            cols));
+  dgelu_product::bias_gelu(x_d.data(), w_d.data(), b_d.data(), h_d.data(), act_d.data(), rows, reduce, cols, nullptr);
+  gelu_kernel<1><<<blocks_for(n / 4), kThreads>>>(h_d.data(), again_d.data(), n / 4);
+  LAB_CHECK(cudaGetLastError());
+  dgelu_product::bias_gelu(x_d.data(), w_d.data(), b_d.data(), nullptr, alone_d.data(), rows, reduce, cols, nullptr);
+  LAB_CHECK(cudaDeviceSynchronize());
+
+  std::vector<double> r_h(n), e_h(n);
+  for (int i = 0; i < rows; ++i)
+    for (int c = 0; c < cols; ++c) {
+      double sum = b[c], mag = std::fabs(b[c]);
+      for (int k = 0; k < reduce; ++k) {
+        const double term = double(x[std::size_t(i) * reduce + k]) * w[std::size_t(c) * reduce + k];
+        sum += term, mag += std::fabs(term);
+      }
+      const std::size_t at = std::size_t(i) * cols + c;
+      r_h[at] = sum;
+      e_h[at] = (1 + kUb) * mag * (reduce + 1) * 2 * kU / (1 - (reduce + 1) * 2 * kU);
+    }
+  std::vector<float> h = to_float(h_d.download()), act = to_float(act_d.download());
+  for (int c = 0; c < cols; ++c) {  // the row past the outputs: still NaN
+    EXPECT_TRUE(std::isnan(h[n + c])) << "h written past its last row, column " << c;
+    EXPECT_TRUE(std::isnan(act[n + c])) << "act written past its last row, column " << c;
+  }
+  h.resize(n), act.resize(n);
+  EXPECT_PASSES(judge(h, r_h, e_h, kUb, "h = X W^T + b (bf16)"));
+  const std::vector<float> again = to_float(again_d.download()), alone = to_float(alone_d.download());
+  EXPECT_PASSES(lab::compare(act, std::vector<double>(again.begin(), again.end()), lab::Tolerance::exact(),
+                             "act against gelu_kernel's on the kernel's h"));
+  EXPECT_PASSES(lab::compare(alone, std::vector<double>(act.begin(), act.end()), lab::Tolerance::exact(),
+                             "act with h not kept against act with h"));
+}
+
+TEST(GeluProduct, BiasGeluBf16) {
+  LAB_REQUIRE_GPU();
+  const lab::DeviceFacts& dev = lab::current_device();
+  if (dev.cc_major != 9 || dev.cc_minor != 0) GTEST_SKIP() << "wgmma and the TMA need an sm_90 GPU (" << dev.arch() << ")";
+  const std::uint64_t seed = lab::testing::run_seed();
+  const ProductCase cases[] = {
+      {300, 768, 384, true}, {300, 768, 384, false},  // GPT-2 small's reduce; rows past two tiles
+      {37, 40, 160, false},                           // a partial tile in every direction
+      {1, 32, 128, true},                             // one row, half a stage
+      {200, 200, 520, false},                         // reduce past three stages, not a multiple of 64
+  };
+  for (const ProductCase& pc : cases) {
+    SCOPED_TRACE("rows " + std::to_string(pc.rows) + " reduce " + std::to_string(pc.reduce) + " cols " +
+                 std::to_string(pc.cols) + (pc.positive ? " positive" : " signed"));
+    run_bias_gelu(pc, seed);
   }
 }
 
