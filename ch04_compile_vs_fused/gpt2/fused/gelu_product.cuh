@@ -43,6 +43,9 @@ namespace dgelu_product {
 constexpr int kBm = 128, kBn = 128, kBk = 64, kStages = 3;
 constexpr int kConsumerThreads = 256, kThreads = kConsumerThreads + 32;
 constexpr int kABytes = kBm * kBk * 2, kBBytes = kBk * kBn * 2;  // bf16
+// The epilogue's fp32 rows in shared memory: 136 floats apart (8 banks on), within the stages.
+constexpr int kPitch = kBn + 8;
+static_assert(2 * 64 * kPitch * 4 <= kStages * (kABytes + kBBytes));
 constexpr int kSmemBytes = 1024 + kStages * (kABytes + kBBytes) + kBn * 4 + 2 * kStages * 8;
 
 #if defined(LAB_SM90A)
@@ -129,50 +132,70 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
   wgmma::wait<0>();
 
-  // The epilogue on each accumulator pair: this lane's d[4 j + e] is row 16 warp + g + 8 (e / 2),
-  // column 8 j + 2 t + (e % 2) of the consumer's 64 x 128.
-  const int row0 = m0 + 64 * consumer + 16 * warp + g;
+  // The epilogue, in two passes through shared memory (the stages, free once both consumers' last
+  // group is done). Stored straight from the accumulators' layout (a lane's pairs 8 rows apart,
+  // 16 bytes of a row a quad), the tile's bf16 rows went out as 16-byte pieces of 8 rows an
+  // instruction, and the step took 3x cuBLAS's time for the product alone. So first each consumer
+  // puts its fp32 64 x 128 into shared memory (rows kPitch floats apart: a half-warp's 8-byte
+  // stores fall on 32 distinct banks), then each warp takes whole rows, a lane 4 columns: 16-byte
+  // reads of shared memory and rows of 256 bytes in and out of global memory a warp.
+  asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumerThreads) : "memory");  // both consumers' reads done
+  float* const stage = reinterpret_cast<float*>(a_s) + consumer * 64 * kPitch;
+  {
+    const int r = 16 * warp + g;
 #pragma unroll
-  for (int j = 0; j < kBn / 8; ++j) {
-    const int col = n0 + 8 * j + 2 * t;
-    float sx = 0.f, sy = 0.f;
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int row = row0 + 8 * half;
-      if (row < rows && col < cols) {
-        const std::size_t at = std::size_t(row) * cols + col;  // even: 4-byte pairs
-        const float a0 = acc[4 * j + 2 * half], a1 = acc[4 * j + 2 * half + 1];
-        if constexpr (std::is_same_v<Epi, Dgelu>) {
-          // gelu_backward_act_in_flight_kernel's arithmetic: dact rounded to bf16 first (the value
-          // the product wrote before), dh = dact gelu'(h), act = gelu(h).
-          const float2 dact = bf16_pair(bf16_pack(a0, a1));
-          const float2 x = bf16_pair(*reinterpret_cast<const unsigned*>(in + at));
-          const float e0 = gelu_erf(x.x), e1 = gelu_erf(x.y);
-          const float vx = dact.x * dgelu_of(x.x, e0), vy = dact.y * dgelu_of(x.y, e1);
-          *reinterpret_cast<unsigned*>(act + at) = bf16_pack(gelu_of(x.x, e0), gelu_of(x.y, e1));
-          *reinterpret_cast<unsigned*>(out + at) = bf16_pack(vx, vy);
-          sx += vx, sy += vy;
-        } else {
-          // cuBLASLt's bias epilogue and gelu_kernel's arithmetic: h = the sum plus the bias in fp32,
-          // rounded once to bf16; act = gelu(h) at the rounded value.
-          const float2 b = bf16_pair(*reinterpret_cast<const unsigned*>(in + col));
-          const unsigned hp = bf16_pack(a0 + b.x, a1 + b.y);
-          const float2 x = bf16_pair(hp);
-          if (out) *reinterpret_cast<unsigned*>(out + at) = hp;
-          *reinterpret_cast<unsigned*>(act + at) = bf16_pack(gelu(x.x), gelu(x.y));
-        }
-      }
+    for (int j = 0; j < kBn / 8; ++j) {
+      *reinterpret_cast<float2*>(stage + r * kPitch + 8 * j + 2 * t) = make_float2(acc[4 * j], acc[4 * j + 1]);
+      *reinterpret_cast<float2*>(stage + (r + 8) * kPitch + 8 * j + 2 * t) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
     }
+  }
+  asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumerThreads) : "memory");
+  const int c = n0 + 4 * lane;  // this lane's 4 columns (cols % 4 == 0: all in or all out)
+  float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+  float4 bias = sum;
+  if constexpr (std::is_same_v<Epi, BiasGelu>) {
+    if (c < cols) {
+      const float2 b01 = bf16_pair(*reinterpret_cast<const unsigned*>(in + c));
+      const float2 b23 = bf16_pair(*reinterpret_cast<const unsigned*>(in + c + 2));
+      bias = make_float4(b01.x, b01.y, b23.x, b23.y);
+    }
+  }
+  for (int r = warp; r < 64; r += 4) {
+    const int row = m0 + 64 * consumer + r;
+    if (row >= rows || c >= cols) continue;
+    const float4 v = *reinterpret_cast<const float4*>(stage + r * kPitch + 4 * lane);
+    const std::size_t at = std::size_t(row) * cols + c;  // a multiple of 4: 8-byte pieces
     if constexpr (std::is_same_v<Epi, Dgelu>) {
-      // The column sums of the fp32 dh: a column's 8 lanes (g) summed by shuffles, the warps'
-      // through shared memory, one atomic a column a block into db.
-#pragma unroll
-      for (int o = 4; o < 32; o *= 2) sx += __shfl_xor_sync(~0u, sx, o), sy += __shfl_xor_sync(~0u, sy, o);
-      if (g == 0) atomicAdd(&colsum[8 * j + 2 * t], sx), atomicAdd(&colsum[8 * j + 2 * t + 1], sy);
+      // gelu_backward_act_in_flight_kernel's arithmetic: dact rounded to bf16 first (the value
+      // the product wrote before), dh = dact gelu'(h), act = gelu(h).
+      const float2 d01 = bf16_pair(bf16_pack(v.x, v.y)), d23 = bf16_pair(bf16_pack(v.z, v.w));
+      const uint2 hv = *reinterpret_cast<const uint2*>(in + at);
+      const float2 x01 = bf16_pair(hv.x), x23 = bf16_pair(hv.y);
+      const float e0 = gelu_erf(x01.x), e1 = gelu_erf(x01.y), e2 = gelu_erf(x23.x), e3 = gelu_erf(x23.y);
+      const float4 dh = make_float4(d01.x * dgelu_of(x01.x, e0), d01.y * dgelu_of(x01.y, e1),
+                                    d23.x * dgelu_of(x23.x, e2), d23.y * dgelu_of(x23.y, e3));
+      *reinterpret_cast<uint2*>(act + at) = make_uint2(bf16_pack(gelu_of(x01.x, e0), gelu_of(x01.y, e1)),
+                                                       bf16_pack(gelu_of(x23.x, e2), gelu_of(x23.y, e3)));
+      *reinterpret_cast<uint2*>(out + at) = make_uint2(bf16_pack(dh.x, dh.y), bf16_pack(dh.z, dh.w));
+      sum.x += dh.x, sum.y += dh.y, sum.z += dh.z, sum.w += dh.w;
+    } else {
+      // cuBLASLt's bias epilogue and gelu_kernel's arithmetic: h = the sum plus the bias in fp32,
+      // rounded once to bf16; act = gelu(h) at the rounded value.
+      const unsigned h01 = bf16_pack(v.x + bias.x, v.y + bias.y), h23 = bf16_pack(v.z + bias.z, v.w + bias.w);
+      const float2 x01 = bf16_pair(h01), x23 = bf16_pair(h23);
+      if (out) *reinterpret_cast<uint2*>(out + at) = make_uint2(h01, h23);
+      *reinterpret_cast<uint2*>(act + at) = make_uint2(bf16_pack(gelu(x01.x), gelu(x01.y)),
+                                                       bf16_pack(gelu(x23.x), gelu(x23.y)));
     }
   }
   if constexpr (std::is_same_v<Epi, Dgelu>) {
-    asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumerThreads) : "memory");  // the consumers' column sums
+    // The column sums of the fp32 dh: a lane's over its 16 rows, the 8 warps' through shared
+    // memory, one atomic a column a block into db.
+    if (c < cols) {
+      atomicAdd(&colsum[4 * lane], sum.x), atomicAdd(&colsum[4 * lane + 1], sum.y);
+      atomicAdd(&colsum[4 * lane + 2], sum.z), atomicAdd(&colsum[4 * lane + 3], sum.w);
+    }
+    asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumerThreads) : "memory");
     if (threadIdx.x < kBn && n0 + int(threadIdx.x) < cols) atomicAdd(&db[n0 + threadIdx.x], colsum[threadIdx.x]);
   }
 }
