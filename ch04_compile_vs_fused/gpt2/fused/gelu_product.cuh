@@ -24,6 +24,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -40,13 +41,14 @@
 namespace {  // as kernels.cuh's: each program (and test binary object) its own copy
 namespace dgelu_product {
 
-constexpr int kBm = 128, kBn = 128, kBk = 64, kStages = 3;
+constexpr int kBm = 128, kBn = 128, kBk = 64, kStages = 4;
 constexpr int kConsumerThreads = 256, kThreads = kConsumerThreads + 32;
 constexpr int kABytes = kBm * kBk * 2, kBBytes = kBk * kBn * 2;  // bf16
-// The epilogue's fp32 rows in shared memory: 136 floats apart (8 banks on), within the stages.
+// Each consumer's epilogue rows in shared memory, bf16, 136 apart (a row 4 banks on from the one
+// before: the fragments' 4-byte stores of a warp fall on 32 distinct banks).
 constexpr int kPitch = kBn + 8;
-static_assert(2 * 64 * kPitch * 4 <= kStages * (kABytes + kBBytes));
-constexpr int kSmemBytes = 1024 + kStages * (kABytes + kBBytes) + kBn * 4 + 2 * kStages * 8;
+constexpr int kOutBytes = kBm * kPitch * 2;
+constexpr int kSmemBytes = 1024 + kStages * (kABytes + kBBytes) + 2 * kOutBytes + (2 * kStages + 2) * 8;
 
 #if defined(LAB_SM90A)
 namespace tma = lab::tma;
@@ -65,39 +67,51 @@ struct BiasGelu {
 
 // amap: A (rows x reduce), coordinates (k, row, 0), boxes of 64 x 128; bmap as the epilogue says.
 // in, out, act: rows x cols, row-major (BiasGelu's in: cols values); db: cols values, added to.
+// Persistent: block b makes the tiles b, b + grid, b + 2 grid, ... (row-major over the tiles of
+// C), its two consumers taking turns: consumer 0 the block's first, third, ... tile, consumer 1 the
+// second, fourth, ... The producer fills one ring of stages with the block's tiles' slices in that
+// order, and the consumers take turns at it (turn[]: each waits until the other has waited for
+// its last stage, as the ring's parity waits need: a barrier's phase must not be more than one
+// behind the waiter's): while one runs its epilogue (the erf, the exp and the memory), the other
+// holds the tensor cores.
 template <class Epi>
-__global__ void __launch_bounds__(kThreads, 2)
+__global__ void __launch_bounds__(kThreads, 1)
     tile_product_kernel(const __grid_constant__ CUtensorMap amap, const __grid_constant__ CUtensorMap bmap,
                         const __nv_bfloat16* __restrict__ in, __nv_bfloat16* __restrict__ out,
                         __nv_bfloat16* __restrict__ act, float* __restrict__ db, int rows, int cols, int reduce) {
   extern __shared__ std::uint8_t smem_raw[];
   std::uint8_t* const a_s = smem_raw + ((1024 - tma::smem_address(smem_raw) % 1024) % 1024);
   std::uint8_t* const b_s = a_s + kStages * kABytes;
-  float* const colsum = reinterpret_cast<float*>(b_s + kStages * kBBytes);
-  std::uint64_t* const full = reinterpret_cast<std::uint64_t*>(colsum + kBn);
+  __nv_bfloat16* const staged = reinterpret_cast<__nv_bfloat16*>(b_s + kStages * kBBytes);
+  std::uint64_t* const full = reinterpret_cast<std::uint64_t*>(b_s + kStages * kBBytes + 2 * kOutBytes);
   std::uint64_t* const empty = full + kStages;
-  const int m0 = int(blockIdx.y) * kBm, n0 = int(blockIdx.x) * kBn;
+  std::uint64_t* const turn = empty + kStages;  // turn[c]: consumer c may start its next tile's products
+  const int tiles_n = (cols + kBn - 1) / kBn, tiles = tiles_n * ((rows + kBm - 1) / kBm);
   const int ktiles = (reduce + kBk - 1) / kBk;
   if (threadIdx.x == 0) {
-    for (int st = 0; st < kStages; ++st) tma::init(full + st, 1), tma::init(empty + st, kConsumerThreads / 32);
+    for (int st = 0; st < kStages; ++st) tma::init(full + st, 1), tma::init(empty + st, 4);  // a consumer's warps
+    tma::init(turn, 4), tma::init(turn + 1, 4);
     tma::fence_init();
   }
-  if (threadIdx.x < kBn) colsum[threadIdx.x] = 0.f;
   __syncthreads();
 
   if (threadIdx.x >= kConsumerThreads) {  // the producer warp: one thread issues the copies
     if (threadIdx.x == kConsumerThreads) {
       tma::prefetch_map(&amap), tma::prefetch_map(&bmap);
-      for (int kt = 0; kt < ktiles; ++kt) {
-        const int st = kt % kStages;
-        tma::wait(empty + st, (unsigned(kt / kStages) & 1) ^ 1);
-        tma::arrive_expect_bytes(full + st, kABytes + kBBytes);
-        tma::load_tile(a_s + st * kABytes, &amap, kt * kBk, m0, 0, full + st);
-        if constexpr (Epi::kTransB) {
-          tma::load_tile(b_s + st * kBBytes, &bmap, n0, kt * kBk, 0, full + st);
-          tma::load_tile(b_s + st * kBBytes + kBBytes / 2, &bmap, n0 + 64, kt * kBk, 0, full + st);
-        } else {
-          tma::load_tile(b_s + st * kBBytes, &bmap, kt * kBk, n0, 0, full + st);
+      int it = 0;  // the block's slices, counted over its tiles: the ring's stage and phase
+      for (int tile = int(blockIdx.x); tile < tiles; tile += int(gridDim.x)) {
+        const int m0 = tile / tiles_n * kBm, n0 = tile % tiles_n * kBn;
+        for (int kt = 0; kt < ktiles; ++kt, ++it) {
+          const int st = it % kStages;
+          tma::wait(empty + st, (unsigned(it / kStages) & 1) ^ 1);
+          tma::arrive_expect_bytes(full + st, kABytes + kBBytes);
+          tma::load_tile(a_s + st * kABytes, &amap, kt * kBk, m0, 0, full + st);
+          if constexpr (Epi::kTransB) {
+            tma::load_tile(b_s + st * kBBytes, &bmap, n0, kt * kBk, 0, full + st);
+            tma::load_tile(b_s + st * kBBytes + kBBytes / 2, &bmap, n0 + 64, kt * kBk, 0, full + st);
+          } else {
+            tma::load_tile(b_s + st * kBBytes, &bmap, kt * kBk, n0, 0, full + st);
+          }
         }
       }
     }
@@ -106,100 +120,113 @@ __global__ void __launch_bounds__(kThreads, 2)
 
   const int consumer = int(threadIdx.x) / 128, warp = int(threadIdx.x / 32) % 4, lane = int(threadIdx.x % 32);
   const int g = lane / 4, t = lane % 4;
-  float acc[64] = {};
-  // The reduction, 64 at a time: four m64n128k16 a stage (A's rows of this consumer, K-major: the
-  // k-th 16 columns 32 bytes on; B N-major: the k-th 16 rows 2048 bytes on, its two 64-column
-  // regions 8 KB apart; or B K-major as A). A stage's group is left in flight while the next is
-  // issued; the stage before is released once its group is done.
-  for (int kt = 0; kt < ktiles; ++kt) {
-    const int st = kt % kStages;
-    tma::wait(full + st, unsigned(kt / kStages) & 1);
-    const std::uint8_t* a = a_s + st * kABytes + consumer * 64 * 128;
-    const std::uint8_t* b = b_s + st * kBBytes;
-    wgmma::fence();
+  __nv_bfloat16* const mine = staged + consumer * (kOutBytes / 2);
+  int i = consumer;  // the block's tile count: this consumer's tiles are every second
+  for (int tile = int(blockIdx.x) + consumer * int(gridDim.x); tile < tiles; tile += 2 * int(gridDim.x), i += 2) {
+    const int m0 = tile / tiles_n * kBm, n0 = tile % tiles_n * kBn;
+    const int it0 = i * ktiles;
+    float acc[2][64] = {};
+    if (i > 0) tma::wait(turn + consumer, unsigned((i - 1) / 2) & 1);  // the other's tile i - 1 has its stages
+    // The reduction, 64 at a time: a stage is 4 steps of 16, each two m64n128k16 (the tile's upper
+    // and lower 64 rows; A K-major: the k-th 16 columns 32 bytes on; B N-major: the k-th 16 rows
+    // 2048 bytes on, its two 64-column regions 8 KB apart; or B K-major as A). A stage's group is
+    // left in flight while the next is issued; the stage before is released once its group is done.
+    for (int kt = 0; kt < ktiles; ++kt) {
+      const int it = it0 + kt, st = it % kStages;
+      tma::wait(full + st, unsigned(it / kStages) & 1);
+      const std::uint8_t* a = a_s + st * kABytes;
+      const std::uint8_t* b = b_s + st * kBBytes;
+      wgmma::fence();
 #pragma unroll
-    for (int kk = 0; kk < kBk / 16; ++kk) {
-      if constexpr (Epi::kTransB)
-        wgmma::mma_ss_n128<0, 1>(acc, wgmma::descriptor(a) + 2 * kk,
-                                 wgmma::descriptor_mn(b + kk * 2048, kBBytes / 2), kt > 0 || kk > 0);
-      else
-        wgmma::mma_ss_n128<0, 0>(acc, wgmma::descriptor(a) + 2 * kk, wgmma::descriptor(b) + 2 * kk,
-                                 kt > 0 || kk > 0);
+      for (int kk = 0; kk < kBk / 16; ++kk) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const std::uint64_t ad = wgmma::descriptor(a + half * 64 * 128) + 2 * kk;
+          if constexpr (Epi::kTransB)
+            wgmma::mma_ss_n128<0, 1>(acc[half], ad, wgmma::descriptor_mn(b + kk * 2048, kBBytes / 2), kt > 0 || kk > 0);
+          else
+            wgmma::mma_ss_n128<0, 0>(acc[half], ad, wgmma::descriptor(b) + 2 * kk, kt > 0 || kk > 0);
+        }
+      }
+      wgmma::commit();
+      wgmma::wait<1>();
+      if (kt > 0 && lane == 0) tma::arrive(empty + (it - 1) % kStages);
     }
-    wgmma::commit();
-    wgmma::wait<1>();
-    if (kt > 0 && lane == 0) tma::arrive(empty + (kt - 1) % kStages);
-  }
-  wgmma::wait<0>();
+    if (lane == 0) tma::arrive(turn + (1 - consumer));
+    wgmma::wait<0>();
+    if (lane == 0) tma::arrive(empty + (it0 + ktiles - 1) % kStages);
 
-  // The epilogue, in two passes through shared memory (the stages, free once both consumers' last
-  // group is done). Stored straight from the accumulators' layout (a lane's pairs 8 rows apart,
-  // 16 bytes of a row a quad), the tile's bf16 rows went out as 16-byte pieces of 8 rows an
-  // instruction, and the step took 3x cuBLAS's time for the product alone. So first each consumer
-  // puts its fp32 64 x 128 into shared memory (rows kPitch floats apart: a half-warp's 8-byte
-  // stores fall on 32 distinct banks), then each warp takes whole rows, a lane 4 columns: 16-byte
-  // reads of shared memory and rows of 256 bytes in and out of global memory a warp.
-  asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumerThreads) : "memory");  // both consumers' reads done
-  float* const stage = reinterpret_cast<float*>(a_s) + consumer * 64 * kPitch;
-  {
-    const int r = 16 * warp + g;
+    // The epilogue, in two passes through this consumer's rows in shared memory. Stored straight
+    // from the accumulators' layout (a lane's pairs 8 rows apart, a quad's 16 bytes of a row), the
+    // tile went out as 16-byte pieces of 8 rows an instruction, and the product took 3.5x cuBLAS's
+    // time. First the fragments go in as bf16 (dact rounded as cuBLAS wrote it; h = the sum plus
+    // the bias, rounded once, as cuBLASLt's bias epilogue), then each warp takes whole rows, a lane
+    // 4 columns: 256 bytes of a row in and out of global memory a warp.
+    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + consumer) : "memory");  // the tile before is out
 #pragma unroll
     for (int j = 0; j < kBn / 8; ++j) {
-      *reinterpret_cast<float2*>(stage + r * kPitch + 8 * j + 2 * t) = make_float2(acc[4 * j], acc[4 * j + 1]);
-      *reinterpret_cast<float2*>(stage + (r + 8) * kPitch + 8 * j + 2 * t) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
+      const int col = 8 * j + 2 * t;
+      float2 bias = make_float2(0.f, 0.f);
+      if constexpr (std::is_same_v<Epi, BiasGelu>) {
+        if (n0 + col < cols) bias = bf16_pair(*reinterpret_cast<const unsigned*>(in + n0 + col));
+      }
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = 64 * half + 16 * warp + g;
+        const float* d = acc[half] + 4 * j;
+        *reinterpret_cast<unsigned*>(mine + r * kPitch + col) = bf16_pack(d[0] + bias.x, d[1] + bias.y);
+        *reinterpret_cast<unsigned*>(mine + (r + 8) * kPitch + col) = bf16_pack(d[2] + bias.x, d[3] + bias.y);
+      }
     }
-  }
-  asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumerThreads) : "memory");
-  const int c = n0 + 4 * lane;  // this lane's 4 columns (cols % 4 == 0: all in or all out)
-  float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-  float4 bias = sum;
-  if constexpr (std::is_same_v<Epi, BiasGelu>) {
-    if (c < cols) {
-      const float2 b01 = bf16_pair(*reinterpret_cast<const unsigned*>(in + c));
-      const float2 b23 = bf16_pair(*reinterpret_cast<const unsigned*>(in + c + 2));
-      bias = make_float4(b01.x, b01.y, b23.x, b23.y);
+    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + consumer) : "memory");
+    const int c = n0 + 4 * lane;  // this lane's 4 columns (cols % 4 == 0: all in or all out)
+    if (c >= cols) continue;
+    float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 4
+    for (int r = warp; r < kBm; r += 4) {
+      const int row = m0 + r;
+      if (row >= rows) break;
+      const uint2 v = *reinterpret_cast<const uint2*>(mine + r * kPitch + 4 * lane);
+      const std::size_t at = std::size_t(row) * cols + c;  // a multiple of 4: 8-byte pieces
+      if constexpr (std::is_same_v<Epi, Dgelu>) {
+        // gelu_backward_act_in_flight_kernel's arithmetic: dact (rounded to bf16 above),
+        // dh = dact gelu'(h), act = gelu(h).
+        const float2 d01 = bf16_pair(v.x), d23 = bf16_pair(v.y);
+        const uint2 hv = *reinterpret_cast<const uint2*>(in + at);
+        const float2 x01 = bf16_pair(hv.x), x23 = bf16_pair(hv.y);
+        const float e0 = gelu_erf(x01.x), e1 = gelu_erf(x01.y), e2 = gelu_erf(x23.x), e3 = gelu_erf(x23.y);
+        const float4 dh = make_float4(d01.x * dgelu_of(x01.x, e0), d01.y * dgelu_of(x01.y, e1),
+                                      d23.x * dgelu_of(x23.x, e2), d23.y * dgelu_of(x23.y, e3));
+        *reinterpret_cast<uint2*>(act + at) = make_uint2(bf16_pack(gelu_of(x01.x, e0), gelu_of(x01.y, e1)),
+                                                         bf16_pack(gelu_of(x23.x, e2), gelu_of(x23.y, e3)));
+        *reinterpret_cast<uint2*>(out + at) = make_uint2(bf16_pack(dh.x, dh.y), bf16_pack(dh.z, dh.w));
+        sum.x += dh.x, sum.y += dh.y, sum.z += dh.z, sum.w += dh.w;
+      } else {
+        // gelu_kernel's arithmetic: act = gelu(h) at the rounded h.
+        const float2 x01 = bf16_pair(v.x), x23 = bf16_pair(v.y);
+        if (out) *reinterpret_cast<uint2*>(out + at) = v;
+        *reinterpret_cast<uint2*>(act + at) =
+            make_uint2(bf16_pack(gelu(x01.x), gelu(x01.y)), bf16_pack(gelu(x23.x), gelu(x23.y)));
+      }
     }
-  }
-  for (int r = warp; r < 64; r += 4) {
-    const int row = m0 + 64 * consumer + r;
-    if (row >= rows || c >= cols) continue;
-    const float4 v = *reinterpret_cast<const float4*>(stage + r * kPitch + 4 * lane);
-    const std::size_t at = std::size_t(row) * cols + c;  // a multiple of 4: 8-byte pieces
     if constexpr (std::is_same_v<Epi, Dgelu>) {
-      // gelu_backward_act_in_flight_kernel's arithmetic: dact rounded to bf16 first (the value
-      // the product wrote before), dh = dact gelu'(h), act = gelu(h).
-      const float2 d01 = bf16_pair(bf16_pack(v.x, v.y)), d23 = bf16_pair(bf16_pack(v.z, v.w));
-      const uint2 hv = *reinterpret_cast<const uint2*>(in + at);
-      const float2 x01 = bf16_pair(hv.x), x23 = bf16_pair(hv.y);
-      const float e0 = gelu_erf(x01.x), e1 = gelu_erf(x01.y), e2 = gelu_erf(x23.x), e3 = gelu_erf(x23.y);
-      const float4 dh = make_float4(d01.x * dgelu_of(x01.x, e0), d01.y * dgelu_of(x01.y, e1),
-                                    d23.x * dgelu_of(x23.x, e2), d23.y * dgelu_of(x23.y, e3));
-      *reinterpret_cast<uint2*>(act + at) = make_uint2(bf16_pack(gelu_of(x01.x, e0), gelu_of(x01.y, e1)),
-                                                       bf16_pack(gelu_of(x23.x, e2), gelu_of(x23.y, e3)));
-      *reinterpret_cast<uint2*>(out + at) = make_uint2(bf16_pack(dh.x, dh.y), bf16_pack(dh.z, dh.w));
-      sum.x += dh.x, sum.y += dh.y, sum.z += dh.z, sum.w += dh.w;
-    } else {
-      // cuBLASLt's bias epilogue and gelu_kernel's arithmetic: h = the sum plus the bias in fp32,
-      // rounded once to bf16; act = gelu(h) at the rounded value.
-      const unsigned h01 = bf16_pack(v.x + bias.x, v.y + bias.y), h23 = bf16_pack(v.z + bias.z, v.w + bias.w);
-      const float2 x01 = bf16_pair(h01), x23 = bf16_pair(h23);
-      if (out) *reinterpret_cast<uint2*>(out + at) = make_uint2(h01, h23);
-      *reinterpret_cast<uint2*>(act + at) = make_uint2(bf16_pack(gelu(x01.x), gelu(x01.y)),
-                                                       bf16_pack(gelu(x23.x), gelu(x23.y)));
+      // The column sums of the fp32 dh: a lane's over its warp's 32 rows, one atomic each into db.
+      atomicAdd(db + c, sum.x), atomicAdd(db + c + 1, sum.y), atomicAdd(db + c + 2, sum.z), atomicAdd(db + c + 3, sum.w);
     }
-  }
-  if constexpr (std::is_same_v<Epi, Dgelu>) {
-    // The column sums of the fp32 dh: a lane's over its 16 rows, the 8 warps' through shared
-    // memory, one atomic a column a block into db.
-    if (c < cols) {
-      atomicAdd(&colsum[4 * lane], sum.x), atomicAdd(&colsum[4 * lane + 1], sum.y);
-      atomicAdd(&colsum[4 * lane + 2], sum.z), atomicAdd(&colsum[4 * lane + 3], sum.w);
-    }
-    asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumerThreads) : "memory");
-    if (threadIdx.x < kBn && n0 + int(threadIdx.x) < cols) atomicAdd(&db[n0 + threadIdx.x], colsum[threadIdx.x]);
   }
 }
 #endif
+
+// The persistent grid: a block an SM (the current device's count, read once, before any capture).
+inline int sm_count() {
+  static const int count = [] {
+    int device = 0, n = 0;
+    LAB_CHECK(cudaGetDevice(&device));
+    LAB_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
+    return n;
+  }();
+  return count;
+}
 
 // The kernels' shared-memory attribute, set once, before any capture (the step's Products class
 // calls it as it is made); the launches call it too.
@@ -210,11 +237,13 @@ inline void prepare() {
                                    kSmemBytes));
     LAB_CHECK(cudaFuncSetAttribute(tile_product_kernel<BiasGelu>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    kSmemBytes));
+    (void)sm_count();
     return true;
   }();
   (void)done;
 #endif
 }
+
 
 // Whether dx_dgelu runs here: a build for sm_90a, the TMA's strides (2 reduce and 2 cols bytes
 // multiples of 16), 4-byte pairs of h, dh and act, every tensor 16-byte aligned.
@@ -243,7 +272,7 @@ inline void dx_dgelu(const __nv_bfloat16* dY, const __nv_bfloat16* W, const __nv
   const CUtensorMap bmap = lab::tma::bf16_map_swizzle128(
       W, {std::uint64_t(cols), std::uint64_t(reduce), 1},
       {std::uint64_t(cols) * 2, std::uint64_t(cols) * 2 * std::uint64_t(reduce)}, {64, kBk, 1});
-  const dim3 grid(unsigned((cols + kBn - 1) / kBn), unsigned((rows + kBm - 1) / kBm));
+  const unsigned grid = unsigned(std::min(sm_count(), ((cols + kBn - 1) / kBn) * ((rows + kBm - 1) / kBm)));
   tile_product_kernel<Dgelu><<<grid, kThreads, kSmemBytes, stream>>>(amap, bmap, h, dh, act, db, rows, cols, reduce);
   LAB_CHECK(cudaGetLastError());
 #else
@@ -273,7 +302,7 @@ inline void bias_gelu(const __nv_bfloat16* X, const __nv_bfloat16* W, const __nv
   const CUtensorMap bmap = lab::tma::bf16_map_swizzle128(
       W, {std::uint64_t(reduce), std::uint64_t(cols), 1},
       {std::uint64_t(reduce) * 2, std::uint64_t(reduce) * 2 * std::uint64_t(cols)}, {kBk, kBn, 1});
-  const dim3 grid(unsigned((cols + kBn - 1) / kBn), unsigned((rows + kBm - 1) / kBm));
+  const unsigned grid = unsigned(std::min(sm_count(), ((cols + kBn - 1) / kBn) * ((rows + kBm - 1) / kBm)));
   tile_product_kernel<BiasGelu>
       <<<grid, kThreads, kSmemBytes, stream>>>(amap, bmap, bias, h, act, nullptr, rows, cols, reduce);
   LAB_CHECK(cudaGetLastError());
