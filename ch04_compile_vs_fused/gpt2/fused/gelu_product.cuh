@@ -41,14 +41,14 @@
 namespace {  // as kernels.cuh's: each program (and test binary object) its own copy
 namespace dgelu_product {
 
-constexpr int kBm = 128, kBn = 128, kBk = 64, kStages = 4;
+constexpr int kBm = 128, kBn = 128, kBk = 64, kStages = 3;
 constexpr int kConsumerThreads = 256, kThreads = kConsumerThreads + 32;
 constexpr int kABytes = kBm * kBk * 2, kBBytes = kBk * kBn * 2;  // bf16
-// Each consumer's epilogue rows in shared memory, bf16, 136 apart (a row 4 banks on from the one
-// before: the fragments' 4-byte stores of a warp fall on 32 distinct banks).
-constexpr int kPitch = kBn + 8;
-constexpr int kOutBytes = kBm * kPitch * 2;
-constexpr int kSmemBytes = 1024 + kStages * (kABytes + kBBytes) + 2 * kOutBytes + (2 * kStages + 2) * 8;
+// Each consumer's two output tiles (128 x 128 bf16, each two 64-column halves in the TMA's 128-byte
+// swizzle): Dgelu's h (loaded during the products, then act over it) and dh; BiasGelu's h and act.
+constexpr int kTileBytes = kBm * kBn * 2;
+constexpr int kSmemBytes = 1024 + kStages * (kABytes + kBBytes) + 2 * 2 * kTileBytes + (2 * kStages + 4) * 8;
+static_assert(kSmemBytes <= 227 * 1024);
 
 #if defined(LAB_SM90A)
 namespace tma = lab::tma;
@@ -74,23 +74,31 @@ struct BiasGelu {
 // its last stage, as the ring's parity waits need: a barrier's phase must not be more than one
 // behind the waiter's): while one runs its epilogue (the erf, the exp and the memory), the other
 // holds the tensor cores.
+// The byte offset of element (r, c) of a 128 x 128 bf16 tile laid out as two boxes of 128 rows x 64
+// columns in the TMA's 128-byte swizzle: 16-byte chunk c / 8 of a row stored at chunk (c / 8) ^ (r % 8).
+__device__ __forceinline__ int tile_offset(int r, int c) {
+  return (c / 64) * (kTileBytes / 2) + r * 128 + ((((c % 64) / 8) ^ (r % 8)) * 16) + (c % 8) * 2;
+}
+
 template <class Epi>
 __global__ void __launch_bounds__(kThreads, 1)
     tile_product_kernel(const __grid_constant__ CUtensorMap amap, const __grid_constant__ CUtensorMap bmap,
-                        const __nv_bfloat16* __restrict__ in, __nv_bfloat16* __restrict__ out,
-                        __nv_bfloat16* __restrict__ act, float* __restrict__ db, int rows, int cols, int reduce) {
+                        const __grid_constant__ CUtensorMap inmap, const __grid_constant__ CUtensorMap outmap,
+                        const __grid_constant__ CUtensorMap actmap, const __nv_bfloat16* __restrict__ bias,
+                        float* __restrict__ db, int rows, int cols, int reduce, int keep_out) {
   extern __shared__ std::uint8_t smem_raw[];
   std::uint8_t* const a_s = smem_raw + ((1024 - tma::smem_address(smem_raw) % 1024) % 1024);
   std::uint8_t* const b_s = a_s + kStages * kABytes;
-  __nv_bfloat16* const staged = reinterpret_cast<__nv_bfloat16*>(b_s + kStages * kBBytes);
-  std::uint64_t* const full = reinterpret_cast<std::uint64_t*>(b_s + kStages * kBBytes + 2 * kOutBytes);
+  std::uint8_t* const tiles_s = b_s + kStages * kBBytes;
+  std::uint64_t* const full = reinterpret_cast<std::uint64_t*>(tiles_s + 2 * 2 * kTileBytes);
   std::uint64_t* const empty = full + kStages;
   std::uint64_t* const turn = empty + kStages;  // turn[c]: consumer c may start its next tile's products
+  std::uint64_t* const h_in = turn + 2;         // h_in[c]: Dgelu's h tile of consumer c has landed
   const int tiles_n = (cols + kBn - 1) / kBn, tiles = tiles_n * ((rows + kBm - 1) / kBm);
   const int ktiles = (reduce + kBk - 1) / kBk;
   if (threadIdx.x == 0) {
     for (int st = 0; st < kStages; ++st) tma::init(full + st, 1), tma::init(empty + st, 4);  // a consumer's warps
-    tma::init(turn, 4), tma::init(turn + 1, 4);
+    tma::init(turn, 4), tma::init(turn + 1, 4), tma::init(h_in, 1), tma::init(h_in + 1, 1);
     tma::fence_init();
   }
   __syncthreads();
@@ -120,11 +128,23 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   const int consumer = int(threadIdx.x) / 128, warp = int(threadIdx.x / 32) % 4, lane = int(threadIdx.x % 32);
   const int g = lane / 4, t = lane % 4;
-  __nv_bfloat16* const mine = staged + consumer * (kOutBytes / 2);
+  const bool elected = threadIdx.x % 128 == 0;  // issues this consumer's tile copies
+  std::uint8_t* const t0 = tiles_s + consumer * 2 * kTileBytes;  // Dgelu: h, then act; BiasGelu: h
+  std::uint8_t* const t1 = t0 + kTileBytes;                       // Dgelu: dh; BiasGelu: act
   int i = consumer;  // the block's tile count: this consumer's tiles are every second
   for (int tile = int(blockIdx.x) + consumer * int(gridDim.x); tile < tiles; tile += 2 * int(gridDim.x), i += 2) {
     const int m0 = tile / tiles_n * kBm, n0 = tile % tiles_n * kBn;
     const int it0 = i * ktiles;
+    if (elected) {
+      // The tile before's stores have read t0 and t1; Dgelu's h for this tile comes in over t0
+      // while the products run.
+      tma::bulk_wait_read<0>();
+      if constexpr (std::is_same_v<Epi, Dgelu>) {
+        tma::arrive_expect_bytes(h_in + consumer, kTileBytes);
+        tma::load_tile(t0, &inmap, n0, m0, 0, h_in + consumer);
+        tma::load_tile(t0 + kTileBytes / 2, &inmap, n0 + 64, m0, 0, h_in + consumer);
+      }
+    }
     float acc[2][64] = {};
     if (i > 0) tma::wait(turn + consumer, unsigned((i - 1) / 2) & 1);  // the other's tile i - 1 has its stages
     // The reduction, 64 at a time: a stage is 4 steps of 16, each two m64n128k16 (the tile's upper
@@ -156,64 +176,80 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma::wait<0>();
     if (lane == 0) tma::arrive(empty + (it0 + ktiles - 1) % kStages);
 
-    // The epilogue, in two passes through this consumer's rows in shared memory. Stored straight
-    // from the accumulators' layout (a lane's pairs 8 rows apart, a quad's 16 bytes of a row), the
-    // tile went out as 16-byte pieces of 8 rows an instruction, and the product took 3.5x cuBLAS's
-    // time. First the fragments go in as bf16 (dact rounded as cuBLAS wrote it; h = the sum plus
-    // the bias, rounded once, as cuBLASLt's bias epilogue), then each warp takes whole rows, a lane
-    // 4 columns: 256 bytes of a row in and out of global memory a warp.
-    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + consumer) : "memory");  // the tile before is out
+    // The epilogue. Stored straight from the accumulators' layout (a lane's pairs 8 rows apart, a
+    // quad's 16 bytes of a row), the tile went out as 16-byte pieces of 8 rows an instruction, and
+    // the product took 3.5x cuBLAS's time; with h read the same way, the epilogue waited on it. So
+    // the tiles go through shared memory in the TMA's layout (a warp's 4-byte accesses on 32
+    // distinct banks), h comes in by the TMA during the products, and the TMA stores the outputs
+    // while this consumer's next products run.
+    if constexpr (std::is_same_v<Epi, Dgelu>) {
+      tma::wait(h_in + consumer, unsigned(i / 2) & 1);
+    } else {
+      asm volatile("bar.sync %0, 128;\n" ::"r"(1 + consumer) : "memory");  // the elected thread's wait_read
+    }
 #pragma unroll
     for (int j = 0; j < kBn / 8; ++j) {
       const int col = 8 * j + 2 * t;
-      float2 bias = make_float2(0.f, 0.f);
+      float2 b = make_float2(0.f, 0.f), sum = b;
       if constexpr (std::is_same_v<Epi, BiasGelu>) {
-        if (n0 + col < cols) bias = bf16_pair(*reinterpret_cast<const unsigned*>(in + n0 + col));
+        if (n0 + col < cols) b = bf16_pair(*reinterpret_cast<const unsigned*>(bias + n0 + col));
       }
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int r = 64 * half + 16 * warp + g;
-        const float* d = acc[half] + 4 * j;
-        *reinterpret_cast<unsigned*>(mine + r * kPitch + col) = bf16_pack(d[0] + bias.x, d[1] + bias.y);
-        *reinterpret_cast<unsigned*>(mine + (r + 8) * kPitch + col) = bf16_pack(d[2] + bias.x, d[3] + bias.y);
+      for (int q = 0; q < 4; ++q) {  // rows g, g + 8 of each 64-row half
+        const int r = 64 * (q / 2) + 16 * warp + g + 8 * (q % 2);
+        const float a0 = acc[q / 2][4 * j + 2 * (q % 2)], a1 = acc[q / 2][4 * j + 2 * (q % 2) + 1];
+        const int at = tile_offset(r, col);
+        if constexpr (std::is_same_v<Epi, Dgelu>) {
+          // gelu_backward_act_in_flight_kernel's arithmetic: dact rounded to bf16 first (the value
+          // the product wrote before), dh = dact gelu'(h), act = gelu(h).
+          const float2 dact = bf16_pair(bf16_pack(a0, a1));
+          const float2 x = bf16_pair(*reinterpret_cast<const unsigned*>(t0 + at));
+          const float e0 = gelu_erf(x.x), e1 = gelu_erf(x.y);
+          const float vx = dact.x * dgelu_of(x.x, e0), vy = dact.y * dgelu_of(x.y, e1);
+          *reinterpret_cast<unsigned*>(t0 + at) = bf16_pack(gelu_of(x.x, e0), gelu_of(x.y, e1));
+          *reinterpret_cast<unsigned*>(t1 + at) = bf16_pack(vx, vy);
+          sum.x += vx, sum.y += vy;
+        } else {
+          // cuBLASLt's bias epilogue and gelu_kernel's arithmetic: h = the sum plus the bias in fp32,
+          // rounded once to bf16; act = gelu(h) at the rounded value.
+          const unsigned hp = bf16_pack(a0 + b.x, a1 + b.y);
+          const float2 x = bf16_pair(hp);
+          *reinterpret_cast<unsigned*>(t0 + at) = hp;
+          *reinterpret_cast<unsigned*>(t1 + at) = bf16_pack(gelu(x.x), gelu(x.y));
+        }
       }
-    }
-    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + consumer) : "memory");
-    const int c = n0 + 4 * lane;  // this lane's 4 columns (cols % 4 == 0: all in or all out)
-    if (c >= cols) continue;
-    float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 4
-    for (int r = warp; r < kBm; r += 4) {
-      const int row = m0 + r;
-      if (row >= rows) break;
-      const uint2 v = *reinterpret_cast<const uint2*>(mine + r * kPitch + 4 * lane);
-      const std::size_t at = std::size_t(row) * cols + c;  // a multiple of 4: 8-byte pieces
       if constexpr (std::is_same_v<Epi, Dgelu>) {
-        // gelu_backward_act_in_flight_kernel's arithmetic: dact (rounded to bf16 above),
-        // dh = dact gelu'(h), act = gelu(h).
-        const float2 d01 = bf16_pair(v.x), d23 = bf16_pair(v.y);
-        const uint2 hv = *reinterpret_cast<const uint2*>(in + at);
-        const float2 x01 = bf16_pair(hv.x), x23 = bf16_pair(hv.y);
-        const float e0 = gelu_erf(x01.x), e1 = gelu_erf(x01.y), e2 = gelu_erf(x23.x), e3 = gelu_erf(x23.y);
-        const float4 dh = make_float4(d01.x * dgelu_of(x01.x, e0), d01.y * dgelu_of(x01.y, e1),
-                                      d23.x * dgelu_of(x23.x, e2), d23.y * dgelu_of(x23.y, e3));
-        *reinterpret_cast<uint2*>(act + at) = make_uint2(bf16_pack(gelu_of(x01.x, e0), gelu_of(x01.y, e1)),
-                                                         bf16_pack(gelu_of(x23.x, e2), gelu_of(x23.y, e3)));
-        *reinterpret_cast<uint2*>(out + at) = make_uint2(bf16_pack(dh.x, dh.y), bf16_pack(dh.z, dh.w));
-        sum.x += dh.x, sum.y += dh.y, sum.z += dh.z, sum.w += dh.w;
-      } else {
-        // gelu_kernel's arithmetic: act = gelu(h) at the rounded h.
-        const float2 x01 = bf16_pair(v.x), x23 = bf16_pair(v.y);
-        if (out) *reinterpret_cast<uint2*>(out + at) = v;
-        *reinterpret_cast<uint2*>(act + at) =
-            make_uint2(bf16_pack(gelu(x01.x), gelu(x01.y)), bf16_pack(gelu(x23.x), gelu(x23.y)));
+        // The column sums of the fp32 dh: the warp's 32 rows of a column summed over its 8 lanes g
+        // by shuffles, one atomic a column a warp into db.
+#pragma unroll
+        for (int o = 4; o < 32; o *= 2) sum.x += __shfl_xor_sync(~0u, sum.x, o), sum.y += __shfl_xor_sync(~0u, sum.y, o);
+        if (g == 0 && n0 + col < cols) atomicAdd(db + n0 + col, sum.x), atomicAdd(db + n0 + col + 1, sum.y);
       }
     }
-    if constexpr (std::is_same_v<Epi, Dgelu>) {
-      // The column sums of the fp32 dh: a lane's over its warp's 32 rows, one atomic each into db.
-      atomicAdd(db + c, sum.x), atomicAdd(db + c + 1, sum.y), atomicAdd(db + c + 2, sum.z), atomicAdd(db + c + 3, sum.w);
+    tma::fence_proxy_async();  // this thread's writes, before the TMA reads them
+    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + consumer) : "memory");
+    if (elected) {
+      if constexpr (std::is_same_v<Epi, Dgelu>) {
+        tma::store_tile(&actmap, t0, n0, m0, 0), tma::store_tile(&actmap, t0 + kTileBytes / 2, n0 + 64, m0, 0);
+        tma::store_tile(&outmap, t1, n0, m0, 0), tma::store_tile(&outmap, t1 + kTileBytes / 2, n0 + 64, m0, 0);
+      } else {
+        if (keep_out)
+          tma::store_tile(&outmap, t0, n0, m0, 0), tma::store_tile(&outmap, t0 + kTileBytes / 2, n0 + 64, m0, 0);
+        tma::store_tile(&actmap, t1, n0, m0, 0), tma::store_tile(&actmap, t1 + kTileBytes / 2, n0 + 64, m0, 0);
+      }
+      tma::bulk_commit();
     }
   }
+  if (elected) tma::bulk_wait<0>();  // the last stores done before the block's shared memory goes
+}
+#endif
+
+#if defined(LAB_SM90A)
+// The map of a rows x cols bf16 output (or Dgelu's h) in the epilogue's boxes: 64 columns x 128 rows.
+inline CUtensorMap tile_map(const void* p, int rows, int cols) {
+  return lab::tma::bf16_map_swizzle128(p, {std::uint64_t(cols), std::uint64_t(rows), 1},
+                                       {std::uint64_t(cols) * 2, std::uint64_t(cols) * 2 * std::uint64_t(rows)},
+                                       {64, kBm, 1});
 }
 #endif
 
@@ -272,8 +308,10 @@ inline void dx_dgelu(const __nv_bfloat16* dY, const __nv_bfloat16* W, const __nv
   const CUtensorMap bmap = lab::tma::bf16_map_swizzle128(
       W, {std::uint64_t(cols), std::uint64_t(reduce), 1},
       {std::uint64_t(cols) * 2, std::uint64_t(cols) * 2 * std::uint64_t(reduce)}, {64, kBk, 1});
+  const CUtensorMap hmap = tile_map(h, rows, cols), dhmap = tile_map(dh, rows, cols), actmap = tile_map(act, rows, cols);
   const unsigned grid = unsigned(std::min(sm_count(), ((cols + kBn - 1) / kBn) * ((rows + kBm - 1) / kBm)));
-  tile_product_kernel<Dgelu><<<grid, kThreads, kSmemBytes, stream>>>(amap, bmap, h, dh, act, db, rows, cols, reduce);
+  tile_product_kernel<Dgelu><<<grid, kThreads, kSmemBytes, stream>>>(amap, bmap, hmap, dhmap, actmap, nullptr, db,
+                                                                      rows, cols, reduce, 1);
   LAB_CHECK(cudaGetLastError());
 #else
   (void)dY, (void)W, (void)h, (void)dh, (void)act, (void)db, (void)rows, (void)reduce, (void)cols, (void)stream;
@@ -302,9 +340,10 @@ inline void bias_gelu(const __nv_bfloat16* X, const __nv_bfloat16* W, const __nv
   const CUtensorMap bmap = lab::tma::bf16_map_swizzle128(
       W, {std::uint64_t(reduce), std::uint64_t(cols), 1},
       {std::uint64_t(reduce) * 2, std::uint64_t(reduce) * 2 * std::uint64_t(cols)}, {kBk, kBn, 1});
+  const CUtensorMap actmap = tile_map(act, rows, cols), hmap = h ? tile_map(h, rows, cols) : actmap;
   const unsigned grid = unsigned(std::min(sm_count(), ((cols + kBn - 1) / kBn) * ((rows + kBm - 1) / kBm)));
-  tile_product_kernel<BiasGelu>
-      <<<grid, kThreads, kSmemBytes, stream>>>(amap, bmap, bias, h, act, nullptr, rows, cols, reduce);
+  tile_product_kernel<BiasGelu><<<grid, kThreads, kSmemBytes, stream>>>(amap, bmap, actmap, hmap, actmap, bias,
+                                                                         nullptr, rows, cols, reduce, h != nullptr);
   LAB_CHECK(cudaGetLastError());
 #else
   (void)X, (void)W, (void)bias, (void)h, (void)act, (void)rows, (void)reduce, (void)cols, (void)stream;
