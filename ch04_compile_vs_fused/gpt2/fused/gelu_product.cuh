@@ -187,44 +187,57 @@ __global__ void __launch_bounds__(kThreads, 1)
     } else {
       asm volatile("bar.sync %0, 128;\n" ::"r"(1 + consumer) : "memory");  // the elected thread's wait_read
     }
+    // First the fragments go into shared memory as bf16 (dact rounded as cuBLAS wrote it; h = the
+    // sum plus the bias, rounded once, as cuBLASLt's bias epilogue), with few registers free while
+    // the accumulators live; then the arithmetic, each warp on whole rows (a lane 4 columns, four
+    // rows at once), with the accumulators' registers free for it.
+    std::uint8_t* const sums = std::is_same_v<Epi, Dgelu> ? t1 : t0;  // dact goes where dh will
 #pragma unroll
     for (int j = 0; j < kBn / 8; ++j) {
       const int col = 8 * j + 2 * t;
-      float2 b = make_float2(0.f, 0.f), sum = b;
+      float2 b = make_float2(0.f, 0.f);
       if constexpr (std::is_same_v<Epi, BiasGelu>) {
         if (n0 + col < cols) b = bf16_pair(*reinterpret_cast<const unsigned*>(bias + n0 + col));
       }
 #pragma unroll
       for (int q = 0; q < 4; ++q) {  // rows g, g + 8 of each 64-row half
         const int r = 64 * (q / 2) + 16 * warp + g + 8 * (q % 2);
-        const float a0 = acc[q / 2][4 * j + 2 * (q % 2)], a1 = acc[q / 2][4 * j + 2 * (q % 2) + 1];
-        const int at = tile_offset(r, col);
-        if constexpr (std::is_same_v<Epi, Dgelu>) {
-          // gelu_backward_act_in_flight_kernel's arithmetic: dact rounded to bf16 first (the value
-          // the product wrote before), dh = dact gelu'(h), act = gelu(h).
-          const float2 dact = bf16_pair(bf16_pack(a0, a1));
-          const float2 x = bf16_pair(*reinterpret_cast<const unsigned*>(t0 + at));
-          const float e0 = gelu_erf(x.x), e1 = gelu_erf(x.y);
-          const float vx = dact.x * dgelu_of(x.x, e0), vy = dact.y * dgelu_of(x.y, e1);
-          *reinterpret_cast<unsigned*>(t0 + at) = bf16_pack(gelu_of(x.x, e0), gelu_of(x.y, e1));
-          *reinterpret_cast<unsigned*>(t1 + at) = bf16_pack(vx, vy);
-          sum.x += vx, sum.y += vy;
-        } else {
-          // cuBLASLt's bias epilogue and gelu_kernel's arithmetic: h = the sum plus the bias in fp32,
-          // rounded once to bf16; act = gelu(h) at the rounded value.
-          const unsigned hp = bf16_pack(a0 + b.x, a1 + b.y);
-          const float2 x = bf16_pair(hp);
-          *reinterpret_cast<unsigned*>(t0 + at) = hp;
-          *reinterpret_cast<unsigned*>(t1 + at) = bf16_pack(gelu(x.x), gelu(x.y));
-        }
+        const float* d = acc[q / 2] + 4 * j + 2 * (q % 2);
+        *reinterpret_cast<unsigned*>(sums + tile_offset(r, col)) = bf16_pack(d[0] + b.x, d[1] + b.y);
       }
+    }
+    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + consumer) : "memory");
+    const int c = 4 * lane;  // this lane's 4 columns of the tile
+    float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 4
+    for (int r = warp; r < kBm; r += 4) {
+      const int at = tile_offset(r, c);  // 8 bytes, within one 16-byte chunk
+      const uint2 v = *reinterpret_cast<const uint2*>(sums + at);
       if constexpr (std::is_same_v<Epi, Dgelu>) {
-        // The column sums of the fp32 dh: the warp's 32 rows of a column summed over its 8 lanes g
-        // by shuffles, one atomic a column a warp into db.
-#pragma unroll
-        for (int o = 4; o < 32; o *= 2) sum.x += __shfl_xor_sync(~0u, sum.x, o), sum.y += __shfl_xor_sync(~0u, sum.y, o);
-        if (g == 0 && n0 + col < cols) atomicAdd(db + n0 + col, sum.x), atomicAdd(db + n0 + col + 1, sum.y);
+        // gelu_backward_act_in_flight_kernel's arithmetic: dact (rounded to bf16 above),
+        // dh = dact gelu'(h), act = gelu(h).
+        const float2 d01 = bf16_pair(v.x), d23 = bf16_pair(v.y);
+        const uint2 hv = *reinterpret_cast<const uint2*>(t0 + at);
+        const float2 x01 = bf16_pair(hv.x), x23 = bf16_pair(hv.y);
+        const float e0 = gelu_erf(x01.x), e1 = gelu_erf(x01.y), e2 = gelu_erf(x23.x), e3 = gelu_erf(x23.y);
+        const float4 dh = make_float4(d01.x * dgelu_of(x01.x, e0), d01.y * dgelu_of(x01.y, e1),
+                                      d23.x * dgelu_of(x23.x, e2), d23.y * dgelu_of(x23.y, e3));
+        *reinterpret_cast<uint2*>(t0 + at) = make_uint2(bf16_pack(gelu_of(x01.x, e0), gelu_of(x01.y, e1)),
+                                                        bf16_pack(gelu_of(x23.x, e2), gelu_of(x23.y, e3)));
+        *reinterpret_cast<uint2*>(t1 + at) = make_uint2(bf16_pack(dh.x, dh.y), bf16_pack(dh.z, dh.w));
+        if (m0 + r < rows) sum.x += dh.x, sum.y += dh.y, sum.z += dh.z, sum.w += dh.w;
+      } else {
+        // gelu_kernel's arithmetic: act = gelu(h) at the rounded h.
+        const float2 x01 = bf16_pair(v.x), x23 = bf16_pair(v.y);
+        *reinterpret_cast<uint2*>(t1 + at) =
+            make_uint2(bf16_pack(gelu(x01.x), gelu(x01.y)), bf16_pack(gelu(x23.x), gelu(x23.y)));
       }
+    }
+    if constexpr (std::is_same_v<Epi, Dgelu>) {
+      // The column sums of the fp32 dh: a lane's over its warp's 32 rows, one atomic each into db.
+      if (n0 + c < cols)
+        atomicAdd(db + n0 + c, sum.x), atomicAdd(db + n0 + c + 1, sum.y), atomicAdd(db + n0 + c + 2, sum.z),
+            atomicAdd(db + n0 + c + 3, sum.w);
     }
     tma::fence_proxy_async();  // this thread's writes, before the TMA reads them
     asm volatile("bar.sync %0, 128;\n" ::"r"(1 + consumer) : "memory");
