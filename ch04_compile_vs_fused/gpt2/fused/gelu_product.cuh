@@ -1,18 +1,24 @@
 // GELU's backward in the epilogue of the product that makes its input (optimized_gpt2_step_fused_bf16_gelu_in_product.cu
 // tells the lesson): the MLP's second product's input gradient dact = dY W, written by cuBLAS in
 // bf16 until step 20 and read back by gelu_backward_act_in_flight, is here made by a product of the
-// lab's own whose epilogue does that kernel's work on the accumulators while they are in registers:
-// dact rounded to bf16 (the value cuBLAS wrote), dh = dact gelu'(h) and act = gelu(h) written in
-// bf16, and the column sums of the fp32 dh added into db. dact never goes to memory.
+// lab's own whose epilogue does that kernel's work before the tile leaves the SM: dact rounded to
+// bf16 (the value cuBLAS wrote), dh = dact gelu'(h) and act = gelu(h) written in bf16, and the
+// column sums of the fp32 dh added into db. dact never goes to memory.
 //
 // The product (sm_90a): C (rows x cols) = A (rows x reduce) B (reduce x cols), A = dY and B = W as
 // they lie (row-major, bf16; W is the layer's weight, out x in, so reduce = d and cols = 4 d).
-// A block makes a 128 x 128 tile of C: two consumer warpgroups of 64 rows each, m64n128k16 wgmma
-// from shared memory (A K-major, B N-major: wgmma's transposed B), and a producer warp that copies
-// 64-wide slices of the reduction (A 128 x 64, B 64 x 128, 32 KB a stage) through the TMA into a
-// ring of kStages stages, an mbarrier for full and one for empty each. 96 KB of shared memory and
-// 288 threads, so that two blocks share an SM: one's epilogue (the erf, the exp and 12 bytes of
-// memory an element) runs while the other's products hold the tensor cores.
+// Persistent, a block an SM, 128 x 128 tiles, and three roles by warp:
+//  - warp 0 copies 64-wide slices of the reduction (A 128 x 64, B 64 x 128, 32 KB a stage) through
+//    the TMA into a ring of kStages stages, and each tile's h (or bias) into the tile's buffer;
+//  - warps 4 to 7, one warpgroup, make each tile with m64n128k16 wgmma from shared memory (A
+//    K-major, B N-major: wgmma's transposed B) and put it into one of two buffers in bf16;
+//  - the other seven warps do the epilogue's arithmetic from a buffer while the next tile's products
+//    run, and the TMA stores the outputs.
+// The epilogue's arithmetic is the cost (erf and exp: about twice gelu_kernel's instructions): done
+// by the warpgroup that made the products, in turns with a second one (session 84), four warps
+// could not issue it under the other's products, and the fused product was slower than cuBLAS and
+// the separate kernels. Here seven warps share it, and the products' warpgroup never waits for it
+// but to find a buffer free.
 //
 // The same product with another epilogue makes the MLP's first product with its bias and GELU
 // (optimized_gpt2_step_fused_bf16_gelu_forward_in_product.cu: bias_gelu): h = X W^T + b rounded
@@ -42,12 +48,20 @@ namespace {  // as kernels.cuh's: each program (and test binary object) its own 
 namespace dgelu_product {
 
 constexpr int kBm = 128, kBn = 128, kBk = 64, kStages = 3;
-constexpr int kConsumerThreads = 256, kThreads = kConsumerThreads + 32;
+constexpr int kThreads = 384;                     // 12 warps: see the top of the file
+constexpr int kEpiWarps = 7, kEpiThreads = 32 * kEpiWarps;
+// Registers a thread by warpgroup: the products' (warps 4 to 7), and the other two (the copies and
+// the epilogue), within the SM's 65536.
+constexpr int kMmaRegs = 232, kOtherRegs = 136;
+static_assert((kMmaRegs + 2 * kOtherRegs) * 128 <= 65536);
 constexpr int kABytes = kBm * kBk * 2, kBBytes = kBk * kBn * 2;  // bf16
-// Each consumer's two output tiles (128 x 128 bf16, each two 64-column halves in the TMA's 128-byte
-// swizzle): Dgelu's h (loaded during the products, then act over it) and dh; BiasGelu's h and act.
+// Two buffers, each two 128 x 128 bf16 tiles (each tile two 64-column halves in the TMA's 128-byte
+// swizzle; Dgelu: h, then act over it, and dact, then dh over it; BiasGelu: h and act) and 512
+// bytes beside them (Dgelu: the tile's column sums, 128 floats; BiasGelu: its bias, bf16).
 constexpr int kTileBytes = kBm * kBn * 2;
-constexpr int kSmemBytes = 1024 + kStages * (kABytes + kBBytes) + 2 * 2 * kTileBytes + (2 * kStages + 4) * 8;
+constexpr int kSideBytes = kBn * 4;
+constexpr int kSmemBytes =
+    1024 + kStages * (kABytes + kBBytes) + 2 * (2 * kTileBytes + kSideBytes) + (2 * kStages + 6) * 8;
 static_assert(kSmemBytes <= 227 * 1024);
 
 #if defined(LAB_SM90A)
@@ -86,174 +100,205 @@ __global__ void __launch_bounds__(kThreads, 1)
                         const __grid_constant__ CUtensorMap inmap, const __grid_constant__ CUtensorMap outmap,
                         const __grid_constant__ CUtensorMap actmap, const __nv_bfloat16* __restrict__ bias,
                         float* __restrict__ db, int rows, int cols, int reduce, int keep_out) {
+  constexpr bool kDgelu = std::is_same_v<Epi, Dgelu>;
   extern __shared__ std::uint8_t smem_raw[];
   std::uint8_t* const a_s = smem_raw + ((1024 - tma::smem_address(smem_raw) % 1024) % 1024);
   std::uint8_t* const b_s = a_s + kStages * kABytes;
-  std::uint8_t* const tiles_s = b_s + kStages * kBBytes;
-  std::uint64_t* const full = reinterpret_cast<std::uint64_t*>(tiles_s + 2 * 2 * kTileBytes);
+  std::uint8_t* const tiles_s = b_s + kStages * kBBytes;  // buffer b: tiles 2 b and 2 b + 1
+  std::uint8_t* const side_s = tiles_s + 4 * kTileBytes;  // buffer b: kSideBytes at b kSideBytes
+  std::uint64_t* const full = reinterpret_cast<std::uint64_t*>(side_s + 2 * kSideBytes);
   std::uint64_t* const empty = full + kStages;
-  std::uint64_t* const turn = empty + kStages;  // turn[c]: consumer c may start its next tile's products
-  std::uint64_t* const h_in = turn + 2;         // h_in[c]: Dgelu's h tile of consumer c has landed
+  std::uint64_t* const made = empty + kStages;  // made[b]: the products' tile is in buffer b
+  std::uint64_t* const freed = made + 2;        // freed[b]: buffer b's outputs are out (read by the TMA)
+  std::uint64_t* const side_in = freed + 2;     // side_in[b]: h (Dgelu) or the bias (BiasGelu) has landed
   const int tiles_n = (cols + kBn - 1) / kBn, tiles = tiles_n * ((rows + kBm - 1) / kBm);
   const int ktiles = (reduce + kBk - 1) / kBk;
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
   if (threadIdx.x == 0) {
-    for (int st = 0; st < kStages; ++st) tma::init(full + st, 1), tma::init(empty + st, 4);  // a consumer's warps
-    tma::init(turn, 4), tma::init(turn + 1, 4), tma::init(h_in, 1), tma::init(h_in + 1, 1);
+    for (int st = 0; st < kStages; ++st) tma::init(full + st, 1), tma::init(empty + st, 4);  // the products' warps
+    for (int b = 0; b < 2; ++b) tma::init(made + b, 4), tma::init(freed + b, 1), tma::init(side_in + b, 1);
     tma::fence_init();
   }
+  if constexpr (kDgelu) {
+    if (threadIdx.x < 2 * kBn) reinterpret_cast<float*>(side_s)[threadIdx.x] = 0.f;  // the column sums
+  }
   __syncthreads();
+  // A tile's buffer is the parity of its count in the block, n; its use of that buffer is n / 2.
 
-  if (threadIdx.x >= kConsumerThreads) {  // the producer warp: one thread issues the copies
-    if (threadIdx.x == kConsumerThreads) {
-      tma::prefetch_map(&amap), tma::prefetch_map(&bmap);
-      int it = 0;  // the block's slices, counted over its tiles: the ring's stage and phase
-      for (int tile = int(blockIdx.x); tile < tiles; tile += int(gridDim.x)) {
-        const int m0 = tile / tiles_n * kBm, n0 = tile % tiles_n * kBn;
-        for (int kt = 0; kt < ktiles; ++kt, ++it) {
-          const int st = it % kStages;
-          tma::wait(empty + st, (unsigned(it / kStages) & 1) ^ 1);
-          tma::arrive_expect_bytes(full + st, kABytes + kBBytes);
-          tma::load_tile(a_s + st * kABytes, &amap, kt * kBk, m0, 0, full + st);
-          if constexpr (Epi::kTransB) {
-            tma::load_tile(b_s + st * kBBytes, &bmap, n0, kt * kBk, 0, full + st);
-            tma::load_tile(b_s + st * kBBytes + kBBytes / 2, &bmap, n0 + 64, kt * kBk, 0, full + st);
+  // The registers by role (setmaxnreg wants each role one branch of an if/else): the products'
+  // warpgroup holds 128 accumulators a thread and takes kMmaRegs; the other two give theirs up.
+  if (warp >= 4 && warp < 8) {  // the products: one warpgroup
+    wgmma::setmaxnreg_inc<kMmaRegs>();
+    const int g = lane / 4, t = lane % 4, w = warp - 4;
+    int it = 0, n = 0;
+    for (int tile = int(blockIdx.x); tile < tiles; tile += int(gridDim.x), ++n) {
+      float acc[2][64] = {};
+      // The reduction, 64 at a time: a stage is 4 steps of 16, each two m64n128k16 (the tile's
+      // upper and lower 64 rows; A K-major: the k-th 16 columns 32 bytes on; B N-major: the k-th 16
+      // rows 2048 bytes on, its two 64-column regions 8 KB apart; or B K-major as A). A stage's
+      // group is left in flight while the next is issued; the stage before is released once its
+      // group is done.
+      for (int kt = 0; kt < ktiles; ++kt, ++it) {
+        const int st = it % kStages;
+        tma::wait(full + st, unsigned(it / kStages) & 1);
+        const std::uint8_t* a = a_s + st * kABytes;
+        const std::uint8_t* bb = b_s + st * kBBytes;
+        wgmma::fence();
+#pragma unroll
+        for (int kk = 0; kk < kBk / 16; ++kk) {
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const std::uint64_t ad = wgmma::descriptor(a + half * 64 * 128) + 2 * kk;
+            if constexpr (Epi::kTransB)
+              wgmma::mma_ss_n128<0, 1>(acc[half], ad, wgmma::descriptor_mn(bb + kk * 2048, kBBytes / 2),
+                                       kt > 0 || kk > 0);
+            else
+              wgmma::mma_ss_n128<0, 0>(acc[half], ad, wgmma::descriptor(bb) + 2 * kk, kt > 0 || kk > 0);
+          }
+        }
+        wgmma::commit();
+        wgmma::wait<1>();
+        if (kt > 0 && lane == 0) tma::arrive(empty + (it - 1) % kStages);
+      }
+      wgmma::wait<0>();
+      if (lane == 0) tma::arrive(empty + (it - 1) % kStages);
+
+      // Into the buffer as bf16, in the tiles' swizzle (a warp's 4-byte stores on 32 distinct
+      // banks): dact rounded as cuBLAS wrote it (Dgelu), or h = the sum plus the bias, rounded once,
+      // as cuBLASLt's bias epilogue (BiasGelu).
+      const int b = n % 2;
+      tma::wait(freed + b, (unsigned(n / 2) & 1) ^ 1);
+      std::uint8_t* const dst = tiles_s + (2 * b + (kDgelu ? 1 : 0)) * kTileBytes;
+      if constexpr (!kDgelu) tma::wait(side_in + b, unsigned(n / 2) & 1);
+      const __nv_bfloat16* const bias_s = reinterpret_cast<const __nv_bfloat16*>(side_s + b * kSideBytes);
+#pragma unroll
+      for (int j = 0; j < kBn / 8; ++j) {
+        const int col = 8 * j + 2 * t;
+        float2 bv = make_float2(0.f, 0.f);
+        if constexpr (!kDgelu) bv = bf16_pair(*reinterpret_cast<const unsigned*>(bias_s + col));
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {  // rows g, g + 8 of each 64-row half
+          const int r = 64 * (q / 2) + 16 * w + g + 8 * (q % 2);
+          const float* d = acc[q / 2] + 4 * j + 2 * (q % 2);
+          *reinterpret_cast<unsigned*>(dst + tile_offset(r, col)) = bf16_pack(d[0] + bv.x, d[1] + bv.y);
+        }
+      }
+      __syncwarp();
+      if (lane == 0) tma::arrive(made + b);
+    }
+  } else {
+    wgmma::setmaxnreg_dec<kOtherRegs>();
+    if (warp == 0) {  // the copies, from one thread
+      if (lane == 0) {
+        tma::prefetch_map(&amap), tma::prefetch_map(&bmap);
+        int it = 0;  // the block's slices, counted over its tiles: the ring's stage and phase
+        int n = 0;
+        for (int tile = int(blockIdx.x); tile < tiles; tile += int(gridDim.x), ++n) {
+          const int m0 = tile / tiles_n * kBm, n0 = tile % tiles_n * kBn;
+          for (int kt = 0; kt < ktiles; ++kt, ++it) {
+            const int st = it % kStages;
+            tma::wait(empty + st, (unsigned(it / kStages) & 1) ^ 1);
+            tma::arrive_expect_bytes(full + st, kABytes + kBBytes);
+            tma::load_tile(a_s + st * kABytes, &amap, kt * kBk, m0, 0, full + st);
+            if constexpr (Epi::kTransB) {
+              tma::load_tile(b_s + st * kBBytes, &bmap, n0, kt * kBk, 0, full + st);
+              tma::load_tile(b_s + st * kBBytes + kBBytes / 2, &bmap, n0 + 64, kt * kBk, 0, full + st);
+            } else {
+              tma::load_tile(b_s + st * kBBytes, &bmap, kt * kBk, n0, 0, full + st);
+            }
+          }
+          // The tile's h (Dgelu) or bias (BiasGelu), once the epilogue is done with the buffer's
+          // tile before (two tiles back), issued after this tile's slices so that it does not hold
+          // them up.
+          const int b = n % 2;
+          tma::wait(freed + b, (unsigned(n / 2) & 1) ^ 1);
+          if constexpr (kDgelu) {
+            std::uint8_t* const h_s = tiles_s + 2 * b * kTileBytes;
+            tma::arrive_expect_bytes(side_in + b, kTileBytes);
+            tma::load_tile(h_s, &inmap, n0, m0, 0, side_in + b);
+            tma::load_tile(h_s + kTileBytes / 2, &inmap, n0 + 64, m0, 0, side_in + b);
           } else {
-            tma::load_tile(b_s + st * kBBytes, &bmap, kt * kBk, n0, 0, full + st);
+            // cols % 8 == 0: a multiple of 16 bytes, as the bulk copy wants
+            const unsigned bytes = unsigned(cols - n0 < kBn ? cols - n0 : kBn) * 2;
+            tma::arrive_expect_bytes(side_in + b, bytes);
+            tma::load_bulk(side_s + b * kSideBytes, bias + n0, bytes, side_in + b);
           }
         }
       }
-    }
-    return;
-  }
-
-  const int consumer = int(threadIdx.x) / 128, warp = int(threadIdx.x / 32) % 4, lane = int(threadIdx.x % 32);
-  const int g = lane / 4, t = lane % 4;
-  const bool elected = threadIdx.x % 128 == 0;  // issues this consumer's tile copies
-  std::uint8_t* const t0 = tiles_s + consumer * 2 * kTileBytes;  // Dgelu: h, then act; BiasGelu: h
-  std::uint8_t* const t1 = t0 + kTileBytes;                       // Dgelu: dh; BiasGelu: act
-  int i = consumer;  // the block's tile count: this consumer's tiles are every second
-  for (int tile = int(blockIdx.x) + consumer * int(gridDim.x); tile < tiles; tile += 2 * int(gridDim.x), i += 2) {
-    const int m0 = tile / tiles_n * kBm, n0 = tile % tiles_n * kBn;
-    const int it0 = i * ktiles;
-    if (elected) {
-      // The tile before's stores have read t0 and t1; Dgelu's h for this tile comes in over t0
-      // while the products run.
-      tma::bulk_wait_read<0>();
-      if constexpr (std::is_same_v<Epi, Dgelu>) {
-        tma::arrive_expect_bytes(h_in + consumer, kTileBytes);
-        tma::load_tile(t0, &inmap, n0, m0, 0, h_in + consumer);
-        tma::load_tile(t0 + kTileBytes / 2, &inmap, n0 + 64, m0, 0, h_in + consumer);
-      }
-    }
-    float acc[2][64] = {};
-    if (i > 0) tma::wait(turn + consumer, unsigned((i - 1) / 2) & 1);  // the other's tile i - 1 has its stages
-    // The reduction, 64 at a time: a stage is 4 steps of 16, each two m64n128k16 (the tile's upper
-    // and lower 64 rows; A K-major: the k-th 16 columns 32 bytes on; B N-major: the k-th 16 rows
-    // 2048 bytes on, its two 64-column regions 8 KB apart; or B K-major as A). A stage's group is
-    // left in flight while the next is issued; the stage before is released once its group is done.
-    for (int kt = 0; kt < ktiles; ++kt) {
-      const int it = it0 + kt, st = it % kStages;
-      tma::wait(full + st, unsigned(it / kStages) & 1);
-      const std::uint8_t* a = a_s + st * kABytes;
-      const std::uint8_t* b = b_s + st * kBBytes;
-      wgmma::fence();
-#pragma unroll
-      for (int kk = 0; kk < kBk / 16; ++kk) {
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const std::uint64_t ad = wgmma::descriptor(a + half * 64 * 128) + 2 * kk;
-          if constexpr (Epi::kTransB)
-            wgmma::mma_ss_n128<0, 1>(acc[half], ad, wgmma::descriptor_mn(b + kk * 2048, kBBytes / 2), kt > 0 || kk > 0);
-          else
-            wgmma::mma_ss_n128<0, 0>(acc[half], ad, wgmma::descriptor(b) + 2 * kk, kt > 0 || kk > 0);
+    } else {
+      // The epilogue: seven warps (1 to 3 and 8 to 11), each on every seventh row of the tile, a lane on
+      // 4 columns.
+      const int e = warp < 4 ? warp - 1 : warp - 5, et = 32 * e + lane;
+      const bool elected = et == 0;  // issues the stores
+      int n = 0;
+      for (int tile = int(blockIdx.x); tile < tiles; tile += int(gridDim.x), ++n) {
+        const int m0 = tile / tiles_n * kBm, n0 = tile % tiles_n * kBn;
+        const int b = n % 2;
+        std::uint8_t* const t0 = tiles_s + 2 * b * kTileBytes;  // Dgelu: h, then act; BiasGelu: h
+        std::uint8_t* const t1 = t0 + kTileBytes;               // Dgelu: dact, then dh; BiasGelu: act
+        float* const sums = reinterpret_cast<float*>(side_s + b * kSideBytes);
+        tma::wait(made + b, unsigned(n / 2) & 1);
+        if constexpr (kDgelu) tma::wait(side_in + b, unsigned(n / 2) & 1);
+        const int c = 4 * lane;
+        float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 2
+        for (int r = e; r < kBm; r += kEpiWarps) {
+          const int at = tile_offset(r, c);  // 8 bytes, within one 16-byte chunk
+          if constexpr (kDgelu) {
+            // gelu_backward_act_in_flight_kernel's arithmetic: dact (rounded to bf16 by the products),
+            // dh = dact gelu'(h), act = gelu(h).
+            const uint2 v = *reinterpret_cast<const uint2*>(t1 + at);
+            const uint2 hv = *reinterpret_cast<const uint2*>(t0 + at);
+            const float2 d01 = bf16_pair(v.x), d23 = bf16_pair(v.y);
+            const float2 x01 = bf16_pair(hv.x), x23 = bf16_pair(hv.y);
+            const float e0 = gelu_erf(x01.x), e1 = gelu_erf(x01.y), e2 = gelu_erf(x23.x), e3 = gelu_erf(x23.y);
+            const float4 dh = make_float4(d01.x * dgelu_of(x01.x, e0), d01.y * dgelu_of(x01.y, e1),
+                                          d23.x * dgelu_of(x23.x, e2), d23.y * dgelu_of(x23.y, e3));
+            *reinterpret_cast<uint2*>(t0 + at) = make_uint2(bf16_pack(gelu_of(x01.x, e0), gelu_of(x01.y, e1)),
+                                                            bf16_pack(gelu_of(x23.x, e2), gelu_of(x23.y, e3)));
+            *reinterpret_cast<uint2*>(t1 + at) = make_uint2(bf16_pack(dh.x, dh.y), bf16_pack(dh.z, dh.w));
+            if (m0 + r < rows) sum.x += dh.x, sum.y += dh.y, sum.z += dh.z, sum.w += dh.w;
+          } else {
+            // gelu_kernel's arithmetic: act = gelu(h) at the rounded h.
+            const uint2 v = *reinterpret_cast<const uint2*>(t0 + at);
+            const float2 x01 = bf16_pair(v.x), x23 = bf16_pair(v.y);
+            *reinterpret_cast<uint2*>(t1 + at) =
+                make_uint2(bf16_pack(gelu(x01.x), gelu(x01.y)), bf16_pack(gelu(x23.x), gelu(x23.y)));
+          }
+        }
+        if constexpr (kDgelu) {
+          // The column sums of the fp32 dh: a lane's over its rows, the warps' in shared memory.
+          atomicAdd(sums + c, sum.x), atomicAdd(sums + c + 1, sum.y), atomicAdd(sums + c + 2, sum.z),
+              atomicAdd(sums + c + 3, sum.w);
+        }
+        tma::fence_proxy_async();  // this thread's writes, before the TMA reads them
+        asm volatile("bar.sync 1, %0;\n" ::"n"(kEpiThreads) : "memory");
+        if constexpr (kDgelu) {
+          // One atomic a column a tile into db. The buffer's sums are next added to two tiles on,
+          // after every epilogue warp has passed the next tile's barrier, so after this read.
+          if (et < kBn) {
+            const float v = sums[et];
+            sums[et] = 0.f;
+            if (n0 + et < cols) atomicAdd(db + n0 + et, v);
+          }
+        }
+        if (elected) {
+          if constexpr (kDgelu) {
+            tma::store_tile(&actmap, t0, n0, m0, 0), tma::store_tile(&actmap, t0 + kTileBytes / 2, n0 + 64, m0, 0);
+            tma::store_tile(&outmap, t1, n0, m0, 0), tma::store_tile(&outmap, t1 + kTileBytes / 2, n0 + 64, m0, 0);
+          } else {
+            if (keep_out)
+              tma::store_tile(&outmap, t0, n0, m0, 0), tma::store_tile(&outmap, t0 + kTileBytes / 2, n0 + 64, m0, 0);
+            tma::store_tile(&actmap, t1, n0, m0, 0), tma::store_tile(&actmap, t1 + kTileBytes / 2, n0 + 64, m0, 0);
+          }
+          tma::bulk_commit();
+          tma::bulk_wait_read<0>();
+          tma::arrive(freed + b);
         }
       }
-      wgmma::commit();
-      wgmma::wait<1>();
-      if (kt > 0 && lane == 0) tma::arrive(empty + (it - 1) % kStages);
-    }
-    if (lane == 0) tma::arrive(turn + (1 - consumer));
-    wgmma::wait<0>();
-    if (lane == 0) tma::arrive(empty + (it0 + ktiles - 1) % kStages);
-
-    // The epilogue. Stored straight from the accumulators' layout (a lane's pairs 8 rows apart, a
-    // quad's 16 bytes of a row), the tile went out as 16-byte pieces of 8 rows an instruction, and
-    // the product took 3.5x cuBLAS's time; with h read the same way, the epilogue waited on it. So
-    // the tiles go through shared memory in the TMA's layout (a warp's 4-byte accesses on 32
-    // distinct banks), h comes in by the TMA during the products, and the TMA stores the outputs
-    // while this consumer's next products run.
-    if constexpr (std::is_same_v<Epi, Dgelu>) {
-      tma::wait(h_in + consumer, unsigned(i / 2) & 1);
-    } else {
-      asm volatile("bar.sync %0, 128;\n" ::"r"(1 + consumer) : "memory");  // the elected thread's wait_read
-    }
-    // First the fragments go into shared memory as bf16 (dact rounded as cuBLAS wrote it; h = the
-    // sum plus the bias, rounded once, as cuBLASLt's bias epilogue), with few registers free while
-    // the accumulators live; then the arithmetic, each warp on whole rows (a lane 4 columns, four
-    // rows at once), with the accumulators' registers free for it.
-    std::uint8_t* const sums = std::is_same_v<Epi, Dgelu> ? t1 : t0;  // dact goes where dh will
-#pragma unroll
-    for (int j = 0; j < kBn / 8; ++j) {
-      const int col = 8 * j + 2 * t;
-      float2 b = make_float2(0.f, 0.f);
-      if constexpr (std::is_same_v<Epi, BiasGelu>) {
-        if (n0 + col < cols) b = bf16_pair(*reinterpret_cast<const unsigned*>(bias + n0 + col));
-      }
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {  // rows g, g + 8 of each 64-row half
-        const int r = 64 * (q / 2) + 16 * warp + g + 8 * (q % 2);
-        const float* d = acc[q / 2] + 4 * j + 2 * (q % 2);
-        *reinterpret_cast<unsigned*>(sums + tile_offset(r, col)) = bf16_pack(d[0] + b.x, d[1] + b.y);
-      }
-    }
-    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + consumer) : "memory");
-    const int c = 4 * lane;  // this lane's 4 columns of the tile
-    float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 4
-    for (int r = warp; r < kBm; r += 4) {
-      const int at = tile_offset(r, c);  // 8 bytes, within one 16-byte chunk
-      const uint2 v = *reinterpret_cast<const uint2*>(sums + at);
-      if constexpr (std::is_same_v<Epi, Dgelu>) {
-        // gelu_backward_act_in_flight_kernel's arithmetic: dact (rounded to bf16 above),
-        // dh = dact gelu'(h), act = gelu(h).
-        const float2 d01 = bf16_pair(v.x), d23 = bf16_pair(v.y);
-        const uint2 hv = *reinterpret_cast<const uint2*>(t0 + at);
-        const float2 x01 = bf16_pair(hv.x), x23 = bf16_pair(hv.y);
-        const float e0 = gelu_erf(x01.x), e1 = gelu_erf(x01.y), e2 = gelu_erf(x23.x), e3 = gelu_erf(x23.y);
-        const float4 dh = make_float4(d01.x * dgelu_of(x01.x, e0), d01.y * dgelu_of(x01.y, e1),
-                                      d23.x * dgelu_of(x23.x, e2), d23.y * dgelu_of(x23.y, e3));
-        *reinterpret_cast<uint2*>(t0 + at) = make_uint2(bf16_pack(gelu_of(x01.x, e0), gelu_of(x01.y, e1)),
-                                                        bf16_pack(gelu_of(x23.x, e2), gelu_of(x23.y, e3)));
-        *reinterpret_cast<uint2*>(t1 + at) = make_uint2(bf16_pack(dh.x, dh.y), bf16_pack(dh.z, dh.w));
-        if (m0 + r < rows) sum.x += dh.x, sum.y += dh.y, sum.z += dh.z, sum.w += dh.w;
-      } else {
-        // gelu_kernel's arithmetic: act = gelu(h) at the rounded h.
-        const float2 x01 = bf16_pair(v.x), x23 = bf16_pair(v.y);
-        *reinterpret_cast<uint2*>(t1 + at) =
-            make_uint2(bf16_pack(gelu(x01.x), gelu(x01.y)), bf16_pack(gelu(x23.x), gelu(x23.y)));
-      }
-    }
-    if constexpr (std::is_same_v<Epi, Dgelu>) {
-      // The column sums of the fp32 dh: a lane's over its warp's 32 rows, one atomic each into db.
-      if (n0 + c < cols)
-        atomicAdd(db + n0 + c, sum.x), atomicAdd(db + n0 + c + 1, sum.y), atomicAdd(db + n0 + c + 2, sum.z),
-            atomicAdd(db + n0 + c + 3, sum.w);
-    }
-    tma::fence_proxy_async();  // this thread's writes, before the TMA reads them
-    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + consumer) : "memory");
-    if (elected) {
-      if constexpr (std::is_same_v<Epi, Dgelu>) {
-        tma::store_tile(&actmap, t0, n0, m0, 0), tma::store_tile(&actmap, t0 + kTileBytes / 2, n0 + 64, m0, 0);
-        tma::store_tile(&outmap, t1, n0, m0, 0), tma::store_tile(&outmap, t1 + kTileBytes / 2, n0 + 64, m0, 0);
-      } else {
-        if (keep_out)
-          tma::store_tile(&outmap, t0, n0, m0, 0), tma::store_tile(&outmap, t0 + kTileBytes / 2, n0 + 64, m0, 0);
-        tma::store_tile(&actmap, t1, n0, m0, 0), tma::store_tile(&actmap, t1 + kTileBytes / 2, n0 + 64, m0, 0);
-      }
-      tma::bulk_commit();
+      if (elected) tma::bulk_wait<0>();  // the last stores done before the block's shared memory goes
     }
   }
-  if (elected) tma::bulk_wait<0>();  // the last stores done before the block's shared memory goes
 }
 #endif
 
@@ -321,7 +366,8 @@ inline void dx_dgelu(const __nv_bfloat16* dY, const __nv_bfloat16* W, const __nv
   const CUtensorMap bmap = lab::tma::bf16_map_swizzle128(
       W, {std::uint64_t(cols), std::uint64_t(reduce), 1},
       {std::uint64_t(cols) * 2, std::uint64_t(cols) * 2 * std::uint64_t(reduce)}, {64, kBk, 1});
-  const CUtensorMap hmap = tile_map(h, rows, cols), dhmap = tile_map(dh, rows, cols), actmap = tile_map(act, rows, cols);
+  const CUtensorMap hmap = tile_map(h, rows, cols), dhmap = tile_map(dh, rows, cols);
+  const CUtensorMap actmap = tile_map(act, rows, cols);
   const unsigned grid = unsigned(std::min(sm_count(), ((cols + kBn - 1) / kBn) * ((rows + kBm - 1) / kBm)));
   tile_product_kernel<Dgelu><<<grid, kThreads, kSmemBytes, stream>>>(amap, bmap, hmap, dhmap, actmap, nullptr, db,
                                                                       rows, cols, reduce, 1);
