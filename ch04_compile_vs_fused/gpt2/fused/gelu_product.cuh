@@ -12,13 +12,13 @@
 //    the TMA into a ring of kStages stages, and each tile's h (or bias) into the tile's buffer;
 //  - warps 4 to 7, one warpgroup, make each tile with m64n128k16 wgmma from shared memory (A
 //    K-major, B N-major: wgmma's transposed B) and put it into one of two buffers in bf16;
-//  - the other seven warps do the epilogue's arithmetic from a buffer while the next tile's products
-//    run, and the TMA stores the outputs.
+//  - the other warps (7 or 11: kEpiWarps) do the epilogue's arithmetic from a buffer while the next
+//    tile's products run, and the TMA stores the outputs.
 // The epilogue's arithmetic is the cost (erf and exp: about twice gelu_kernel's instructions): done
 // by the warpgroup that made the products, in turns with a second one (session 84), four warps
 // could not issue it under the other's products, and the fused product was slower than cuBLAS and
-// the separate kernels. Here seven warps share it, and the products' warpgroup never waits for it
-// but to find a buffer free.
+// the separate kernels. Here 7 or 11 warps share it, and the products' warpgroup never waits for
+// it but to find a buffer free.
 //
 // The same product with another epilogue makes the MLP's first product with its bias and GELU
 // (optimized_gpt2_step_fused_bf16_gelu_forward_in_product.cu: bias_gelu): h = X W^T + b rounded
@@ -48,12 +48,15 @@ namespace {  // as kernels.cuh's: each program (and test binary object) its own 
 namespace dgelu_product {
 
 constexpr int kBm = 128, kBn = 128, kBk = 64, kStages = 3;
-constexpr int kThreads = 384;                     // 12 warps: see the top of the file
-constexpr int kEpiWarps = 7, kEpiThreads = 32 * kEpiWarps;
-// Registers a thread by warpgroup: the products' (warps 4 to 7), and the other two (the copies and
-// the epilogue), within the SM's 65536.
-constexpr int kMmaRegs = 232, kOtherRegs = 136;
-static_assert((kMmaRegs + 2 * kOtherRegs) * 128 <= 65536);
+// The block: a copy warp, the products' warpgroup and EpiWarps epilogue warps (7: 384 threads, or
+// 11: 512; the launches take kEpiWarps).
+constexpr int kEpiWarps = 11;
+__host__ __device__ constexpr int threads_for(int epi_warps) { return 32 * (5 + epi_warps); }
+// Registers a thread by warpgroup: the products' (warps 4 to 7), and the others (the copies and the
+// epilogue), within the SM's 65536.
+constexpr int kMmaRegs = 232;
+__host__ __device__ constexpr int other_regs(int epi_warps) { return epi_warps == 7 ? 136 : 88; }
+static_assert((kMmaRegs + 2 * other_regs(7)) * 128 <= 65536 && (kMmaRegs + 3 * other_regs(11)) * 128 <= 65536);
 constexpr int kABytes = kBm * kBk * 2, kBBytes = kBk * kBn * 2;  // bf16
 // Two buffers, each two 128 x 128 bf16 tiles (each tile two 64-column halves in the TMA's 128-byte
 // swizzle; Dgelu: h, then act over it, and dact, then dh over it; BiasGelu: h and act) and 512
@@ -94,8 +97,8 @@ __device__ __forceinline__ int tile_offset(int r, int c) {
   return (c / 64) * (kTileBytes / 2) + r * 128 + ((((c % 64) / 8) ^ (r % 8)) * 16) + (c % 8) * 2;
 }
 
-template <class Epi>
-__global__ void __launch_bounds__(kThreads, 1)
+template <class Epi, int EpiWarps>
+__global__ void __launch_bounds__(threads_for(EpiWarps), 1)
     tile_product_kernel(const __grid_constant__ CUtensorMap amap, const __grid_constant__ CUtensorMap bmap,
                         const __grid_constant__ CUtensorMap inmap, const __grid_constant__ CUtensorMap outmap,
                         const __grid_constant__ CUtensorMap actmap, const __nv_bfloat16* __restrict__ bias,
@@ -187,7 +190,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (lane == 0) tma::arrive(made + b);
     }
   } else {
-    wgmma::setmaxnreg_dec<kOtherRegs>();
+    wgmma::setmaxnreg_dec<other_regs(EpiWarps)>();
     if (warp == 0) {  // the copies, from one thread
       if (lane == 0) {
         tma::prefetch_map(&amap), tma::prefetch_map(&bmap);
@@ -226,8 +229,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
     } else {
-      // The epilogue: seven warps (1 to 3 and 8 to 11), each on every seventh row of the tile, a lane on
-      // 4 columns.
+      // The epilogue: EpiWarps warps (1 to 3, and 8 on), each on every EpiWarps-th row of the tile, a
+      // lane on 4 columns.
       const int e = warp < 4 ? warp - 1 : warp - 5, et = 32 * e + lane;
       const bool elected = et == 0;  // issues the stores
       int n = 0;
@@ -242,7 +245,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int c = 4 * lane;
         float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll 2
-        for (int r = e; r < kBm; r += kEpiWarps) {
+        for (int r = e; r < kBm; r += EpiWarps) {
           const int at = tile_offset(r, c);  // 8 bytes, within one 16-byte chunk
           if constexpr (kDgelu) {
             // gelu_backward_act_in_flight_kernel's arithmetic: dact (rounded to bf16 by the products),
@@ -272,7 +275,7 @@ __global__ void __launch_bounds__(kThreads, 1)
               atomicAdd(sums + c + 3, sum.w);
         }
         tma::fence_proxy_async();  // this thread's writes, before the TMA reads them
-        asm volatile("bar.sync 1, %0;\n" ::"n"(kEpiThreads) : "memory");
+        asm volatile("bar.sync 1, %0;\n" ::"n"(32 * EpiWarps) : "memory");
         if constexpr (kDgelu) {
           // One atomic a column a tile into db. The buffer's sums are next added to two tiles on,
           // after every epilogue warp has passed the next tile's barrier, so after this read.
@@ -327,9 +330,13 @@ inline int sm_count() {
 inline void prepare() {
 #if defined(LAB_SM90A)
   static const bool done = [] {
-    LAB_CHECK(cudaFuncSetAttribute(tile_product_kernel<Dgelu>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    LAB_CHECK(cudaFuncSetAttribute(tile_product_kernel<Dgelu, 7>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    kSmemBytes));
-    LAB_CHECK(cudaFuncSetAttribute(tile_product_kernel<BiasGelu>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    LAB_CHECK(cudaFuncSetAttribute(tile_product_kernel<BiasGelu, 7>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   kSmemBytes));
+    LAB_CHECK(cudaFuncSetAttribute(tile_product_kernel<Dgelu, 11>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   kSmemBytes));
+    LAB_CHECK(cudaFuncSetAttribute(tile_product_kernel<BiasGelu, 11>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    kSmemBytes));
     (void)sm_count();
     return true;
@@ -356,6 +363,7 @@ inline bool dx_dgelu_fits(const void* dY, const void* W, const void* h, const vo
 // dh and act (rows x cols, bf16) and db (cols, added to) from dY (rows x reduce), W (reduce x cols)
 // and h (rows x cols), all bf16, where dx_dgelu_fits() says so (the caller runs the two kernels
 // otherwise).
+template <int EpiWarps = kEpiWarps>
 inline void dx_dgelu(const __nv_bfloat16* dY, const __nv_bfloat16* W, const __nv_bfloat16* h, __nv_bfloat16* dh,
                      __nv_bfloat16* act, float* db, int rows, int reduce, int cols, cudaStream_t stream) {
 #if defined(LAB_SM90A)
@@ -369,7 +377,7 @@ inline void dx_dgelu(const __nv_bfloat16* dY, const __nv_bfloat16* W, const __nv
   const CUtensorMap hmap = tile_map(h, rows, cols), dhmap = tile_map(dh, rows, cols);
   const CUtensorMap actmap = tile_map(act, rows, cols);
   const unsigned grid = unsigned(std::min(sm_count(), ((cols + kBn - 1) / kBn) * ((rows + kBm - 1) / kBm)));
-  tile_product_kernel<Dgelu><<<grid, kThreads, kSmemBytes, stream>>>(amap, bmap, hmap, dhmap, actmap, nullptr, db,
+  tile_product_kernel<Dgelu, EpiWarps><<<grid, threads_for(EpiWarps), kSmemBytes, stream>>>(amap, bmap, hmap, dhmap, actmap, nullptr, db,
                                                                       rows, cols, reduce, 1);
   LAB_CHECK(cudaGetLastError());
 #else
@@ -389,6 +397,7 @@ inline bool bias_gelu_fits(const void* X, const void* W, const void* bias, const
 // cols x reduce as the layer's weight lies, bias: cols; all bf16), rounded once to bf16, written
 // where h is not null, and act = gelu(h) at the rounded value, where bias_gelu_fits() says so (the
 // caller runs cuBLASLt's bias product and gelu_kernel otherwise).
+template <int EpiWarps = kEpiWarps>
 inline void bias_gelu(const __nv_bfloat16* X, const __nv_bfloat16* W, const __nv_bfloat16* bias, __nv_bfloat16* h,
                       __nv_bfloat16* act, int rows, int reduce, int cols, cudaStream_t stream) {
 #if defined(LAB_SM90A)
@@ -401,7 +410,7 @@ inline void bias_gelu(const __nv_bfloat16* X, const __nv_bfloat16* W, const __nv
       {std::uint64_t(reduce) * 2, std::uint64_t(reduce) * 2 * std::uint64_t(cols)}, {kBk, kBn, 1});
   const CUtensorMap actmap = tile_map(act, rows, cols), hmap = h ? tile_map(h, rows, cols) : actmap;
   const unsigned grid = unsigned(std::min(sm_count(), ((cols + kBn - 1) / kBn) * ((rows + kBm - 1) / kBm)));
-  tile_product_kernel<BiasGelu><<<grid, kThreads, kSmemBytes, stream>>>(amap, bmap, actmap, hmap, actmap, bias,
+  tile_product_kernel<BiasGelu, EpiWarps><<<grid, threads_for(EpiWarps), kSmemBytes, stream>>>(amap, bmap, actmap, hmap, actmap, bias,
                                                                          nullptr, rows, cols, reduce, h != nullptr);
   LAB_CHECK(cudaGetLastError());
 #else
