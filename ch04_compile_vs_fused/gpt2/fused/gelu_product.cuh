@@ -377,8 +377,8 @@ inline void dx_dgelu(const __nv_bfloat16* dY, const __nv_bfloat16* W, const __nv
   const CUtensorMap hmap = tile_map(h, rows, cols), dhmap = tile_map(dh, rows, cols);
   const CUtensorMap actmap = tile_map(act, rows, cols);
   const unsigned grid = unsigned(std::min(sm_count(), ((cols + kBn - 1) / kBn) * ((rows + kBm - 1) / kBm)));
-  tile_product_kernel<Dgelu, EpiWarps><<<grid, threads_for(EpiWarps), kSmemBytes, stream>>>(amap, bmap, hmap, dhmap, actmap, nullptr, db,
-                                                                      rows, cols, reduce, 1);
+  tile_product_kernel<Dgelu, EpiWarps><<<grid, threads_for(EpiWarps), kSmemBytes, stream>>>(
+      amap, bmap, hmap, dhmap, actmap, nullptr, db, rows, cols, reduce, 1);
   LAB_CHECK(cudaGetLastError());
 #else
   (void)dY, (void)W, (void)h, (void)dh, (void)act, (void)db, (void)rows, (void)reduce, (void)cols, (void)stream;
@@ -410,8 +410,8 @@ inline void bias_gelu(const __nv_bfloat16* X, const __nv_bfloat16* W, const __nv
       {std::uint64_t(reduce) * 2, std::uint64_t(reduce) * 2 * std::uint64_t(cols)}, {kBk, kBn, 1});
   const CUtensorMap actmap = tile_map(act, rows, cols), hmap = h ? tile_map(h, rows, cols) : actmap;
   const unsigned grid = unsigned(std::min(sm_count(), ((cols + kBn - 1) / kBn) * ((rows + kBm - 1) / kBm)));
-  tile_product_kernel<BiasGelu, EpiWarps><<<grid, threads_for(EpiWarps), kSmemBytes, stream>>>(amap, bmap, actmap, hmap, actmap, bias,
-                                                                         nullptr, rows, cols, reduce, h != nullptr);
+  tile_product_kernel<BiasGelu, EpiWarps><<<grid, threads_for(EpiWarps), kSmemBytes, stream>>>(
+      amap, bmap, actmap, hmap, actmap, bias, nullptr, rows, cols, reduce, h != nullptr);
   LAB_CHECK(cudaGetLastError());
 #else
   (void)X, (void)W, (void)bias, (void)h, (void)act, (void)rows, (void)reduce, (void)cols, (void)stream;
