@@ -6,13 +6,14 @@
 // small, context 1024, a kernel that runs at the rate of a copy (../README.md, session 83: 35.7 us
 // alone, 47 against a memcpy's 42 us for its bytes with L2 flushed). Here the product is the lab's
 // own (gelu_product.cuh: dx_dgelu, wgmma and the TMA on Hopper), and its epilogue does that
-// kernel's arithmetic on the accumulators while they are in registers: dact rounded to bf16, dh =
-// dact gelu'(h) and act = gelu(h) written in bf16, the column sums of dh added into the bias's
-// gradient.
+// kernel's arithmetic before the tile leaves the SM: dact rounded to bf16, dh = dact gelu'(h) and
+// act = gelu(h) written in bf16, the column sums of dh added into the bias's gradient.
 //
 // Why it should be faster: dact is never written or read back (50 MB a block at small), and the
-// epilogue's erf, exp and memory run beside the other block's products on the SM (two blocks an
-// SM). The product itself must keep cuBLAS's pace for the step to gain: 19 GFLOP a block at small.
+// epilogue's erf, exp and memory run on warps of their own while the next tile's products run. The
+// product itself keeps cuBLAS's pace without an epilogue (session 84); the step gains only if the
+// epilogue's arithmetic hides under it, which earlier designs with four warps for it did not
+// (../../results/gpt2_bf16_h100_s84/).
 //
 // The arithmetic is the previous step's roundings, value for value: dact rounded once to bf16 from
 // its fp32 sum, GELU's backward on it in fp32 as gelu_backward_act_in_flight computes it. Only the

@@ -9,9 +9,9 @@
 // rounded value. h is not read back. In the forward alone, where nothing is kept for a backward,
 // only act is written, over h's place, as gelu() wrote it in place before.
 //
-// Why it should be faster: act's pass is gone (h's 25 MB read again), and GELU's erf runs in the
-// epilogue beside the other block's products. The product must keep cuBLASLt's pace for the step
-// to gain, as in the previous step.
+// Why it should be faster: act's pass is gone (h's 25 MB read again), and GELU's erf runs on the
+// epilogue's warps while the next tile's products run. As in the previous step, the step gains only
+// if that arithmetic hides under the products.
 //
 // The arithmetic is the previous step's roundings: h = the fp32 sum plus the bias, rounded once to
 // bf16, as cuBLASLt's epilogue rounds it; act = gelu(h) as gelu_kernel computes it. Only the order of
