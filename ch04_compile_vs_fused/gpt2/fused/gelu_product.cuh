@@ -85,12 +85,11 @@ struct BiasGelu {
 // amap: A (rows x reduce), coordinates (k, row, 0), boxes of 64 x 128; bmap as the epilogue says.
 // in, out, act: rows x cols, row-major (BiasGelu's in: cols values); db: cols values, added to.
 // Persistent: block b makes the tiles b, b + grid, b + 2 grid, ... (row-major over the tiles of
-// C), its two consumers taking turns: consumer 0 the block's first, third, ... tile, consumer 1 the
-// second, fourth, ... The producer fills one ring of stages with the block's tiles' slices in that
-// order, and the consumers take turns at it (turn[]: each waits until the other has waited for
-// its last stage, as the ring's parity waits need: a barrier's phase must not be more than one
-// behind the waiter's): while one runs its epilogue (the erf, the exp and the memory), the other
-// holds the tensor cores.
+// C). Its n-th tile goes through buffer n % 2, that buffer's use n / 2, and every barrier's parity
+// is that use's: the copy warp and the products wait for freed[b] (the buffer's tile two back has
+// left through the TMA) before they write into it, the epilogue waits for made[b] (and, for Dgelu,
+// side_in[b]: h has landed). No waiter can fall two phases behind a barrier, since each phase of one
+// needs the waiter's own step on the phase before.
 // The byte offset of element (r, c) of a 128 x 128 bf16 tile laid out as two boxes of 128 rows x 64
 // columns in the TMA's 128-byte swizzle: 16-byte chunk c / 8 of a row stored at chunk (c / 8) ^ (r % 8).
 __device__ __forceinline__ int tile_offset(int r, int c) {
@@ -186,6 +185,9 @@ __global__ void __launch_bounds__(threads_for(EpiWarps), 1)
           *reinterpret_cast<unsigned*>(dst + tile_offset(r, col)) = bf16_pack(d[0] + bv.x, d[1] + bv.y);
         }
       }
+      // BiasGelu's h leaves through the TMA as these threads wrote it: their writes ordered before
+      // the async proxy's reads here, since a proxy fence orders only its own thread's accesses.
+      tma::fence_proxy_async();
       __syncwarp();
       if (lane == 0) tma::arrive(made + b);
     }
