@@ -102,6 +102,7 @@ __global__ void __launch_bounds__(threads_for(EpiWarps), 1)
                         const __grid_constant__ CUtensorMap inmap, const __grid_constant__ CUtensorMap outmap,
                         const __grid_constant__ CUtensorMap actmap, const __nv_bfloat16* __restrict__ bias,
                         float* __restrict__ db, int rows, int cols, int reduce, int keep_out) {
+  static_assert(EpiWarps == 7 || EpiWarps == 11, "other_regs() knows the registers of 7 or 11 epilogue warps");
   constexpr bool kDgelu = std::is_same_v<Epi, Dgelu>;
   extern __shared__ std::uint8_t smem_raw[];
   std::uint8_t* const a_s = smem_raw + ((1024 - tma::smem_address(smem_raw) % 1024) % 1024);
@@ -327,6 +328,14 @@ inline int sm_count() {
   return count;
 }
 
+// The grid: a block an SM, at most one a tile; blocks > 0 asks for that many instead (the kernel
+// tests pass 2 or 3, so that each block makes several tiles: the buffers reused, every barrier's
+// parity turned).
+inline unsigned grid_for(int rows, int cols, int blocks) {
+  const int tiles = ((cols + kBn - 1) / kBn) * ((rows + kBm - 1) / kBm);
+  return unsigned(std::min(blocks > 0 ? blocks : sm_count(), tiles));
+}
+
 // The kernels' shared-memory attribute, set once, before any capture (the step's Products class
 // calls it as it is made); the launches call it too.
 inline void prepare() {
@@ -364,10 +373,11 @@ inline bool dx_dgelu_fits(const void* dY, const void* W, const void* h, const vo
 
 // dh and act (rows x cols, bf16) and db (cols, added to) from dY (rows x reduce), W (reduce x cols)
 // and h (rows x cols), all bf16, where dx_dgelu_fits() says so (the caller runs the two kernels
-// otherwise).
+// otherwise); blocks as grid_for() says.
 template <int EpiWarps = kEpiWarps>
 inline void dx_dgelu(const __nv_bfloat16* dY, const __nv_bfloat16* W, const __nv_bfloat16* h, __nv_bfloat16* dh,
-                     __nv_bfloat16* act, float* db, int rows, int reduce, int cols, cudaStream_t stream) {
+                     __nv_bfloat16* act, float* db, int rows, int reduce, int cols, cudaStream_t stream,
+                     int blocks = 0) {
 #if defined(LAB_SM90A)
   prepare();
   const CUtensorMap amap = lab::tma::bf16_map_swizzle128(
@@ -378,12 +388,13 @@ inline void dx_dgelu(const __nv_bfloat16* dY, const __nv_bfloat16* W, const __nv
       {std::uint64_t(cols) * 2, std::uint64_t(cols) * 2 * std::uint64_t(reduce)}, {64, kBk, 1});
   const CUtensorMap hmap = tile_map(h, rows, cols), dhmap = tile_map(dh, rows, cols);
   const CUtensorMap actmap = tile_map(act, rows, cols);
-  const unsigned grid = unsigned(std::min(sm_count(), ((cols + kBn - 1) / kBn) * ((rows + kBm - 1) / kBm)));
+  const unsigned grid = grid_for(rows, cols, blocks);
   tile_product_kernel<Dgelu, EpiWarps><<<grid, threads_for(EpiWarps), kSmemBytes, stream>>>(
       amap, bmap, hmap, dhmap, actmap, nullptr, db, rows, cols, reduce, 1);
   LAB_CHECK(cudaGetLastError());
 #else
-  (void)dY, (void)W, (void)h, (void)dh, (void)act, (void)db, (void)rows, (void)reduce, (void)cols, (void)stream;
+  (void)dY, (void)W, (void)h, (void)dh, (void)act, (void)db, (void)rows, (void)reduce, (void)cols, (void)stream,
+      (void)blocks;
   throw lab::Error("dx_dgelu needs a build for sm_90a (dx_dgelu_fits() says where it runs)");
 #endif
 }
@@ -398,10 +409,10 @@ inline bool bias_gelu_fits(const void* X, const void* W, const void* bias, const
 // The MLP's first product with its bias and GELU (step 22): h = X W^T + bias (X: rows x reduce, W:
 // cols x reduce as the layer's weight lies, bias: cols; all bf16), rounded once to bf16, written
 // where h is not null, and act = gelu(h) at the rounded value, where bias_gelu_fits() says so (the
-// caller runs cuBLASLt's bias product and gelu_kernel otherwise).
+// caller runs cuBLASLt's bias product and gelu_kernel otherwise); blocks as grid_for() says.
 template <int EpiWarps = kEpiWarps>
 inline void bias_gelu(const __nv_bfloat16* X, const __nv_bfloat16* W, const __nv_bfloat16* bias, __nv_bfloat16* h,
-                      __nv_bfloat16* act, int rows, int reduce, int cols, cudaStream_t stream) {
+                      __nv_bfloat16* act, int rows, int reduce, int cols, cudaStream_t stream, int blocks = 0) {
 #if defined(LAB_SM90A)
   prepare();
   const CUtensorMap amap = lab::tma::bf16_map_swizzle128(
@@ -411,12 +422,12 @@ inline void bias_gelu(const __nv_bfloat16* X, const __nv_bfloat16* W, const __nv
       W, {std::uint64_t(reduce), std::uint64_t(cols), 1},
       {std::uint64_t(reduce) * 2, std::uint64_t(reduce) * 2 * std::uint64_t(cols)}, {kBk, kBn, 1});
   const CUtensorMap actmap = tile_map(act, rows, cols), hmap = h ? tile_map(h, rows, cols) : actmap;
-  const unsigned grid = unsigned(std::min(sm_count(), ((cols + kBn - 1) / kBn) * ((rows + kBm - 1) / kBm)));
+  const unsigned grid = grid_for(rows, cols, blocks);
   tile_product_kernel<BiasGelu, EpiWarps><<<grid, threads_for(EpiWarps), kSmemBytes, stream>>>(
       amap, bmap, actmap, hmap, actmap, bias, nullptr, rows, cols, reduce, h != nullptr);
   LAB_CHECK(cudaGetLastError());
 #else
-  (void)X, (void)W, (void)bias, (void)h, (void)act, (void)rows, (void)reduce, (void)cols, (void)stream;
+  (void)X, (void)W, (void)bias, (void)h, (void)act, (void)rows, (void)reduce, (void)cols, (void)stream, (void)blocks;
   throw lab::Error("bias_gelu needs a build for sm_90a (bias_gelu_fits() says where it runs)");
 #endif
 }

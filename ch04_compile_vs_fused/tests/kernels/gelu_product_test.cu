@@ -40,6 +40,18 @@ struct ProductCase {
   bool positive;  // dY, W > 0 and h where gelu' > 0.13: no cancellation anywhere
 };
 
+// Each case runs three ways, checked the same: the step's launch (kEpiWarps epilogue warps, a block
+// an SM), and both of the kernel's warp counts on a grid of 2 or 3 blocks, each of which then makes
+// several tiles (the persistent loop: its two buffers reused, every barrier's parity turned), which
+// at these shapes a block an SM never does.
+struct Launch {
+  int epi_warps, blocks;
+};
+constexpr Launch kLaunches[] = {{dgelu_product::kEpiWarps, 0}, {7, 2}, {11, 3}};
+std::string str(const Launch& l) {
+  return std::to_string(l.epi_warps) + " epilogue warps, " + (l.blocks ? std::to_string(l.blocks) : "an SM's") + " blocks";
+}
+
 void run_dx_dgelu(const ProductCase& pc, std::uint64_t seed) {
   const auto [rows, reduce, cols, positive] = pc;
   lab::Rng rng(seed);
@@ -56,16 +68,13 @@ void run_dx_dgelu(const ProductCase& pc, std::uint64_t seed) {
   const auto h = positive ? bf16_values(n, -0.5f, 3.f) : bf16_values(n, -4.f, 4.f);
   auto dy_d = device(to_bf16(dy)), w_d = device(to_bf16(w)), h_d = device(to_bf16(h));
   lab::DeviceBuffer<bf16> dh_d(n + cols), act_d(n + cols), again_d(n);  // one row past each output
-  lab::poison(dh_d), lab::poison(act_d), lab::poison(again_d);
+  lab::poison(again_d);
   lab::DeviceBuffer<float> db_d(cols);
-  LAB_CHECK(cudaMemset(db_d.data(), 0, cols * sizeof(float)));
   ASSERT_TRUE(dgelu_product::dx_dgelu_fits(dy_d.data(), w_d.data(), h_d.data(), dh_d.data(), act_d.data(), rows,
                                            reduce, cols));
-  dgelu_product::dx_dgelu(dy_d.data(), w_d.data(), h_d.data(), dh_d.data(), act_d.data(), db_d.data(), rows, reduce,
-                          cols, nullptr);
   gelu_kernel<1><<<blocks_for(n / 4), kThreads>>>(h_d.data(), again_d.data(), n / 4);
   LAB_CHECK(cudaGetLastError());
-  LAB_CHECK(cudaDeviceSynchronize());
+  const std::vector<float> again = to_float(again_d.download());
 
   std::vector<double> r_dh(n), e_dh(n), r_db(cols, 0), e_db(cols, 0), m_db(cols, 0);
   std::vector<double> dact(cols), mag(cols);
@@ -90,17 +99,28 @@ void run_dx_dgelu(const ProductCase& pc, std::uint64_t seed) {
   }
   for (int c = 0; c < cols; ++c) e_db[c] += sum_error(double(rows)) * (m_db[c] + e_db[c]);
 
-  std::vector<float> dh = to_float(dh_d.download()), act = to_float(act_d.download());
-  for (int c = 0; c < cols; ++c) {  // the row past the outputs: still NaN
-    EXPECT_TRUE(std::isnan(dh[n + c])) << "dh written past its last row, column " << c;
-    EXPECT_TRUE(std::isnan(act[n + c])) << "act written past its last row, column " << c;
+  for (const Launch& l : kLaunches) {
+    SCOPED_TRACE(str(l));
+    lab::poison(dh_d), lab::poison(act_d);
+    LAB_CHECK(cudaMemset(db_d.data(), 0, cols * sizeof(float)));
+    if (l.epi_warps == 7)
+      dgelu_product::dx_dgelu<7>(dy_d.data(), w_d.data(), h_d.data(), dh_d.data(), act_d.data(), db_d.data(), rows,
+                                 reduce, cols, nullptr, l.blocks);
+    else
+      dgelu_product::dx_dgelu<11>(dy_d.data(), w_d.data(), h_d.data(), dh_d.data(), act_d.data(), db_d.data(), rows,
+                                  reduce, cols, nullptr, l.blocks);
+    LAB_CHECK(cudaDeviceSynchronize());
+    std::vector<float> dh = to_float(dh_d.download()), act = to_float(act_d.download());
+    for (int c = 0; c < cols; ++c) {  // the row past the outputs: still NaN
+      EXPECT_TRUE(std::isnan(dh[n + c])) << "dh written past its last row, column " << c;
+      EXPECT_TRUE(std::isnan(act[n + c])) << "act written past its last row, column " << c;
+    }
+    dh.resize(n), act.resize(n);
+    EXPECT_PASSES(judge(dh, r_dh, rounded_slack(e_dh), kUb, "dh (bf16)"));
+    EXPECT_PASSES(lab::compare(act, std::vector<double>(again.begin(), again.end()), lab::Tolerance::exact(),
+                               "act against gelu_kernel's"));
+    EXPECT_PASSES(judge(db_d.download(), r_db, e_db, 0, "db"));
   }
-  dh.resize(n), act.resize(n);
-  EXPECT_PASSES(judge(dh, r_dh, rounded_slack(e_dh), kUb, "dh (bf16)"));
-  const std::vector<float> again = to_float(again_d.download());
-  EXPECT_PASSES(lab::compare(act, std::vector<double>(again.begin(), again.end()), lab::Tolerance::exact(),
-                             "act against gelu_kernel's"));
-  EXPECT_PASSES(judge(db_d.download(), r_db, e_db, 0, "db"));
 }
 
 TEST(GeluProduct, DxDgeluBf16) {
@@ -139,14 +159,8 @@ void run_bias_gelu(const ProductCase& pc, std::uint64_t seed) {
   const auto b = bf16_values(std::size_t(cols), positive ? 0.f : -4.f, 4.f);
   auto x_d = device(to_bf16(x)), w_d = device(to_bf16(w)), b_d = device(to_bf16(b));
   lab::DeviceBuffer<bf16> h_d(n + cols), act_d(n + cols), again_d(n), alone_d(n);
-  lab::poison(h_d), lab::poison(act_d), lab::poison(again_d), lab::poison(alone_d);
   ASSERT_TRUE(dgelu_product::bias_gelu_fits(x_d.data(), w_d.data(), b_d.data(), h_d.data(), act_d.data(), rows, reduce,
                                             cols));
-  dgelu_product::bias_gelu(x_d.data(), w_d.data(), b_d.data(), h_d.data(), act_d.data(), rows, reduce, cols, nullptr);
-  gelu_kernel<1><<<blocks_for(n / 4), kThreads>>>(h_d.data(), again_d.data(), n / 4);
-  LAB_CHECK(cudaGetLastError());
-  dgelu_product::bias_gelu(x_d.data(), w_d.data(), b_d.data(), nullptr, alone_d.data(), rows, reduce, cols, nullptr);
-  LAB_CHECK(cudaDeviceSynchronize());
 
   std::vector<double> r_h(n), e_h(n);
   for (int i = 0; i < rows; ++i)
@@ -160,18 +174,35 @@ void run_bias_gelu(const ProductCase& pc, std::uint64_t seed) {
       r_h[at] = sum;
       e_h[at] = (1 + kUb) * mag * (reduce + 1) * 2 * kU / (1 - (reduce + 1) * 2 * kU);
     }
-  std::vector<float> h = to_float(h_d.download()), act = to_float(act_d.download());
-  for (int c = 0; c < cols; ++c) {  // the row past the outputs: still NaN
-    EXPECT_TRUE(std::isnan(h[n + c])) << "h written past its last row, column " << c;
-    EXPECT_TRUE(std::isnan(act[n + c])) << "act written past its last row, column " << c;
+  for (const Launch& l : kLaunches) {
+    SCOPED_TRACE(str(l));
+    lab::poison(h_d), lab::poison(act_d), lab::poison(again_d), lab::poison(alone_d);
+    auto launch = [&](bf16* h_out, bf16* act_out) {
+      if (l.epi_warps == 7)
+        dgelu_product::bias_gelu<7>(x_d.data(), w_d.data(), b_d.data(), h_out, act_out, rows, reduce, cols, nullptr,
+                                    l.blocks);
+      else
+        dgelu_product::bias_gelu<11>(x_d.data(), w_d.data(), b_d.data(), h_out, act_out, rows, reduce, cols, nullptr,
+                                     l.blocks);
+    };
+    launch(h_d.data(), act_d.data());
+    gelu_kernel<1><<<blocks_for(n / 4), kThreads>>>(h_d.data(), again_d.data(), n / 4);
+    LAB_CHECK(cudaGetLastError());
+    launch(nullptr, alone_d.data());
+    LAB_CHECK(cudaDeviceSynchronize());
+    std::vector<float> h = to_float(h_d.download()), act = to_float(act_d.download());
+    for (int c = 0; c < cols; ++c) {  // the row past the outputs: still NaN
+      EXPECT_TRUE(std::isnan(h[n + c])) << "h written past its last row, column " << c;
+      EXPECT_TRUE(std::isnan(act[n + c])) << "act written past its last row, column " << c;
+    }
+    h.resize(n), act.resize(n);
+    EXPECT_PASSES(judge(h, r_h, e_h, kUb, "h = X W^T + b (bf16)"));
+    const std::vector<float> again = to_float(again_d.download()), alone = to_float(alone_d.download());
+    EXPECT_PASSES(lab::compare(act, std::vector<double>(again.begin(), again.end()), lab::Tolerance::exact(),
+                               "act against gelu_kernel's on the kernel's h"));
+    EXPECT_PASSES(lab::compare(alone, std::vector<double>(act.begin(), act.end()), lab::Tolerance::exact(),
+                               "act with h not kept against act with h"));
   }
-  h.resize(n), act.resize(n);
-  EXPECT_PASSES(judge(h, r_h, e_h, kUb, "h = X W^T + b (bf16)"));
-  const std::vector<float> again = to_float(again_d.download()), alone = to_float(alone_d.download());
-  EXPECT_PASSES(lab::compare(act, std::vector<double>(again.begin(), again.end()), lab::Tolerance::exact(),
-                             "act against gelu_kernel's on the kernel's h"));
-  EXPECT_PASSES(lab::compare(alone, std::vector<double>(act.begin(), act.end()), lab::Tolerance::exact(),
-                             "act with h not kept against act with h"));
 }
 
 TEST(GeluProduct, BiasGeluBf16) {
