@@ -445,8 +445,9 @@ plant kernels_gelu_act ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_kernels
 # for bit to step 13's kernel.
 plant kernels_gelu_in_flight ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_kernels \
   'v.y *= dgelu_of(t.y, e1);' 'v.y *= 1.01f * dgelu_of(t.y, e1);'
-# GELU's backward in the product's epilogue (tile_product_kernel<Dgelu>, step 21), dh 1% high in
-# every fourth column (and so the bias gradient's sums). Against the kernel's own test alone.
+# GELU's backward in the product's epilogue (dgelu4, both forms of tile_product_kernel<Dgelu>, step
+# 21), dh 1% high in every fourth column (and so the bias gradient's sums). Against the kernel's own
+# test alone.
 plant kernels_dgelu_product_1pct ch04_compile_vs_fused/gpt2/fused/gelu_product.cuh ch04_kernels:GeluProduct.DxDgeluBf16 \
   'd01.y * dgelu_of(x01.y, e1)' '1.01f * d01.y * dgelu_of(x01.y, e1)'
 # The MLP's first product with its bias in its epilogue (tile_product_kernel<BiasGelu>, step 22), h 1%

@@ -13,7 +13,8 @@
 //  - warps 4 to 7, one warpgroup, make each tile with m64n128k16 wgmma from shared memory (A
 //    K-major, B N-major: wgmma's transposed B) and put it into one of two buffers in bf16;
 //  - the other warps (7 or 11: kEpiWarps) do the epilogue's arithmetic from a buffer while the next
-//    tile's products run, and the TMA stores the outputs.
+//    tile's products run, and the TMA stores the outputs (or, kDirect, they read h and write the
+//    outputs themselves, sparing shared memory three quarters of the epilogue's traffic).
 // The epilogue's arithmetic is the cost (erf and exp: about twice gelu_kernel's instructions): done
 // by the warpgroup that made the products, in turns with a second one (session 84), four warps
 // could not issue it under the other's products, and the fused product was slower than cuBLAS and
@@ -51,6 +52,15 @@ constexpr int kBm = 128, kBn = 128, kBk = 64, kStages = 3;
 // The block: a copy warp, the products' warpgroup and EpiWarps epilogue warps (7: 384 threads, or
 // 11: 512; the launches take kEpiWarps).
 constexpr int kEpiWarps = 11;
+// Where the epilogue's tensors go (Direct): through shared memory and the TMA (false: h in by the
+// copy warp, dh and act, or h and act, out by TMA stores from the tile's buffer), or straight
+// between the epilogue warps' registers and memory (true: each warp reads its rows of h with
+// 8-byte loads issued a tile ahead and writes its outputs with 8-byte stores, a warp's row 256
+// contiguous bytes). The products alone keep shared memory near its rate (two m64n128k16 a step
+// of 16 read A once and B twice: 96 of its 128 bytes a cycle); through the TMA a tile's epilogue
+// moves 256 KB more through it (h in, the warps' reads and writes, the stores' reads), directly
+// 64 KB (the products' bf16 tile written and read once). Both are kept until a GPU has timed them.
+constexpr bool kDirect = false;
 __host__ __device__ constexpr int threads_for(int epi_warps) { return 32 * (5 + epi_warps); }
 // Registers a thread by warpgroup: the products' (warps 4 to 7), and the others (the copies and the
 // epilogue), within the SM's 65536.
@@ -96,12 +106,42 @@ __device__ __forceinline__ int tile_offset(int r, int c) {
   return (c / 64) * (kTileBytes / 2) + r * 128 + ((((c % 64) / 8) ^ (r % 8)) * 16) + (c % 8) * 2;
 }
 
-template <class Epi, int EpiWarps>
+// The direct epilogue's tensors as plain rows (rows x cols, row-major): in = h (Dgelu; BiasGelu:
+// unused), out = dh (Dgelu) or h (BiasGelu; null: not kept), act.
+struct Rows {
+  const __nv_bfloat16* in;
+  __nv_bfloat16* out;
+  __nv_bfloat16* act;
+};
+
+// The epilogues' arithmetic on 4 consecutive columns of a row (two bf16 pairs each way), the same in
+// both forms. Dgelu: gelu_backward_act_in_flight_kernel's, from dact (rounded to bf16 by the
+// products) and h: dh = dact gelu'(h) (fp32, for the column sums, and in bf16) and act = gelu(h).
+struct Dgelu4 {
+  uint2 act, dh;
+  float4 sum;
+};
+__device__ __forceinline__ Dgelu4 dgelu4(uint2 dact, uint2 h) {
+  const float2 d01 = bf16_pair(dact.x), d23 = bf16_pair(dact.y);
+  const float2 x01 = bf16_pair(h.x), x23 = bf16_pair(h.y);
+  const float e0 = gelu_erf(x01.x), e1 = gelu_erf(x01.y), e2 = gelu_erf(x23.x), e3 = gelu_erf(x23.y);
+  const float4 dh = make_float4(d01.x * dgelu_of(x01.x, e0), d01.y * dgelu_of(x01.y, e1), d23.x * dgelu_of(x23.x, e2),
+                                d23.y * dgelu_of(x23.y, e3));
+  return {make_uint2(bf16_pack(gelu_of(x01.x, e0), gelu_of(x01.y, e1)), bf16_pack(gelu_of(x23.x, e2), gelu_of(x23.y, e3))),
+          make_uint2(bf16_pack(dh.x, dh.y), bf16_pack(dh.z, dh.w)), dh};
+}
+// BiasGelu: gelu_kernel's, act = gelu(h) at the rounded h.
+__device__ __forceinline__ uint2 gelu4(uint2 h) {
+  const float2 x01 = bf16_pair(h.x), x23 = bf16_pair(h.y);
+  return make_uint2(bf16_pack(gelu(x01.x), gelu(x01.y)), bf16_pack(gelu(x23.x), gelu(x23.y)));
+}
+
+template <class Epi, int EpiWarps, bool Direct>
 __global__ void __launch_bounds__(threads_for(EpiWarps), 1)
     tile_product_kernel(const __grid_constant__ CUtensorMap amap, const __grid_constant__ CUtensorMap bmap,
                         const __grid_constant__ CUtensorMap inmap, const __grid_constant__ CUtensorMap outmap,
                         const __grid_constant__ CUtensorMap actmap, const __nv_bfloat16* __restrict__ bias,
-                        float* __restrict__ db, int rows, int cols, int reduce, int keep_out) {
+                        float* __restrict__ db, int rows, int cols, int reduce, int keep_out, Rows io) {
   static_assert(EpiWarps == 7 || EpiWarps == 11, "other_regs() knows the registers of 7 or 11 epilogue warps");
   constexpr bool kDgelu = std::is_same_v<Epi, Dgelu>;
   extern __shared__ std::uint8_t smem_raw[];
@@ -119,7 +159,9 @@ __global__ void __launch_bounds__(threads_for(EpiWarps), 1)
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
   if (threadIdx.x == 0) {
     for (int st = 0; st < kStages; ++st) tma::init(full + st, 1), tma::init(empty + st, 4);  // the products' warps
-    for (int b = 0; b < 2; ++b) tma::init(made + b, 4), tma::init(freed + b, 1), tma::init(side_in + b, 1);
+    // freed: the elected thread once the TMA has read the buffer; directly, each epilogue warp once
+    // it has read its rows of it.
+    for (int b = 0; b < 2; ++b) tma::init(made + b, 4), tma::init(freed + b, Direct ? EpiWarps : 1), tma::init(side_in + b, 1);
     tma::fence_init();
   }
   if constexpr (kDgelu) {
@@ -217,6 +259,7 @@ __global__ void __launch_bounds__(threads_for(EpiWarps), 1)
           // tile before (two tiles back), issued after this tile's slices so that it does not hold
           // them up.
           const int b = n % 2;
+          if constexpr (Direct && kDgelu) continue;  // the epilogue warps read h themselves
           tma::wait(freed + b, (unsigned(n / 2) & 1) ^ 1);
           if constexpr (kDgelu) {
             std::uint8_t* const h_s = tiles_s + 2 * b * kTileBytes;
@@ -228,6 +271,68 @@ __global__ void __launch_bounds__(threads_for(EpiWarps), 1)
             const unsigned bytes = unsigned(cols - n0 < kBn ? cols - n0 : kBn) * 2;
             tma::arrive_expect_bytes(side_in + b, bytes);
             tma::load_bulk(side_s + b * kSideBytes, bias + n0, bytes, side_in + b);
+          }
+        }
+      }
+    } else if constexpr (Direct) {
+      // The epilogue, directly: EpiWarps warps (1 to 3, and 8 on), each on every EpiWarps-th row of
+      // the tile (kRows at most), a lane on 4 columns; the tile's products from the buffer, h (Dgelu)
+      // from memory into registers a tile ahead, the outputs to memory from registers.
+      constexpr int kRows = (kBm + EpiWarps - 1) / EpiWarps;
+      const int e = warp < 4 ? warp - 1 : warp - 5, et = 32 * e + lane, c = 4 * lane;
+      uint2 hv[kRows];  // Dgelu: the tile's h, this lane's 4 columns of each of the warp's rows
+      auto load_h = [&](int tile) {
+        const int m0 = tile / tiles_n * kBm, n0 = tile % tiles_n * kBn;
+#pragma unroll
+        for (int i = 0; i < kRows; ++i) {
+          const int r = e + i * EpiWarps;
+          if (r < kBm && m0 + r < rows && n0 + c < cols)
+            hv[i] = __ldg(reinterpret_cast<const uint2*>(io.in + std::size_t(m0 + r) * cols + n0 + c));
+        }
+      };
+      if constexpr (kDgelu) {
+        if (int(blockIdx.x) < tiles) load_h(int(blockIdx.x));
+      }
+      int n = 0;
+      for (int tile = int(blockIdx.x); tile < tiles; tile += int(gridDim.x), ++n) {
+        const int m0 = tile / tiles_n * kBm, n0 = tile % tiles_n * kBn;
+        const int b = n % 2;
+        const std::uint8_t* const src = tiles_s + (2 * b + (kDgelu ? 1 : 0)) * kTileBytes;  // dact, or h
+        float* const sums = reinterpret_cast<float*>(side_s + b * kSideBytes);
+        tma::wait(made + b, unsigned(n / 2) & 1);
+        float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+        for (int i = 0; i < kRows; ++i) {
+          const int r = e + i * EpiWarps;
+          if (r < kBm && m0 + r < rows && n0 + c < cols) {
+            const uint2 v = *reinterpret_cast<const uint2*>(src + tile_offset(r, c));
+            const std::size_t at = std::size_t(m0 + r) * cols + n0 + c;
+            if constexpr (kDgelu) {
+              const Dgelu4 o = dgelu4(v, hv[i]);
+              *reinterpret_cast<uint2*>(io.act + at) = o.act;
+              *reinterpret_cast<uint2*>(io.out + at) = o.dh;
+              sum.x += o.sum.x, sum.y += o.sum.y, sum.z += o.sum.z, sum.w += o.sum.w;
+            } else {
+              if (keep_out) *reinterpret_cast<uint2*>(io.out + at) = v;  // h, where it is kept
+              *reinterpret_cast<uint2*>(io.act + at) = gelu4(v);
+            }
+          }
+        }
+        // This warp's rows of the buffer are read: the products may fill it again (two tiles on).
+        __syncwarp();
+        if (lane == 0) tma::arrive(freed + b);
+        if constexpr (kDgelu) {
+          if (tile + int(gridDim.x) < tiles) load_h(tile + int(gridDim.x));  // in flight while the next tile is made
+          // The column sums of the fp32 dh, as the other epilogue's: the warps' in shared memory, one
+          // atomic a column a tile into db; the buffer's sums next added to two tiles on, after every
+          // epilogue warp has passed the next tile's barrier, so after this read.
+          atomicAdd(sums + c, sum.x), atomicAdd(sums + c + 1, sum.y), atomicAdd(sums + c + 2, sum.z),
+              atomicAdd(sums + c + 3, sum.w);
+          asm volatile("bar.sync 1, %0;\n" ::"n"(32 * EpiWarps) : "memory");
+          if (et < kBn) {
+            const float v = sums[et];
+            sums[et] = 0.f;
+            if (n0 + et < cols) atomicAdd(db + n0 + et, v);
           }
         }
       }
@@ -251,25 +356,13 @@ __global__ void __launch_bounds__(threads_for(EpiWarps), 1)
         for (int r = e; r < kBm; r += EpiWarps) {
           const int at = tile_offset(r, c);  // 8 bytes, within one 16-byte chunk
           if constexpr (kDgelu) {
-            // gelu_backward_act_in_flight_kernel's arithmetic: dact (rounded to bf16 by the products),
-            // dh = dact gelu'(h), act = gelu(h).
-            const uint2 v = *reinterpret_cast<const uint2*>(t1 + at);
-            const uint2 hv = *reinterpret_cast<const uint2*>(t0 + at);
-            const float2 d01 = bf16_pair(v.x), d23 = bf16_pair(v.y);
-            const float2 x01 = bf16_pair(hv.x), x23 = bf16_pair(hv.y);
-            const float e0 = gelu_erf(x01.x), e1 = gelu_erf(x01.y), e2 = gelu_erf(x23.x), e3 = gelu_erf(x23.y);
-            const float4 dh = make_float4(d01.x * dgelu_of(x01.x, e0), d01.y * dgelu_of(x01.y, e1),
-                                          d23.x * dgelu_of(x23.x, e2), d23.y * dgelu_of(x23.y, e3));
-            *reinterpret_cast<uint2*>(t0 + at) = make_uint2(bf16_pack(gelu_of(x01.x, e0), gelu_of(x01.y, e1)),
-                                                            bf16_pack(gelu_of(x23.x, e2), gelu_of(x23.y, e3)));
-            *reinterpret_cast<uint2*>(t1 + at) = make_uint2(bf16_pack(dh.x, dh.y), bf16_pack(dh.z, dh.w));
-            if (m0 + r < rows) sum.x += dh.x, sum.y += dh.y, sum.z += dh.z, sum.w += dh.w;
+            // dact (the products' bf16) and h in; act over h, dh over dact.
+            const Dgelu4 o = dgelu4(*reinterpret_cast<const uint2*>(t1 + at), *reinterpret_cast<const uint2*>(t0 + at));
+            *reinterpret_cast<uint2*>(t0 + at) = o.act;
+            *reinterpret_cast<uint2*>(t1 + at) = o.dh;
+            if (m0 + r < rows) sum.x += o.sum.x, sum.y += o.sum.y, sum.z += o.sum.z, sum.w += o.sum.w;
           } else {
-            // gelu_kernel's arithmetic: act = gelu(h) at the rounded h.
-            const uint2 v = *reinterpret_cast<const uint2*>(t0 + at);
-            const float2 x01 = bf16_pair(v.x), x23 = bf16_pair(v.y);
-            *reinterpret_cast<uint2*>(t1 + at) =
-                make_uint2(bf16_pack(gelu(x01.x), gelu(x01.y)), bf16_pack(gelu(x23.x), gelu(x23.y)));
+            *reinterpret_cast<uint2*>(t1 + at) = gelu4(*reinterpret_cast<const uint2*>(t0 + at));  // act from h
           }
         }
         if constexpr (kDgelu) {
@@ -341,14 +434,13 @@ inline unsigned grid_for(int rows, int cols, int blocks) {
 inline void prepare() {
 #if defined(LAB_SM90A)
   static const bool done = [] {
-    LAB_CHECK(cudaFuncSetAttribute(tile_product_kernel<Dgelu, 7>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   kSmemBytes));
-    LAB_CHECK(cudaFuncSetAttribute(tile_product_kernel<BiasGelu, 7>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   kSmemBytes));
-    LAB_CHECK(cudaFuncSetAttribute(tile_product_kernel<Dgelu, 11>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   kSmemBytes));
-    LAB_CHECK(cudaFuncSetAttribute(tile_product_kernel<BiasGelu, 11>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   kSmemBytes));
+    auto smem = [](auto kernel) {
+      LAB_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+    };
+    smem(tile_product_kernel<Dgelu, 7, false>), smem(tile_product_kernel<Dgelu, 11, false>);
+    smem(tile_product_kernel<Dgelu, 7, true>), smem(tile_product_kernel<Dgelu, 11, true>);
+    smem(tile_product_kernel<BiasGelu, 7, false>), smem(tile_product_kernel<BiasGelu, 11, false>);
+    smem(tile_product_kernel<BiasGelu, 7, true>), smem(tile_product_kernel<BiasGelu, 11, true>);
     (void)sm_count();
     return true;
   }();
@@ -374,7 +466,7 @@ inline bool dx_dgelu_fits(const void* dY, const void* W, const void* h, const vo
 // dh and act (rows x cols, bf16) and db (cols, added to) from dY (rows x reduce), W (reduce x cols)
 // and h (rows x cols), all bf16, where dx_dgelu_fits() says so (the caller runs the two kernels
 // otherwise); blocks as grid_for() says.
-template <int EpiWarps = kEpiWarps>
+template <int EpiWarps = kEpiWarps, bool Direct = kDirect>
 inline void dx_dgelu(const __nv_bfloat16* dY, const __nv_bfloat16* W, const __nv_bfloat16* h, __nv_bfloat16* dh,
                      __nv_bfloat16* act, float* db, int rows, int reduce, int cols, cudaStream_t stream,
                      int blocks = 0) {
@@ -389,8 +481,8 @@ inline void dx_dgelu(const __nv_bfloat16* dY, const __nv_bfloat16* W, const __nv
   const CUtensorMap hmap = tile_map(h, rows, cols), dhmap = tile_map(dh, rows, cols);
   const CUtensorMap actmap = tile_map(act, rows, cols);
   const unsigned grid = grid_for(rows, cols, blocks);
-  tile_product_kernel<Dgelu, EpiWarps><<<grid, threads_for(EpiWarps), kSmemBytes, stream>>>(
-      amap, bmap, hmap, dhmap, actmap, nullptr, db, rows, cols, reduce, 1);
+  tile_product_kernel<Dgelu, EpiWarps, Direct><<<grid, threads_for(EpiWarps), kSmemBytes, stream>>>(
+      amap, bmap, hmap, dhmap, actmap, nullptr, db, rows, cols, reduce, 1, Rows{h, dh, act});
   LAB_CHECK(cudaGetLastError());
 #else
   (void)dY, (void)W, (void)h, (void)dh, (void)act, (void)db, (void)rows, (void)reduce, (void)cols, (void)stream,
@@ -410,7 +502,7 @@ inline bool bias_gelu_fits(const void* X, const void* W, const void* bias, const
 // cols x reduce as the layer's weight lies, bias: cols; all bf16), rounded once to bf16, written
 // where h is not null, and act = gelu(h) at the rounded value, where bias_gelu_fits() says so (the
 // caller runs cuBLASLt's bias product and gelu_kernel otherwise); blocks as grid_for() says.
-template <int EpiWarps = kEpiWarps>
+template <int EpiWarps = kEpiWarps, bool Direct = kDirect>
 inline void bias_gelu(const __nv_bfloat16* X, const __nv_bfloat16* W, const __nv_bfloat16* bias, __nv_bfloat16* h,
                       __nv_bfloat16* act, int rows, int reduce, int cols, cudaStream_t stream, int blocks = 0) {
 #if defined(LAB_SM90A)
@@ -423,8 +515,8 @@ inline void bias_gelu(const __nv_bfloat16* X, const __nv_bfloat16* W, const __nv
       {std::uint64_t(reduce) * 2, std::uint64_t(reduce) * 2 * std::uint64_t(cols)}, {kBk, kBn, 1});
   const CUtensorMap actmap = tile_map(act, rows, cols), hmap = h ? tile_map(h, rows, cols) : actmap;
   const unsigned grid = grid_for(rows, cols, blocks);
-  tile_product_kernel<BiasGelu, EpiWarps><<<grid, threads_for(EpiWarps), kSmemBytes, stream>>>(
-      amap, bmap, actmap, hmap, actmap, bias, nullptr, rows, cols, reduce, h != nullptr);
+  tile_product_kernel<BiasGelu, EpiWarps, Direct><<<grid, threads_for(EpiWarps), kSmemBytes, stream>>>(
+      amap, bmap, actmap, hmap, actmap, bias, nullptr, rows, cols, reduce, h != nullptr, Rows{nullptr, h, act});
   LAB_CHECK(cudaGetLastError());
 #else
   (void)X, (void)W, (void)bias, (void)h, (void)act, (void)rows, (void)reduce, (void)cols, (void)stream, (void)blocks;

@@ -40,16 +40,32 @@ struct ProductCase {
   bool positive;  // dY, W > 0 and h where gelu' > 0.13: no cancellation anywhere
 };
 
-// Each case runs three ways, checked the same: the step's launch (kEpiWarps epilogue warps, a block
-// an SM), and both of the kernel's warp counts on a grid of 2 or 3 blocks, each of which then makes
-// several tiles (the persistent loop: its two buffers reused, every barrier's parity turned), which
-// at these shapes a block an SM never does.
+// Each case runs five ways, checked the same: the step's launch (kEpiWarps epilogue warps, kDirect,
+// a block an SM), and each of the kernel's four forms (7 or 11 epilogue warps, through the TMA or
+// direct) on a grid of 2 or 3 blocks, each of which then makes several tiles (the persistent loop:
+// its two buffers reused, every barrier's parity turned), which at these shapes a block an SM
+// never does.
 struct Launch {
-  int epi_warps, blocks;
+  int epi_warps;
+  bool direct;
+  int blocks;
 };
-constexpr Launch kLaunches[] = {{dgelu_product::kEpiWarps, 0}, {7, 2}, {11, 3}};
+constexpr Launch kLaunches[] = {{dgelu_product::kEpiWarps, dgelu_product::kDirect, 0},
+                                {7, false, 2},
+                                {11, false, 3},
+                                {7, true, 3},
+                                {11, true, 2}};
 std::string str(const Launch& l) {
-  return std::to_string(l.epi_warps) + " epilogue warps, " + (l.blocks ? std::to_string(l.blocks) : "an SM's") + " blocks";
+  return std::to_string(l.epi_warps) + " epilogue warps, " + (l.direct ? "direct" : "through the TMA") + ", " +
+         (l.blocks ? std::to_string(l.blocks) : "an SM's") + " blocks";
+}
+// f.template operator()<EpiWarps, Direct>() for the launch's form.
+template <class F>
+void with_form(const Launch& l, F&& f) {
+  if (l.epi_warps == 7)
+    l.direct ? f.template operator()<7, true>() : f.template operator()<7, false>();
+  else
+    l.direct ? f.template operator()<11, true>() : f.template operator()<11, false>();
 }
 
 void run_dx_dgelu(const ProductCase& pc, std::uint64_t seed) {
@@ -103,12 +119,10 @@ void run_dx_dgelu(const ProductCase& pc, std::uint64_t seed) {
     SCOPED_TRACE(str(l));
     lab::poison(dh_d), lab::poison(act_d);
     LAB_CHECK(cudaMemset(db_d.data(), 0, cols * sizeof(float)));
-    if (l.epi_warps == 7)
-      dgelu_product::dx_dgelu<7>(dy_d.data(), w_d.data(), h_d.data(), dh_d.data(), act_d.data(), db_d.data(), rows,
-                                 reduce, cols, nullptr, l.blocks);
-    else
-      dgelu_product::dx_dgelu<11>(dy_d.data(), w_d.data(), h_d.data(), dh_d.data(), act_d.data(), db_d.data(), rows,
-                                  reduce, cols, nullptr, l.blocks);
+    with_form(l, [&]<int W, bool D>() {
+      dgelu_product::dx_dgelu<W, D>(dy_d.data(), w_d.data(), h_d.data(), dh_d.data(), act_d.data(), db_d.data(), rows,
+                                    reduce, cols, nullptr, l.blocks);
+    });
     LAB_CHECK(cudaDeviceSynchronize());
     std::vector<float> dh = to_float(dh_d.download()), act = to_float(act_d.download());
     for (int c = 0; c < cols; ++c) {  // the row past the outputs: still NaN
@@ -178,12 +192,10 @@ void run_bias_gelu(const ProductCase& pc, std::uint64_t seed) {
     SCOPED_TRACE(str(l));
     lab::poison(h_d), lab::poison(act_d), lab::poison(again_d), lab::poison(alone_d);
     auto launch = [&](bf16* h_out, bf16* act_out) {
-      if (l.epi_warps == 7)
-        dgelu_product::bias_gelu<7>(x_d.data(), w_d.data(), b_d.data(), h_out, act_out, rows, reduce, cols, nullptr,
-                                    l.blocks);
-      else
-        dgelu_product::bias_gelu<11>(x_d.data(), w_d.data(), b_d.data(), h_out, act_out, rows, reduce, cols, nullptr,
-                                     l.blocks);
+      with_form(l, [&]<int W, bool D>() {
+        dgelu_product::bias_gelu<W, D>(x_d.data(), w_d.data(), b_d.data(), h_out, act_out, rows, reduce, cols,
+                                       nullptr, l.blocks);
+      });
     };
     launch(h_d.data(), act_d.data());
     gelu_kernel<1><<<blocks_for(n / 4), kThreads>>>(h_d.data(), again_d.data(), n / 4);
