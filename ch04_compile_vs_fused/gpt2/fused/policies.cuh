@@ -81,7 +81,7 @@
 //        linear_dx_bf16() wrote it and gelu_backward_act_in_flight read it
 //        (optimized_gpt2_step_fused_bf16_gelu_in_product.cu; the same roundings, the product's
 //        sums in another order).
-//   optionally static constexpr bool kGeluForwardInProduct = true, with kGeluInProduct: the MLP's
+//   optionally static constexpr bool kGeluForwardInProduct = true, with kLnGradBf16: the MLP's
 //        first product with its bias and GELU by the same product (bias_gelu: h and act from its
 //        epilogue), where linear_bias() wrote h and gelu_kernel made act from it
 //        (optimized_gpt2_step_fused_bf16_gelu_forward_in_product.cu; the same roundings).
