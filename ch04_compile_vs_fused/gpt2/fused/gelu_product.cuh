@@ -56,8 +56,9 @@ constexpr int kEpiWarps = 11;
 // copy warp, dh and act, or h and act, out by TMA stores from the tile's buffer), or straight
 // between the epilogue warps' registers and memory (true: each warp reads its rows of h with
 // 8-byte loads issued a tile ahead and writes its outputs with 8-byte stores, a warp's row 256
-// contiguous bytes). The products alone keep shared memory near its rate (two m64n128k16 a step
-// of 16 read A once and B twice: 96 of its 128 bytes a cycle); through the TMA a tile's epilogue
+// contiguous bytes). The products alone may keep shared memory near its rate (two m64n128k16 a
+// step of 16 read A once and B twice: 96 bytes a cycle, of its 128 if the tensor cores' reads share
+// them); through the TMA a tile's epilogue
 // moves 256 KB more through it (h in, the warps' reads and writes, the stores' reads), directly
 // 64 KB (the products' bf16 tile written and read once). The measured ping-pong product (session
 // 84) pointed this way: storing its rows directly, its forward took 48.3 us against 53.0 for cuBLAS
