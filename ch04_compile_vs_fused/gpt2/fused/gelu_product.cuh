@@ -65,6 +65,12 @@ constexpr int kEpiWarps = 11;
 // then gelu_kernel, and through the TMA 63.8 (its backward, which loaded h as it went, 91.5). Both
 // forms are kept until a GPU has timed them.
 constexpr bool kDirect = false;
+// The forward's (bias_gelu's) own: on an H100 (session 85, the bench, bit for bit) the backward
+// took 62.0 us with 11 warps through the TMA (62.8 with 7; directly 73.7 and 76.8) against 70.5
+// for cuBLAS then gelu_backward_act_in_flight, and the forward 52.1 us directly with 7 warps (52.7
+// with 11; through the TMA 52.8 and 55.8) against 52.7 for cuBLAS then gelu_kernel.
+constexpr int kBiasGeluEpiWarps = 7;
+constexpr bool kBiasGeluDirect = true;
 __host__ __device__ constexpr int threads_for(int epi_warps) { return 32 * (5 + epi_warps); }
 // Registers a thread by warpgroup: the products' (warps 4 to 7), and the others (the copies and the
 // epilogue), within the SM's 65536.
@@ -506,7 +512,7 @@ inline bool bias_gelu_fits(const void* X, const void* W, const void* bias, const
 // cols x reduce as the layer's weight lies, bias: cols; all bf16), rounded once to bf16, written
 // where h is not null, and act = gelu(h) at the rounded value, where bias_gelu_fits() says so (the
 // caller runs cuBLASLt's bias product and gelu_kernel otherwise); blocks as grid_for() says.
-template <int EpiWarps = kEpiWarps, bool Direct = kDirect>
+template <int EpiWarps = kBiasGeluEpiWarps, bool Direct = kBiasGeluDirect>
 inline void bias_gelu(const __nv_bfloat16* X, const __nv_bfloat16* W, const __nv_bfloat16* bias, __nv_bfloat16* h,
                       __nv_bfloat16* act, int rows, int reduce, int cols, cudaStream_t stream, int blocks = 0) {
 #if defined(LAB_SM90A)

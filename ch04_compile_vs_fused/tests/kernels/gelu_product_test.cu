@@ -40,8 +40,8 @@ struct ProductCase {
   bool positive;  // dY, W > 0 and h where gelu' > 0.13: no cancellation anywhere
 };
 
-// Each case runs five ways, checked the same: the step's launch (kEpiWarps epilogue warps, kDirect,
-// a block an SM), and each of the kernel's four forms (7 or 11 epilogue warps, through the TMA or
+// Each case runs five ways, checked the same: the step's launch (the function's default form, a
+// block an SM), and each of the kernel's four forms (7 or 11 epilogue warps, through the TMA or
 // direct) on a grid of 2 or 3 blocks, each of which then makes several tiles (the persistent loop:
 // its two buffers reused, every barrier's parity turned), which at these shapes a block an SM
 // never does.
@@ -50,11 +50,9 @@ struct Launch {
   bool direct;
   int blocks;
 };
-constexpr Launch kLaunches[] = {{dgelu_product::kEpiWarps, dgelu_product::kDirect, 0},
-                                {7, false, 2},
-                                {11, false, 3},
-                                {7, true, 3},
-                                {11, true, 2}};
+std::vector<Launch> launches(int step_warps, bool step_direct) {
+  return {{step_warps, step_direct, 0}, {7, false, 2}, {11, false, 3}, {7, true, 3}, {11, true, 2}};
+}
 std::string str(const Launch& l) {
   return std::to_string(l.epi_warps) + " epilogue warps, " + (l.direct ? "direct" : "through the TMA") + ", " +
          (l.blocks ? std::to_string(l.blocks) : "an SM's") + " blocks";
@@ -115,7 +113,7 @@ void run_dx_dgelu(const ProductCase& pc, std::uint64_t seed) {
   }
   for (int c = 0; c < cols; ++c) e_db[c] += sum_error(double(rows)) * (m_db[c] + e_db[c]);
 
-  for (const Launch& l : kLaunches) {
+  for (const Launch& l : launches(dgelu_product::kEpiWarps, dgelu_product::kDirect)) {
     SCOPED_TRACE(str(l));
     lab::poison(dh_d), lab::poison(act_d);
     LAB_CHECK(cudaMemset(db_d.data(), 0, cols * sizeof(float)));
@@ -188,7 +186,7 @@ void run_bias_gelu(const ProductCase& pc, std::uint64_t seed) {
       r_h[at] = sum;
       e_h[at] = (1 + kUb) * mag * (reduce + 1) * 2 * kU / (1 - (reduce + 1) * 2 * kU);
     }
-  for (const Launch& l : kLaunches) {
+  for (const Launch& l : launches(dgelu_product::kBiasGeluEpiWarps, dgelu_product::kBiasGeluDirect)) {
     SCOPED_TRACE(str(l));
     lab::poison(h_d), lab::poison(act_d), lab::poison(again_d), lab::poison(alone_d);
     auto launch = [&](bf16* h_out, bf16* act_out) {
