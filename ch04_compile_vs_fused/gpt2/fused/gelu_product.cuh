@@ -439,22 +439,27 @@ inline unsigned grid_for(int rows, int cols, int blocks) {
   return unsigned(std::min(blocks > 0 ? blocks : sm_count(), tiles));
 }
 
-// The kernels' shared-memory attribute, set once, before any capture (the step's Products class
-// calls it as it is made); the launches call it too.
-inline void prepare() {
+// A form's shared-memory attribute, set once (and the SM count read), before any capture: each
+// launch function sets its own form's, and prepare() the step's two (the functions' defaults), which
+// the step's Products class calls as it is made. Only the forms a program launches are compiled
+// into it (each instantiation is one more kernel for ptxas: all eight made a step's build minutes
+// longer, session 85).
+template <class Epi, int EpiWarps, bool Direct>
+inline void prepare_form() {
 #if defined(LAB_SM90A)
   static const bool done = [] {
-    auto smem = [](auto kernel) {
-      LAB_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-    };
-    smem(tile_product_kernel<Dgelu, 7, false>), smem(tile_product_kernel<Dgelu, 11, false>);
-    smem(tile_product_kernel<Dgelu, 7, true>), smem(tile_product_kernel<Dgelu, 11, true>);
-    smem(tile_product_kernel<BiasGelu, 7, false>), smem(tile_product_kernel<BiasGelu, 11, false>);
-    smem(tile_product_kernel<BiasGelu, 7, true>), smem(tile_product_kernel<BiasGelu, 11, true>);
+    LAB_CHECK(cudaFuncSetAttribute(tile_product_kernel<Epi, EpiWarps, Direct>,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
     (void)sm_count();
     return true;
   }();
   (void)done;
+#endif
+}
+inline void prepare() {
+#if defined(LAB_SM90A)
+  prepare_form<Dgelu, kEpiWarps, kDirect>();
+  prepare_form<BiasGelu, kBiasGeluEpiWarps, kBiasGeluDirect>();
 #endif
 }
 
@@ -481,7 +486,7 @@ inline void dx_dgelu(const __nv_bfloat16* dY, const __nv_bfloat16* W, const __nv
                      __nv_bfloat16* act, float* db, int rows, int reduce, int cols, cudaStream_t stream,
                      int blocks = 0) {
 #if defined(LAB_SM90A)
-  prepare();
+  prepare_form<Dgelu, EpiWarps, Direct>();
   const CUtensorMap amap = lab::tma::bf16_map_swizzle128(
       dY, {std::uint64_t(reduce), std::uint64_t(rows), 1},
       {std::uint64_t(reduce) * 2, std::uint64_t(reduce) * 2 * std::uint64_t(rows)}, {kBk, kBm, 1});
@@ -516,7 +521,7 @@ template <int EpiWarps = kBiasGeluEpiWarps, bool Direct = kBiasGeluDirect>
 inline void bias_gelu(const __nv_bfloat16* X, const __nv_bfloat16* W, const __nv_bfloat16* bias, __nv_bfloat16* h,
                       __nv_bfloat16* act, int rows, int reduce, int cols, cudaStream_t stream, int blocks = 0) {
 #if defined(LAB_SM90A)
-  prepare();
+  prepare_form<BiasGelu, EpiWarps, Direct>();
   const CUtensorMap amap = lab::tma::bf16_map_swizzle128(
       X, {std::uint64_t(reduce), std::uint64_t(rows), 1},
       {std::uint64_t(reduce) * 2, std::uint64_t(reduce) * 2 * std::uint64_t(rows)}, {kBk, kBm, 1});
