@@ -2,10 +2,10 @@
 # The checks checked: plants known bugs, one at a time, in a scratch copy of the sources, builds the
 # one program each bug lands in, and expects that program's --check-only to fail (exit 1) on its
 # own check shapes; where the program is a chapter's kernel tests (chNN_kernels, GoogleTest), a
-# test of the binary to fail (exit 1), and where it is chNN_tests:FILTER, one of the chapter's tests
-# that the GoogleTest filter names (a check of more than one run, such as the GPT-2 step's second
-# step). A check that passes a planted bug is reported as a failure
-# of this script. The sources here are never touched.
+# test of the binary to fail (exit 1), and where it is chNN_tests:FILTER or chNN_kernels:FILTER, one
+# of the tests that the GoogleTest filter names (a check of more than one run, such as the GPT-2
+# step's second step, or the one kernel test meant to catch the bug). A check that passes a planted
+# bug is reported as a failure of this script. The sources here are never touched.
 #
 #   tools/planted_bugs.sh LOGDIR [NAME...]     (NAMEs: plant only these bugs; default all)
 #   tools/planted_bugs.sh LOGDIR --scales 1.01,1.003,1.001 [NAME...]
@@ -205,7 +205,7 @@ try_plant() {
 open(p, "w").write(s.replace(os.environ["FROM"], os.environ["TO"]))' "$path"
   printf '== %-26s %s: %s\n' "$name" "$program" "$to"
   local rc=2
-  # "chNN_tests:Filter": a chapter's tests, those the GoogleTest filter names.
+  # "chNN_tests:Filter" or "chNN_kernels:Filter": a chapter's tests, those the GoogleTest filter names.
   local target=${program%%:*} filter=${program#*:}
   if ! cmake --build "$build" -j "$(nproc)" --target "$target" >"$log" 2>&1; then
     why="build failed"
@@ -219,7 +219,7 @@ open(p, "w").write(s.replace(os.environ["FROM"], os.environ["TO"]))' "$path"
         rc=$?
         result="$(grep -m1 -E '^\[  FAILED  \] [A-Za-z]' "$log" | sed 's/^ *//')"
         ;;
-      ch*_tests:*)  # the named tests of a chapter's test program
+      ch*_tests:* | ch*_kernels:*)  # the named tests of a chapter's test or kernel-test program
         "$bin" --gtest_filter="$filter" >>"$log" 2>&1
         rc=$?
         result="$(grep -m1 -E '^\[  FAILED  \] [A-Za-z]' "$log" | sed 's/^ *//')"
@@ -445,6 +445,16 @@ plant kernels_gelu_act ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_kernels
 # for bit to step 13's kernel.
 plant kernels_gelu_in_flight ch04_compile_vs_fused/gpt2/fused/kernels.cuh ch04_kernels \
   'v.y *= dgelu_of(t.y, e1);' 'v.y *= 1.01f * dgelu_of(t.y, e1);'
+# GELU's backward in the product's epilogue (dgelu4, both forms of tile_product_kernel<Dgelu>, step
+# 21), dh 1% high in every fourth column (and so the bias gradient's sums). Against the kernel's own
+# test alone.
+plant kernels_dgelu_product_1pct ch04_compile_vs_fused/gpt2/fused/gelu_product.cuh ch04_kernels:GeluProduct.DxDgeluBf16 \
+  'd01.y * dgelu_of(x01.y, e1)' '1.01f * d01.y * dgelu_of(x01.y, e1)'
+# The MLP's first product with its bias in its epilogue (tile_product_kernel<BiasGelu>, step 22), h 1%
+# high in every second column (and act from it; Dgelu's dact, which the same line writes, left as
+# it is). Against the kernel's own test alone.
+plant kernels_bias_gelu_product_1pct ch04_compile_vs_fused/gpt2/fused/gelu_product.cuh ch04_kernels:GeluProduct.BiasGeluBf16 \
+  'bf16_pack(d[0] + bv.x, d[1] + bv.y)' 'bf16_pack(d[0] + bv.x, (kDgelu ? 1.f : 1.01f) * (d[1] + bv.y))'
 # The kept LayerNorm outputs (step 15): the MLP's first product's backward (its dW, and dX through
 # its W) reading the block's first LayerNorm's output, ln1, where it reads ln2. Against its check.
 plant gpt2_keep_ln_swapped ch04_compile_vs_fused/gpt2/fused/step.cuh optimized_gpt2_step_fused_bf16_keep_ln \

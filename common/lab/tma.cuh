@@ -155,6 +155,17 @@ __device__ __forceinline__ void reduce_add_tile(const CUtensorMap* map, const vo
       : "memory");
 }
 
+// Stores the box of a tensor map whose first element is at (c0, c1, c2) from shared memory (laid out
+// as the map says; 1024-byte aligned for the 128-byte swizzle) into the tensor; elements outside
+// the tensor are dropped. Tracked in bulk groups as reduce_add_bulk (the source written by ordinary
+// stores: fence_proxy_async in each writer, then a barrier, before the copy is issued).
+__device__ __forceinline__ void store_tile(const CUtensorMap* map, const void* smem_src, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group [%0, {%2, %3, %4}], [%1];" ::"l"(
+                   reinterpret_cast<std::uint64_t>(map)),
+               "r"(smem_address(smem_src)), "r"(c0), "r"(c1), "r"(c2)
+               : "memory");
+}
+
 // Fetches a tensor map into the descriptor cache ahead of its first use.
 __device__ __forceinline__ void prefetch_map(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<std::uint64_t>(map)) : "memory");

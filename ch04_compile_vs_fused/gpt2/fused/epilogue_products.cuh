@@ -9,7 +9,10 @@
 // optimized_gpt2_step_fused_bf16_loss_in_flight.cu's kLossInFlight (Bf16LossInFlight) and
 // optimized_gpt2_step_fused_bf16_round_ahead.cu's kRoundAhead (Bf16RoundAhead), which the steps
 // after them build on, optimized_gpt2_step_fused_bf16_adamw_rounds.cu's kAdamWRounds
-// (Bf16AdamWRounds) and optimized_gpt2_step_fused_bf16_ln_grads.cu's kLnGradBf16 (Bf16LnGrads).
+// (Bf16AdamWRounds), optimized_gpt2_step_fused_bf16_ln_grads.cu's kLnGradBf16 (Bf16LnGrads) and
+// optimized_gpt2_step_fused_bf16_gelu_in_product.cu's kGeluInProduct (Bf16GeluInProduct) and
+// optimized_gpt2_step_fused_bf16_gelu_forward_in_product.cu's kGeluForwardInProduct
+// (Bf16GeluForwardInProduct).
 #pragma once
 
 #include <cublasLt.h>
@@ -17,6 +20,7 @@
 #include <cstdint>
 #include <string>
 
+#include "gpt2/fused/gelu_product.cuh"
 #include "gpt2/fused/policies.cuh"
 #include "lab/memory.hpp"
 
@@ -267,5 +271,27 @@ struct Bf16LnGrads : Bf16AdamWRounds {
 
 static_assert(policy::Products<Bf16LnGrads> && policy::NamesLnGradBf16<Bf16LnGrads> &&
               policy::SplitBackwardProducts<Bf16LnGrads> && policy::NamesAdamWRounds<Bf16LnGrads>);
+
+// optimized_gpt2_step_fused_bf16_gelu_in_product.cu's products: Bf16LnGrads's, with the MLP's second
+// product's input gradient made with GELU's backward in its epilogue (policy::NamesGeluInProduct).
+// The same roundings: its precision is Bf16LnGrads's.
+struct Bf16GeluInProduct : Bf16LnGrads {
+  static constexpr bool kGeluInProduct = true;
+  Bf16GeluInProduct(const gpt2::Config& c, gpt2::Phase phase) : Bf16LnGrads(c, phase) { dgelu_product::prepare(); }
+};
+
+static_assert(policy::Products<Bf16GeluInProduct> && policy::NamesGeluInProduct<Bf16GeluInProduct> &&
+              policy::NamesLnGradBf16<Bf16GeluInProduct> && !policy::NamesGeluInProduct<Bf16LnGrads>);
+
+// optimized_gpt2_step_fused_bf16_gelu_forward_in_product.cu's products: Bf16GeluInProduct's, with the
+// MLP's first product adding its bias and making GELU in its epilogue (policy::NamesGeluForwardInProduct).
+struct Bf16GeluForwardInProduct : Bf16GeluInProduct {
+  static constexpr bool kGeluForwardInProduct = true;
+  Bf16GeluForwardInProduct(const gpt2::Config& c, gpt2::Phase phase) : Bf16GeluInProduct(c, phase) {}
+};
+
+static_assert(policy::NamesGeluForwardInProduct<Bf16GeluForwardInProduct> &&
+              policy::NamesGeluInProduct<Bf16GeluForwardInProduct> &&
+              !policy::NamesGeluForwardInProduct<Bf16GeluInProduct>);
 
 }  // namespace

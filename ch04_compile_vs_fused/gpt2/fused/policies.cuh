@@ -75,6 +75,16 @@
 //        product's) write their input gradient in bf16, as those two products, and the LayerNorm
 //        backward reads it so, where linear_backward() wrote it in fp32
 //        (optimized_gpt2_step_fused_bf16_ln_grads.cu; its precision says the rounding).
+//   optionally static constexpr bool kGeluInProduct = true, with kLnGradBf16: the MLP's second
+//        product's input gradient made by the lab's own product (gelu_product.cuh: dx_dgelu), whose
+//        epilogue does GELU's backward (dh, act and the first bias's gradient), where
+//        linear_dx_bf16() wrote it and gelu_backward_act_in_flight read it
+//        (optimized_gpt2_step_fused_bf16_gelu_in_product.cu; the same roundings, the product's
+//        sums in another order).
+//   optionally static constexpr bool kGeluForwardInProduct = true, with kLnGradBf16: the MLP's
+//        first product with its bias and GELU by the same product (bias_gelu: h and act from its
+//        epilogue), where linear_bias() wrote h and gelu_kernel made act from it
+//        (optimized_gpt2_step_fused_bf16_gelu_forward_in_product.cu; the same roundings).
 // Everything it launches goes on the stream it is given (cuBLAS: the handle's stream), so that the
 // step is captured as one CUDA graph.
 //
@@ -210,6 +220,14 @@ concept NamesAdamWRounds = requires { requires P::kAdamWRounds; };
 // products before the LayerNorms' backward write their input gradients in bf16.
 template <class P>
 concept NamesLnGradBf16 = requires { requires P::kLnGradBf16; };
+// A Products class that names kGeluInProduct (true) has GELU's backward done in the epilogue of the
+// product that makes its input gradient (dx_dgelu).
+template <class P>
+concept NamesGeluInProduct = requires { requires P::kGeluInProduct; };
+// A Products class that names kGeluForwardInProduct (true) has the MLP's first product add its bias
+// and make GELU in its epilogue (bias_gelu).
+template <class P>
+concept NamesGeluForwardInProduct = requires { requires P::kGeluForwardInProduct; };
 template <class P>
 concept NamesHeadBackward = requires { &P::head_backward; };
 // A Products class with a library that needs a workspace of its own (cuBLASLt) names use_workspace(),

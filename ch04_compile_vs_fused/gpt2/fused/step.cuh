@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "gpt2/fused/flat_adamw.cuh"
+#include "gpt2/fused/gelu_product.cuh"
 #include "gpt2/fused/kernels.cuh"
 #include "gpt2/fused/policies.cuh"
 #include "gpt2/fused/saved.cuh"
@@ -103,6 +104,18 @@ struct FusedStep {
   static_assert(!kLnGradBf16 || (kGeluOnce && !policy::NamesHeadBackward<Products>),
                 "kLnGradBf16 runs the products' backward as linear_dx_bf16() and linear_dw(), the head's too");
   using LnGrad = std::conditional_t<kLnGradBf16, Grad, float>;  // a LayerNorm's dy, as its product writes it
+  // kGeluInProduct: the MLP's second product's input gradient by dx_dgelu (gelu_product.cuh), GELU's
+  // backward in its epilogue, where dx_dgelu_fits() says it runs; elsewhere the two launches before.
+  static constexpr bool kGeluInProduct = policy::NamesGeluInProduct<Products>;
+  static_assert(!kGeluInProduct || (kGeluInFlight && kLnGradBf16 && std::is_same_v<Op, __nv_bfloat16> &&
+                                    std::is_same_v<Grad, __nv_bfloat16>),
+                "kGeluInProduct replaces step 14's in-flight GELU backward, on bf16 operands and gradients");
+  // kGeluForwardInProduct: the MLP's first product by bias_gelu (gelu_product.cuh), its bias and GELU
+  // in its epilogue, where bias_gelu_fits() says it runs; elsewhere linear_bias() and gelu().
+  static constexpr bool kGeluForwardInProduct = policy::NamesGeluForwardInProduct<Products>;
+  // (It does not need kGeluInProduct: either may come first in the ladder, as the GPU's timings say.)
+  static_assert(!kGeluForwardInProduct || (kBias && kLnGradBf16 && std::is_same_v<Op, __nv_bfloat16>),
+                "kGeluForwardInProduct replaces the bias epilogue's product and gelu(), on bf16 operands");
   // kQkvRows: the attention reads Q, K and V from the QKV product's rows where its qkv_rows() says
   // (policy::ReadsQkvRows): the product writes them, bias added, where the saved Q, K and V lie, and
   // no pass lays them out by head (reads_qkv_rows()).
@@ -545,8 +558,19 @@ struct FusedStep {
       // The first product writes fp32: into h itself in fp32, else into scratch that the pass rounds.
       // With kBias its epilogue writes h in bf16, bias added, and the pass makes GELU alone.
       if constexpr (kBias) {
-        products.linear_bias(blas, ln_at(s.ln2), W(ob.fc_w), W(ob.fc_b), s.h, rows, 4 * d, d, stream);
-        gelu(s.h, stream);
+        // kGeluForwardInProduct: one launch makes h and act (act over h where act has no memory).
+        bool in_product = false;
+        if constexpr (kGeluForwardInProduct) {
+          Op* const h_kept = act.size() ? s.h : nullptr;
+          Op* const act_at = act.size() ? act.data() : s.h;
+          in_product = dgelu_product::bias_gelu_fits(ln_at(s.ln2), W(ob.fc_w), W(ob.fc_b), h_kept, act_at, rows, d, 4 * d);
+          if (in_product)
+            dgelu_product::bias_gelu(ln_at(s.ln2), W(ob.fc_w), W(ob.fc_b), h_kept, act_at, rows, d, 4 * d, stream);
+        }
+        if (!in_product) {
+          products.linear_bias(blas, ln_at(s.ln2), W(ob.fc_w), W(ob.fc_b), s.h, rows, 4 * d, d, stream);
+          gelu(s.h, stream);
+        }
       } else {
         float* y = kCopies ? wide.data() : reinterpret_cast<float*>(s.h);
         products.linear(blas, ln_at(s.ln2), W(ob.fc_w), y, rows, 4 * d, d, stream);
@@ -677,13 +701,24 @@ struct FusedStep {
       const Grad* mlp_dy = dy_of(dact);  // the first product's dY, dh (kGeluOnce: in dact's place)
       if constexpr (kGeluOnce) {
         Grad* const dact_bf = reinterpret_cast<Grad*>(dact);
-        products.linear_dx_bf16(blas, dy_of(dx.data()), W(ob.fc2_w), dact_bf, rows, d, 4 * d, stream);
-        if constexpr (kGeluInFlight) {
-          gelu_backward_act_in_flight(dact_bf, s.h, act.data(), G + ob.fc_b, rows, 4 * d, stream);
-        } else {
-          gelu_backward_act_kernel<Op, Grad><<<column_owner_grid(rows, d), kThreads, 0, stream>>>(
-              dact_bf, s.h, act.data(), G + ob.fc_b, rows, d);
-          LAB_CHECK(cudaGetLastError());
+        // kGeluInProduct: one launch makes dh (over dact's place), act and the first bias's gradient.
+        bool in_product = false;
+        if constexpr (kGeluInProduct) {
+          in_product = dgelu_product::dx_dgelu_fits(dy_of(dx.data()), W(ob.fc2_w), s.h, dact_bf, act.data(), rows, d,
+                                                    4 * d);
+          if (in_product)
+            dgelu_product::dx_dgelu(dy_of(dx.data()), W(ob.fc2_w), s.h, dact_bf, act.data(), G + ob.fc_b, rows, d,
+                                    4 * d, stream);
+        }
+        if (!in_product) {
+          products.linear_dx_bf16(blas, dy_of(dx.data()), W(ob.fc2_w), dact_bf, rows, d, 4 * d, stream);
+          if constexpr (kGeluInFlight) {
+            gelu_backward_act_in_flight(dact_bf, s.h, act.data(), G + ob.fc_b, rows, 4 * d, stream);
+          } else {
+            gelu_backward_act_kernel<Op, Grad><<<column_owner_grid(rows, d), kThreads, 0, stream>>>(
+                dact_bf, s.h, act.data(), G + ob.fc_b, rows, d);
+            LAB_CHECK(cudaGetLastError());
+          }
         }
         products.linear_dw(blas, dy_of(dx.data()), act.data(), G + ob.fc2_w, rows, d, 4 * d, stream);
         mlp_dy = dact_bf;
