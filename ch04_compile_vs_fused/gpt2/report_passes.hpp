@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpt2/gpt2.cuh"
+#include "gpt2/work_kinds.hpp"
 #include "lab/demo.hpp"
 #include "lab/harness.hpp"
 #include "lab/profiler.hpp"
@@ -38,32 +39,6 @@ struct Breakdown {
   };
   std::map<std::string, Part> rest;
 };
-
-// A kernel's demangled name without "(anonymous namespace)::", its return type and its parameter
-// list: "layer_norm_backward_kernel<4, 2, __nv_bfloat16>".
-inline std::string short_name(std::string name) {
-  constexpr std::string_view anonymous = "(anonymous namespace)::";
-  for (std::size_t at; (at = name.find(anonymous)) != std::string::npos;) name.erase(at, anonymous.size());
-  if (name.rfind("void ", 0) == 0) name.erase(0, 5);
-  int depth = 0;
-  for (std::size_t i = 0; i < name.size(); ++i) {
-    if (name[i] == '<') ++depth;
-    else if (name[i] == '>') --depth;
-    else if (name[i] == '(' && depth == 0 && i > 0) return name.substr(0, i);
-  }
-  while (!name.empty() && name.back() == ' ') name.pop_back();  // CUPTI's "memset "
-  return name;
-}
-
-// The kind of work of a GPU record, by its (demangled) name.
-inline int kind_of_work(std::string name) {
-  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return std::tolower(ch); });
-  auto has = [&](const char* part) { return name.find(part) != std::string::npos; };
-  if (has("flash") || has("attn::")) return 1;
-  if (has("gemm") || has("xmma") || has("nvjet") || has("cutlass") || has("cublas") || has("splitk")) return 0;
-  if (has("adamw")) return 2;
-  return 3;
-}
 
 // --profile: one implementation's full step under CUPTI (the header says what is counted where).
 inline Breakdown profile_step(const lab::Variant& variant, const lab::Shape& shape, std::uint64_t seed) {
