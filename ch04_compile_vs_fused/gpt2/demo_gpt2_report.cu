@@ -27,8 +27,9 @@
 //
 // --profile adds, after the timing, where one full step's GPU time goes for each configuration and
 // implementation: its kernels (and copies and memsets) recorded by CUPTI over 3 steps after 2
-// warm-up steps (L2 not flushed), summed by kind of work: the matrix products (cuBLAS's kernels),
-// the attention's kernels (the flash kernels; the vanilla step's T x T products are cuBLAS's and
+// warm-up steps (L2 not flushed), summed by kind of work (gpt2/work_kinds.hpp): the matrix products
+// (cuBLAS's kernels, and the lab's own product with GELU in its epilogue, steps 21 and 22), the
+// attention's kernels (the flash kernels; the vanilla step's T x T products are cuBLAS's and
 // its softmax, scale and mask kernels count here), AdamW, and the rest (LayerNorm, GELU, the
 // loss, the layouts, the roundings, the embeddings, memsets). ms a step and the share of the GPU
 // time; the GPU time of kernels on the two streams may overlap, so the sum can exceed the step.
