@@ -3,15 +3,12 @@
 // implementation written to files for tools/torch_gpt2.py --check (dump).
 #pragma once
 
-#include <algorithm>
-#include <cctype>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
 

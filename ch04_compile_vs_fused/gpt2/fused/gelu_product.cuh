@@ -440,10 +440,11 @@ inline unsigned grid_for(int rows, int cols, int blocks) {
 }
 
 // A form's shared-memory attribute, set once (and the SM count read), before any capture: each
-// launch function sets its own form's, and prepare() the step's two (the functions' defaults), which
-// the step's Products class calls as it is made. Only the forms a program launches are compiled
-// into it (each instantiation is one more kernel for ptxas: all eight made a step's build minutes
-// longer, session 85).
+// launch function sets its own form's, and prepare() the two the steps launch (the functions'
+// defaults), which step 21's and step 22's Products classes call as they are made. So a step
+// compiles those two forms, step 21 the forward's too though it never launches it, and the kernel
+// tests all four (each instantiation is one more kernel for ptxas: all eight in every step made a
+// step's build minutes longer, session 85).
 template <class Epi, int EpiWarps, bool Direct>
 inline void prepare_form() {
 #if defined(LAB_SM90A)
