@@ -277,7 +277,9 @@ static_assert(policy::Products<Bf16LnGrads> && policy::NamesLnGradBf16<Bf16LnGra
 // The same roundings: its precision is Bf16LnGrads's.
 struct Bf16GeluInProduct : Bf16LnGrads {
   static constexpr bool kGeluInProduct = true;
-  Bf16GeluInProduct(const gpt2::Config& c, gpt2::Phase phase) : Bf16LnGrads(c, phase) { dgelu_product::prepare(); }
+  Bf16GeluInProduct(const gpt2::Config& c, gpt2::Phase phase) : Bf16LnGrads(c, phase) {
+    dgelu_product::prepare_backward();
+  }
 };
 
 static_assert(policy::Products<Bf16GeluInProduct> && policy::NamesGeluInProduct<Bf16GeluInProduct> &&
@@ -287,7 +289,9 @@ static_assert(policy::Products<Bf16GeluInProduct> && policy::NamesGeluInProduct<
 // MLP's first product adding its bias and making GELU in its epilogue (policy::NamesGeluForwardInProduct).
 struct Bf16GeluForwardInProduct : Bf16GeluInProduct {
   static constexpr bool kGeluForwardInProduct = true;
-  Bf16GeluForwardInProduct(const gpt2::Config& c, gpt2::Phase phase) : Bf16GeluInProduct(c, phase) {}
+  Bf16GeluForwardInProduct(const gpt2::Config& c, gpt2::Phase phase) : Bf16GeluInProduct(c, phase) {
+    dgelu_product::prepare_forward();
+  }
 };
 
 static_assert(policy::NamesGeluForwardInProduct<Bf16GeluForwardInProduct> &&

@@ -440,11 +440,11 @@ inline unsigned grid_for(int rows, int cols, int blocks) {
 }
 
 // A form's shared-memory attribute, set once (and the SM count read), before any capture: each
-// launch function sets its own form's, and prepare() the two the steps launch (the functions'
-// defaults), which step 21's and step 22's Products classes call as they are made. So a step
-// compiles those two forms, step 21 the forward's too though it never launches it, and the kernel
-// tests all four (each instantiation is one more kernel for ptxas: all eight in every step made a
-// step's build minutes longer, session 85).
+// launch function sets its own form's, and the steps' Products classes, as they are made, the
+// forms they launch (the functions' defaults): step 21 prepare_backward(), step 22 that and
+// prepare_forward(). So a step compiles the forms it runs and no other, and the kernel tests all
+// four (each instantiation is one more kernel for ptxas: all eight in every step made a step's
+// build minutes longer, session 85).
 template <class Epi, int EpiWarps, bool Direct>
 inline void prepare_form() {
 #if defined(LAB_SM90A)
@@ -457,13 +457,26 @@ inline void prepare_form() {
   (void)done;
 #endif
 }
-inline void prepare() {
+inline void prepare_backward() {  // dx_dgelu's default form
 #if defined(LAB_SM90A)
   prepare_form<Dgelu, kEpiWarps, kDirect>();
+#endif
+}
+inline void prepare_forward() {  // bias_gelu's default form
+#if defined(LAB_SM90A)
   prepare_form<BiasGelu, kBiasGeluEpiWarps, kBiasGeluDirect>();
 #endif
 }
 
+#if defined(LAB_SM90A)
+// The map of the product's A operand, rows x reduce bf16 as it lies (dY, or X), in the loads' boxes:
+// kBk columns (128 bytes, the swizzle's width) x kBm rows.
+inline CUtensorMap a_map(const void* p, int rows, int reduce) {
+  return lab::tma::bf16_map_swizzle128(p, {std::uint64_t(reduce), std::uint64_t(rows), 1},
+                                       {std::uint64_t(reduce) * 2, std::uint64_t(reduce) * 2 * std::uint64_t(rows)},
+                                       {kBk, kBm, 1});
+}
+#endif
 
 // Whether dx_dgelu runs here: a build for sm_90a, the TMA's strides (2 reduce and 2 cols bytes
 // multiples of 16), 4-byte pairs of h, dh and act, every tensor 16-byte aligned.
@@ -488,9 +501,7 @@ inline void dx_dgelu(const __nv_bfloat16* dY, const __nv_bfloat16* W, const __nv
                      int blocks = 0) {
 #if defined(LAB_SM90A)
   prepare_form<Dgelu, EpiWarps, Direct>();
-  const CUtensorMap amap = lab::tma::bf16_map_swizzle128(
-      dY, {std::uint64_t(reduce), std::uint64_t(rows), 1},
-      {std::uint64_t(reduce) * 2, std::uint64_t(reduce) * 2 * std::uint64_t(rows)}, {kBk, kBm, 1});
+  const CUtensorMap amap = a_map(dY, rows, reduce);
   const CUtensorMap bmap = lab::tma::bf16_map_swizzle128(
       W, {std::uint64_t(cols), std::uint64_t(reduce), 1},
       {std::uint64_t(cols) * 2, std::uint64_t(cols) * 2 * std::uint64_t(reduce)}, {64, kBk, 1});
@@ -523,9 +534,7 @@ inline void bias_gelu(const __nv_bfloat16* X, const __nv_bfloat16* W, const __nv
                       __nv_bfloat16* act, int rows, int reduce, int cols, cudaStream_t stream, int blocks = 0) {
 #if defined(LAB_SM90A)
   prepare_form<BiasGelu, EpiWarps, Direct>();
-  const CUtensorMap amap = lab::tma::bf16_map_swizzle128(
-      X, {std::uint64_t(reduce), std::uint64_t(rows), 1},
-      {std::uint64_t(reduce) * 2, std::uint64_t(reduce) * 2 * std::uint64_t(rows)}, {kBk, kBm, 1});
+  const CUtensorMap amap = a_map(X, rows, reduce);
   const CUtensorMap bmap = lab::tma::bf16_map_swizzle128(
       W, {std::uint64_t(reduce), std::uint64_t(cols), 1},
       {std::uint64_t(reduce) * 2, std::uint64_t(reduce) * 2 * std::uint64_t(cols)}, {kBk, kBn, 1});

@@ -15,7 +15,9 @@
 // epilogue's arithmetic hides under it, which earlier designs with four warps for it did not
 // (../../results/gpt2_bf16_h100_s84/). With 11 warps of its own it does: on an H100 at small,
 // context 1024, the full step took 7.86 ms against the previous step's 8.02, 1.021x (session 86,
-// ../../results/gpt2_bf16_h100_s86/).
+// ../../results/gpt2_bf16_h100_s86/). Not at every shape: at medium, context 512, and xl, context
+// 256, it was slower than the previous step, 13.23 against 13.14 ms and 38.43 against 37.30
+// (session 87, ../../results/gpt2_bf16_h100_s87/; the gpt2 README says what that points to).
 //
 // The arithmetic is the previous step's roundings, value for value: dact rounded once to bf16 from
 // its fp32 sum, GELU's backward on it in fp32 as gelu_backward_act_in_flight computes it. Only the

@@ -40,6 +40,22 @@ struct ProductCase {
   bool positive;  // dY, W > 0 and h where gelu' > 0.13: no cancellation anywhere
 };
 
+// count values uniform in [lo, hi], each rounded to bf16: exact inputs for the products.
+std::vector<float> bf16_values(lab::Rng& rng, std::size_t count, float lo, float hi) {
+  std::vector<float> x = uniform(rng, count, lo, hi);
+  for (float& v : x) v = round_bf16(v);
+  return x;
+}
+
+// The kernels' tests skip without a GPU, and on one that is not sm_90 (wgmma and the TMA).
+#define REQUIRE_SM90()                                                                                      \
+  do {                                                                                                      \
+    LAB_REQUIRE_GPU();                                                                                      \
+    const lab::DeviceFacts& dev = lab::current_device();                                                    \
+    if (dev.cc_major != 9 || dev.cc_minor != 0)                                                             \
+      GTEST_SKIP() << "wgmma and the TMA need an sm_90 GPU (" << dev.arch() << ")";                         \
+  } while (0)
+
 // Each case runs five ways, checked the same: the step's launch (the function's default form, a
 // block an SM), and each of the kernel's four forms (7 or 11 epilogue warps, through the TMA or
 // direct) on a grid of 2 or 3 blocks, each of which then makes several tiles (the persistent loop:
@@ -70,16 +86,11 @@ void run_dx_dgelu(const ProductCase& pc, std::uint64_t seed) {
   const auto [rows, reduce, cols, positive] = pc;
   lab::Rng rng(seed);
   const std::size_t n = std::size_t(rows) * cols;
-  auto bf16_values = [&](std::size_t count, float lo, float hi) {
-    std::vector<float> x = uniform(rng, count, lo, hi);
-    for (float& v : x) v = round_bf16(v);
-    return x;
-  };
-  const auto dy = positive ? bf16_values(std::size_t(rows) * reduce, 0.05f, 1.f)
-                           : bf16_values(std::size_t(rows) * reduce, -1.f, 1.f);
-  const auto w = positive ? bf16_values(std::size_t(reduce) * cols, 0.05f, 1.f)
-                          : bf16_values(std::size_t(reduce) * cols, -1.f, 1.f);
-  const auto h = positive ? bf16_values(n, -0.5f, 3.f) : bf16_values(n, -4.f, 4.f);
+  const auto dy = positive ? bf16_values(rng, std::size_t(rows) * reduce, 0.05f, 1.f)
+                           : bf16_values(rng, std::size_t(rows) * reduce, -1.f, 1.f);
+  const auto w = positive ? bf16_values(rng, std::size_t(reduce) * cols, 0.05f, 1.f)
+                          : bf16_values(rng, std::size_t(reduce) * cols, -1.f, 1.f);
+  const auto h = positive ? bf16_values(rng, n, -0.5f, 3.f) : bf16_values(rng, n, -4.f, 4.f);
   auto dy_d = device(to_bf16(dy)), w_d = device(to_bf16(w)), h_d = device(to_bf16(h));
   lab::DeviceBuffer<bf16> dh_d(n + cols), act_d(n + cols), again_d(n);  // one row past each output
   lab::poison(again_d);
@@ -136,9 +147,7 @@ void run_dx_dgelu(const ProductCase& pc, std::uint64_t seed) {
 }
 
 TEST(GeluProduct, DxDgeluBf16) {
-  LAB_REQUIRE_GPU();
-  const lab::DeviceFacts& dev = lab::current_device();
-  if (dev.cc_major != 9 || dev.cc_minor != 0) GTEST_SKIP() << "wgmma and the TMA need an sm_90 GPU (" << dev.arch() << ")";
+  REQUIRE_SM90();
   const std::uint64_t seed = lab::testing::run_seed();
   const ProductCase cases[] = {
       {300, 768, 384, true}, {300, 768, 384, false},  // GPT-2 small's reduce; rows past two tiles
@@ -161,14 +170,10 @@ void run_bias_gelu(const ProductCase& pc, std::uint64_t seed) {
   const auto [rows, reduce, cols, positive] = pc;
   lab::Rng rng(seed);
   const std::size_t n = std::size_t(rows) * cols;
-  auto bf16_values = [&](std::size_t count, float lo, float hi) {
-    std::vector<float> x = uniform(rng, count, lo, hi);
-    for (float& v : x) v = round_bf16(v);
-    return x;
-  };
   const float lo = positive ? 0.05f : -1.f;
-  const auto x = bf16_values(std::size_t(rows) * reduce, lo, 1.f), w = bf16_values(std::size_t(cols) * reduce, lo, 1.f);
-  const auto b = bf16_values(std::size_t(cols), positive ? 0.f : -4.f, 4.f);
+  const auto x = bf16_values(rng, std::size_t(rows) * reduce, lo, 1.f);
+  const auto w = bf16_values(rng, std::size_t(cols) * reduce, lo, 1.f);
+  const auto b = bf16_values(rng, std::size_t(cols), positive ? 0.f : -4.f, 4.f);
   auto x_d = device(to_bf16(x)), w_d = device(to_bf16(w)), b_d = device(to_bf16(b));
   lab::DeviceBuffer<bf16> h_d(n + cols), act_d(n + cols), again_d(n), alone_d(n);
   ASSERT_TRUE(dgelu_product::bias_gelu_fits(x_d.data(), w_d.data(), b_d.data(), h_d.data(), act_d.data(), rows, reduce,
@@ -216,9 +221,7 @@ void run_bias_gelu(const ProductCase& pc, std::uint64_t seed) {
 }
 
 TEST(GeluProduct, BiasGeluBf16) {
-  LAB_REQUIRE_GPU();
-  const lab::DeviceFacts& dev = lab::current_device();
-  if (dev.cc_major != 9 || dev.cc_minor != 0) GTEST_SKIP() << "wgmma and the TMA need an sm_90 GPU (" << dev.arch() << ")";
+  REQUIRE_SM90();
   const std::uint64_t seed = lab::testing::run_seed();
   const ProductCase cases[] = {
       {300, 768, 384, true}, {300, 768, 384, false},  // GPT-2 small's reduce; rows past two tiles
