@@ -37,7 +37,8 @@
 # whose rows two SMs split, the other half's sum of dy gamma xhat left out of a row's dx; and in the
 # Hopper attention whose keys are split across blocks, a chunk's mask taken at the row's first key
 # tile instead of the chunk's; in the persistent one, every item of a block written to its first
-# item's head (caught by the variant's own check shapes, where a block runs several); and in the GPT-2 step whose attention writes the products' rows, O's
+# item's head (caught by the variant's own check shapes, where a block runs several); in the Hopper
+# backward that makes P^T under dP^T's product, dS^T given the neighbouring query's delta; and in the GPT-2 step whose attention writes the products' rows, O's
 # rows placed without their batch's offset, each head's last column of O, dK and dV zeroed (in the
 # pairs' stores, and in the 16-byte stores of whole rows), and V's
 # bias gradient not summed; and in the fused steps' shared kernels, the loss's gradient 1% high for
@@ -391,6 +392,14 @@ plant attn_dq_behind_last ch04_compile_vs_fused/attention/hopper/backward_wgmma.
 plant attn_turns_every_1pct ch04_compile_vs_fused/attention/hopper/backward_wgmma.cuh \
   optimized_attention_backward_fused_wgmma_turns_every \
   'make_float2(a * scale, b * scale)' 'make_float2(a * scale, 1.01f * b * scale)'
+# Step 10, P^T made under dP^T's product: the same 1% in dQ, and its dS^T, made after P^T there,
+# given the delta of the neighbouring query.
+plant attn_p_under_dp_1pct ch04_compile_vs_fused/attention/hopper/backward_wgmma.cuh \
+  optimized_attention_backward_fused_wgmma_p_under_dp \
+  'make_float2(a * scale, b * scale)' 'make_float2(a * scale, 1.01f * b * scale)'
+plant attn_p_under_dp_delta ch04_compile_vs_fused/attention/hopper/backward_wgmma.cuh \
+  optimized_attention_backward_fused_wgmma_p_under_dp \
+  'rows[C::kBr + 8 * j + 2 * t + (e & 1)]' 'rows[C::kBr + 8 * j + 2 * t + ((e & 1) ^ 1)]'
 plant attn_3xtf32_backward_1pct ch04_compile_vs_fused/attention/kernels/flash_3xtf32.cuh \
   optimized_attention_backward_fused_3xtf32 \
   'make_float2(dk_acc[dn][2 * h] * scale, dk_acc[dn][2 * h + 1] * scale)' \

@@ -5,8 +5,9 @@
 // comment), 06_optimized_attention_backward_fused_wgmma_split_dq.cu (dQ's product split by
 // columns across the consumers: kSplitDq), 07_optimized_attention_backward_fused_wgmma_dq_behind.cu
 // (dQ made one tile behind: kDqBehind), 08_optimized_attention_backward_fused_wgmma_turns.cu (the
-// consumers' products in turns: kTurns) and 09_optimized_attention_backward_fused_wgmma_turns_every.cu
-// (the turns where dQ is not split too: kTurnsEvery). The GPT-2 steps that run the Hopper attention launch it
+// consumers' products in turns: kTurns), 09_optimized_attention_backward_fused_wgmma_turns_every.cu
+// (the turns where dQ is not split too: kTurnsEvery) and 10_optimized_attention_backward_fused_wgmma_p_under_dp.cu
+// (P^T made while dP^T's product runs: kPFirst). The GPT-2 steps that run the Hopper attention launch it
 // too (gpt2/fused/hopper_attention.cuh: gpt2/steps/08_optimized_gpt2_step_fused_bf16_hopper.cu, and
 // 09_optimized_gpt2_step_fused_bf16_rows.cu with dK and dV into the products' rows, KVRows), and
 // so does the package (python/csrc/bridge_attention_hopper.cu), both with dQ split where it applies.
@@ -37,7 +38,10 @@ namespace flashtma::bwd {
 // (step 8: kTurns).
 // kTurnsEvery (step 9): step 8's plan where the split applies, and the turns alone elsewhere (d = 64,
 // three consumers or two: a ring of turns, dQ each consumer's own over its keys).
-enum DqPlan : int { kDqPerConsumer = 0, kDqSplit = 1, kDqSplitBehind = 2, kDqSplitTurns = 3, kTurnsEvery = 4 };
+// kPUnderDp (step 10): step 9's plan, with P^T made while dP^T's product runs.
+enum DqPlan : int {
+  kDqPerConsumer = 0, kDqSplit = 1, kDqSplitBehind = 2, kDqSplitTurns = 3, kTurnsEvery = 4, kPUnderDp = 5
+};
 // The plan of the launches that do not choose one (the package's and the GPT-2 steps'): step 8's,
 // dQ split with the turns. Where the split does not apply (d = 64, as in the GPT-2 steps, or three
 // consumers) it runs step 5's kernel, as every plan but kTurnsEvery does there.
@@ -73,7 +77,11 @@ struct Bwd {
   // other's products hold the tensor cores, by construction rather than by a skew at the start.
   // Step 9 (kTurnsEvery) takes the turns where dQ is not split too: a ring, consumer c passing to
   // c + 1 and the last to the first (three at d = 64 by default, two in the GPT-2 steps).
-  static constexpr bool kTurns = (kSplitDq && Plan >= kDqSplitTurns) || Plan == kTurnsEvery;
+  static constexpr bool kTurns = (kSplitDq && Plan >= kDqSplitTurns) || Plan >= kTurnsEvery;
+  // P^T under dP^T's product (step 10): S^T's products are committed as a group of their own, issued
+  // before dP^T's, and the consumer waits for them alone: P^T = exp2(S^T - lse) and its masks are
+  // made while dP^T's products still run, and only dS^T waits for those.
+  static constexpr bool kPFirst = Plan == kPUnderDp;
   // Step 7's skew at the start (named barrier 3, once): the turns of step 8 order the consumers
   // without it. Timed on an H200 at (8, 16, 4096, 128): 3.53 ms causal with it, 3.63 without.
   static constexpr bool kStagger = kDqBehind && !kTurns;
@@ -348,19 +356,32 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
         const int off = (kk / 4) * C::kBc * 128, qoff = (kk / 4) * C::kBr * 128;
         wgmma::mma_ss<0, 0, T>(sd, wgmma::descriptor(kw + off) + 2 * (kk % 4),
                                wgmma::descriptor(qt + qoff) + 2 * (kk % 4), kk > 0);
-        wgmma::mma_ss<0, 0, T>(dpd, wgmma::descriptor(vw + off) + 2 * (kk % 4),
-                               wgmma::descriptor(dot + qoff) + 2 * (kk % 4), kk > 0);
+        if constexpr (!C::kPFirst)
+          wgmma::mma_ss<0, 0, T>(dpd, wgmma::descriptor(vw + off) + 2 * (kk % 4),
+                                 wgmma::descriptor(dot + qoff) + 2 * (kk % 4), kk > 0);
+      }
+      if constexpr (C::kPFirst) {
+        wgmma::commit();  // S^T's group: step 10 issues all of S^T's products before dP^T's
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+          const int off = (kk / 4) * C::kBc * 128, qoff = (kk / 4) * C::kBr * 128;
+          wgmma::mma_ss<0, 0, T>(dpd, wgmma::descriptor(vw + off) + 2 * (kk % 4),
+                                 wgmma::descriptor(dot + qoff) + 2 * (kk % 4), kk > 0);
+        }
       }
       wgmma::commit();
       if constexpr (C::kTurns) turn_pass<Cn>(consumer);  // S^T's and dP^T's products issued
       rows[me] = mine;
-      wgmma::wait<0>();
+      if constexpr (C::kPFirst)
+        wgmma::wait<1>();  // S^T's products done; dP^T's may still run
+      else
+        wgmma::wait<0>();
       if constexpr (C::kStagger)  // the first consumer's first products are done: the second's may start
         if (consumer == 0 && n == 0) asm volatile("bar.arrive 3, 256;\n" ::: "memory");
       group_sync(consumer);
 
       // P^T = exp2(S^T scale log2 e - lse) and dS^T = P^T (dP^T - delta), in place; masked: a key or
-      // a query past seq, a key after its query.
+      // a query past seq, a key after its query. Step 10 makes P^T first, then waits for dP^T.
       const bool edge = row0 + C::kBr > seq || keyw + 64 > seq || (Causal && row0 < keyw + 64);
 #pragma unroll
       for (int j = 0; j < 8; ++j)
@@ -370,8 +391,15 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
           float p = mma::exp2_ftz(fmaf(s[0][j][e], scale_log2, -rows[c]));
           if (edge && (query >= seq || key >= seq || (Causal && key > query))) p = 0.f;
           s[0][j][e] = p;
-          dp[0][j][e] = p * (dp[0][j][e] - rows[C::kBr + c]);
+          if constexpr (!C::kPFirst) dp[0][j][e] = p * (dp[0][j][e] - rows[C::kBr + c]);
         }
+      if constexpr (C::kPFirst) {
+        wgmma::wait<0>();  // dP^T's products done
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) dp[0][j][e] = s[0][j][e] * (dp[0][j][e] - rows[C::kBr + 8 * j + 2 * t + (e & 1)]);
+      }
       std::uint32_t pa[4][4], da[4][4];  // the A fragments of P^T and dS^T, 16 queries each
       flashtma::pack_p<T>(s, pa);
       flashtma::pack_p<T>(dp, da);
@@ -593,18 +621,21 @@ void with_consumers(int d, bool causal, int consumers, F&& f) {
 
 // with_consumers's f(d, causal, consumers, plan) with the plan an integral constant too: dq_plan
 // where it changes the kernel (d = 128, two consumers; kTurnsEvery there is kDqSplitTurns's kernel),
-// kTurnsEvery's turns alone where dQ is not split, kDqPerConsumer for the other plans there (one
-// kernel, not four).
+// kTurnsEvery's turns alone where dQ is not split, kPUnderDp's own kernel at both, kDqPerConsumer for
+// the other plans there (one kernel, not four).
 template <class F>
 void with_plan(int d, bool causal, int consumers, int dq_plan, F&& f) {
   with_consumers(d, causal, consumers, [&](auto dc, auto cc, auto nc) {
     if constexpr (Bwd<decltype(dc)::value, decltype(nc)::value, kDqSplit>::kSplitDq) {
       if (dq_plan == kDqSplitTurns || dq_plan == kTurnsEvery)  // the same kernel where dQ is split
         return f(dc, cc, nc, std::integral_constant<int, kDqSplitTurns>{});
+      if (dq_plan == kPUnderDp) return f(dc, cc, nc, std::integral_constant<int, kPUnderDp>{});
       if (dq_plan == kDqSplit) return f(dc, cc, nc, std::integral_constant<int, kDqSplit>{});
       if (dq_plan == kDqSplitBehind) return f(dc, cc, nc, std::integral_constant<int, kDqSplitBehind>{});
     } else if (dq_plan == kTurnsEvery) {
       return f(dc, cc, nc, std::integral_constant<int, kTurnsEvery>{});
+    } else if (dq_plan == kPUnderDp) {
+      return f(dc, cc, nc, std::integral_constant<int, kPUnderDp>{});
     }
     f(dc, cc, nc, std::integral_constant<int, kDqPerConsumer>{});
   });
@@ -648,7 +679,7 @@ static inline void launch(const Maps& m, const float* lse, const float* delta, f
 }
 
 // A backward variant on this kernel, the class its step file registers (05: kDqPerConsumer, 06:
-// kDqSplit, 07: kDqSplitBehind, 08: kDqSplitTurns, 09: kTurnsEvery): its state is O, lse and delta as the forward
+// kDqSplit, 07: kDqSplitBehind, 08: kDqSplitTurns, 09: kTurnsEvery, 10: kPUnderDp): its state is O, lse and delta as the forward
 // leaves them, the bf16 copies of Q, K, V and dO (made before timing), and the tensor maps over them
 // (K and V by the block's keys, Q and dO by 64 queries).
 template <int DqPlan>
