@@ -3,10 +3,11 @@
 // ch04's attention/forward/08_optimized_attention_fused_overlap.cu (flashtma::Overlapped, the
 // chapter's fastest forward at one block a query tile) with O written in bf16 straight into
 // scaled_dot_product_attention's layout, and the backward of
-// attention/backward/08_optimized_attention_backward_fused_wgmma_turns.cu (flashtma::bwd, dQ split
-// by columns and made a tile behind, the two consumers' products in turns, at d = 128) with dK and dV
-// written in bf16 the same way; the GPT-2 steps run the same
-// two (gpt2/fused/hopper_attention.cuh). Causal forwards of a few waves run step 10's persistent
+// attention/backward/10_optimized_attention_backward_fused_wgmma_p_under_dp.cu at d = 128
+// (flashtma::bwd's kPUnderDp: dQ split by columns and made a tile behind, the two consumers' products
+// in turns, P^T made while dP^T's product runs) and of step 5's kernel at d = 64 (backward_plan), with
+// dK and dV written in bf16 the same way; the GPT-2 steps run the same forward and step 8's plan
+// (gpt2/fused/hopper_attention.cuh). Causal forwards of a few waves run step 10's persistent
 // blocks instead (attention/forward/10_optimized_attention_fused_persistent.cu: one block an SM, each
 // a planned list of query tiles), their lists planned once a shape and kept on the device.
 // Head sizes 64 and 128 on an sm_90 GPU, with this file compiled for sm_90a; the bridge runs the
@@ -37,19 +38,19 @@ using Schedule = flashtma::Overlapped;
 // cudaFuncSetAttribute (the kernels' shared memory) once per device, kernel, element type, head
 // size and mask.
 template <class T>
-void prepare_once(char which, int d, bool causal, int consumers) {
+void prepare_once(char which, int d, bool causal, int consumers, int plan = 0) {
   static std::mutex m;
-  static std::set<std::tuple<int, char, int, bool, int>> done;  // one set per T
+  static std::set<std::tuple<int, char, int, bool, int, int>> done;  // one set per T
   int device = 0;
   LAB_CHECK(cudaGetDevice(&device));
   const std::lock_guard<std::mutex> g(m);
-  if (!done.emplace(device, which, d, causal, consumers).second) return;
+  if (!done.emplace(device, which, d, causal, consumers, plan).second) return;
   if (which == 'f')
     flashtma::prepare<Schedule, T>(d, causal);
   else if (which == 'p')
     flashtma::prepare<Schedule, T, true>(d, causal);
   else
-    flashtma::bwd::prepare<T>(d, causal, consumers);
+    flashtma::bwd::prepare<T>(d, causal, consumers, plan);
 }
 
 
@@ -66,6 +67,14 @@ int backward_consumers(int bh, int seq, int d) {
   const long long blocks = (long long)bh * ((seq + 191) / 192);
   return blocks >= 4LL * lab::current_device().sms ? 3 : 2;
 }
+
+// The backward's plan (flashtma::bwd::DqPlan): at d = 128 step 10's, kPUnderDp, the chapter's fastest
+// there (on the H100 in session 88, 1.01x and 1.02x of step 9 at (8, 16, 4096, 128), whose kernel at
+// d = 128 is step 8's, the plan before); at d = 64 the default, step 5's kernel, which the package's two-consumer blocks at
+// small grids have run since session 51 (kPUnderDp's kernel there, a ring of turns, was timed only
+// with the chapter's three consumers; kTurnsEvery's, timed with two in the GPT-2 steps in session
+// 66, was no faster).
+int backward_plan(int d) { return d == 128 ? flashtma::bwd::kPUnderDp : flashtma::bwd::kDqDefault; }
 
 // Persistent blocks or the grid, for the forward over bh heads of seq queries: persistent where the
 // mask is causal and the grid is at most four waves. There a block's start-up and end, which the
@@ -173,10 +182,10 @@ void hopper_attention_backward(Storage storage, int batch, int heads, int seq, i
                                const void* k, const void* v, std::size_t qkv_ld, const void* dout, const float* lse,
                                const float* delta, float* dq, void* dk_rows, void* dv_rows, float* db, float scale,
                                cudaStream_t s) {
-  const int bh = batch * heads, consumers = backward_consumers(bh, seq, d);
+  const int bh = batch * heads, consumers = backward_consumers(bh, seq, d), plan = backward_plan(d);
   on16(storage, "the Hopper attention", [&](auto t) {
     using T = typename decltype(t)::type;
-    prepare_once<T>('b', d, causal, consumers);
+    prepare_once<T>('b', d, causal, consumers, plan);
     LAB_CHECK(cudaMemsetAsync(dq, 0, std::size_t(bh) * seq * d * sizeof(float), s));  // the TMA adds into it
     // dK and dV in rows as O; the kernel also adds their columns' sums (a GPT-2 step's bias gradient)
     // into db, which the package does not use: 2 heads d floats of scratch, one atomic a column and a
@@ -190,9 +199,10 @@ void hopper_attention_backward(Storage storage, int batch, int heads, int seq, i
                                           .ld = std::size_t(heads) * d};
     const T *q16 = static_cast<const T*>(q), *k16 = static_cast<const T*>(k), *v16 = static_cast<const T*>(v),
             *dout16 = static_cast<const T*>(dout);
-    const flashtma::bwd::Maps m =
+    flashtma::bwd::Maps m =
         qkv_ld ? flashtma::bwd::rows_maps(q16, k16, v16, qkv_ld, dout16, dq, bh, heads, seq, d, consumers)
                : flashtma::bwd::maps(q16, k16, v16, dout16, dq, bh, seq, d, consumers);
+    m.dq_plan = plan;
     flashtma::bwd::launch<T>(m, lse, delta, nullptr, nullptr, bh, seq, d, causal, scale, s, rows);
   });
 }
