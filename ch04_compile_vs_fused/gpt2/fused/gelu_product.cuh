@@ -412,7 +412,10 @@ __global__ void __launch_bounds__(threads_for(EpiWarps), 1)
 #endif
 
 #if defined(LAB_SM90A)
-// The map of a rows x cols bf16 output (or Dgelu's h) in the epilogue's boxes: 64 columns x 128 rows.
+// The map of a rows x cols bf16 matrix as it lies, in boxes of 64 columns (128 bytes, the swizzle's
+// width) x kBm rows: an output (or Dgelu's h) in the epilogue's boxes, and the product's A operand
+// (dY, or X: rows x reduce) in the loads' boxes, kBk columns, which are the same.
+static_assert(kBk == 64, "the A operand's boxes are the epilogue's: 64 columns");
 inline CUtensorMap tile_map(const void* p, int rows, int cols) {
   return lab::tma::bf16_map_swizzle128(p, {std::uint64_t(cols), std::uint64_t(rows), 1},
                                        {std::uint64_t(cols) * 2, std::uint64_t(cols) * 2 * std::uint64_t(rows)},
@@ -468,16 +471,6 @@ inline void prepare_forward() {  // bias_gelu's default form
 #endif
 }
 
-#if defined(LAB_SM90A)
-// The map of the product's A operand, rows x reduce bf16 as it lies (dY, or X), in the loads' boxes:
-// kBk columns (128 bytes, the swizzle's width) x kBm rows.
-inline CUtensorMap a_map(const void* p, int rows, int reduce) {
-  return lab::tma::bf16_map_swizzle128(p, {std::uint64_t(reduce), std::uint64_t(rows), 1},
-                                       {std::uint64_t(reduce) * 2, std::uint64_t(reduce) * 2 * std::uint64_t(rows)},
-                                       {kBk, kBm, 1});
-}
-#endif
-
 // Whether dx_dgelu runs here: a build for sm_90a, the TMA's strides (2 reduce and 2 cols bytes
 // multiples of 16), 4-byte pairs of h, dh and act, every tensor 16-byte aligned.
 inline bool dx_dgelu_fits(const void* dY, const void* W, const void* h, const void* dh, const void* act, int rows,
@@ -501,7 +494,7 @@ inline void dx_dgelu(const __nv_bfloat16* dY, const __nv_bfloat16* W, const __nv
                      int blocks = 0) {
 #if defined(LAB_SM90A)
   prepare_form<Dgelu, EpiWarps, Direct>();
-  const CUtensorMap amap = a_map(dY, rows, reduce);
+  const CUtensorMap amap = tile_map(dY, rows, reduce);
   const CUtensorMap bmap = lab::tma::bf16_map_swizzle128(
       W, {std::uint64_t(cols), std::uint64_t(reduce), 1},
       {std::uint64_t(cols) * 2, std::uint64_t(cols) * 2 * std::uint64_t(reduce)}, {64, kBk, 1});
@@ -534,7 +527,7 @@ inline void bias_gelu(const __nv_bfloat16* X, const __nv_bfloat16* W, const __nv
                       __nv_bfloat16* act, int rows, int reduce, int cols, cudaStream_t stream, int blocks = 0) {
 #if defined(LAB_SM90A)
   prepare_form<BiasGelu, EpiWarps, Direct>();
-  const CUtensorMap amap = a_map(X, rows, reduce);
+  const CUtensorMap amap = tile_map(X, rows, reduce);
   const CUtensorMap bmap = lab::tma::bf16_map_swizzle128(
       W, {std::uint64_t(reduce), std::uint64_t(cols), 1},
       {std::uint64_t(reduce) * 2, std::uint64_t(reduce) * 2 * std::uint64_t(cols)}, {kBk, kBn, 1});

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "attention/hopper/flash_tma.cuh"
 #include "gpt2/fused/gelu_product.cuh"
 #include "lab/device.hpp"
 #include "lab/memory.hpp"
@@ -47,13 +48,13 @@ std::vector<float> bf16_values(lab::Rng& rng, std::size_t count, float lo, float
   return x;
 }
 
-// The kernels' tests skip without a GPU, and on one that is not sm_90 (wgmma and the TMA).
+// The kernels' tests skip without a GPU, and where the Hopper kernels cannot run (the attention's
+// own test of that: a GPU that is not sm_90, or a build not for sm_90a).
 #define REQUIRE_SM90()                                                                                      \
   do {                                                                                                      \
     LAB_REQUIRE_GPU();                                                                                      \
-    const lab::DeviceFacts& dev = lab::current_device();                                                    \
-    if (dev.cc_major != 9 || dev.cc_minor != 0)                                                             \
-      GTEST_SKIP() << "wgmma and the TMA need an sm_90 GPU (" << dev.arch() << ")";                         \
+    if (const std::string why = flashtma::device_supports(lab::current_device()); !why.empty())            \
+      GTEST_SKIP() << why;                                                                                  \
   } while (0)
 
 // Each case runs five ways, checked the same: the step's launch (the function's default form, a
