@@ -36,7 +36,7 @@ namespace {
 using Schedule = flashtma::Overlapped;
 
 // cudaFuncSetAttribute (the kernels' shared memory) once per device, kernel, element type, head
-// size and mask.
+// size, mask, consumers and (the backward's) plan.
 template <class T>
 void prepare_once(char which, int d, bool causal, int consumers, int plan = 0) {
   static std::mutex m;
@@ -68,12 +68,12 @@ int backward_consumers(int bh, int seq, int d) {
   return blocks >= 4LL * lab::current_device().sms ? 3 : 2;
 }
 
-// The backward's plan (flashtma::bwd::DqPlan): at d = 128 step 10's, kPUnderDp, the chapter's fastest
-// there (on the H100 in session 88, 1.01x and 1.02x of step 9 at (8, 16, 4096, 128), whose kernel at
-// d = 128 is step 8's, the plan before); at d = 64 the default, step 5's kernel, which the package's two-consumer blocks at
-// small grids have run since session 51 (kPUnderDp's kernel there, a ring of turns, was timed only
-// with the chapter's three consumers; kTurnsEvery's, timed with two in the GPT-2 steps in session
-// 66, was no faster).
+// The backward's plan (flashtma::bwd::DqPlan). At d = 128 step 10's, kPUnderDp, the chapter's
+// fastest there: on the H100 in session 88, 1.01x and 1.02x of step 9 at (8, 16, 4096, 128), whose
+// kernel at d = 128 is step 8's, the plan before. At d = 64 the default, step 5's kernel, which the
+// package's two-consumer blocks on small grids have run since session 51: kPUnderDp's kernel there
+// (a ring of turns) has been timed only with the chapter's three consumers, and kTurnsEvery's, timed
+// with two in the GPT-2 steps in session 66, was no faster.
 int backward_plan(int d) { return d == 128 ? flashtma::bwd::kPUnderDp : flashtma::bwd::kDqDefault; }
 
 // Persistent blocks or the grid, for the forward over bh heads of seq queries: persistent where the
