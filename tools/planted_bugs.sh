@@ -38,7 +38,9 @@
 # Hopper attention whose keys are split across blocks, a chunk's mask taken at the row's first key
 # tile instead of the chunk's; in the persistent one, every item of a block written to its first
 # item's head (caught by the variant's own check shapes, where a block runs several); in the Hopper
-# backward that makes P^T under dP^T's product, dS^T given the neighbouring query's delta; and in the GPT-2 step whose attention writes the products' rows, O's
+# backward that makes P^T under dP^T's product, dS^T given the neighbouring query's delta, and in its
+# persistent step, dK carried into a block's next key tile and the next key tile's lse and delta read at
+# the first one's head; and in the GPT-2 step whose attention writes the products' rows, O's
 # rows placed without their batch's offset, each head's last column of O, dK and dV zeroed (in the
 # pairs' stores, and in the 16-byte stores of whole rows), and V's
 # bias gradient not summed; and in the fused steps' shared kernels, the loss's gradient 1% high for
@@ -400,6 +402,16 @@ plant attn_p_under_dp_1pct ch04_compile_vs_fused/attention/hopper/backward_wgmma
 plant attn_p_under_dp_delta ch04_compile_vs_fused/attention/hopper/backward_wgmma.cuh \
   optimized_attention_backward_fused_wgmma_p_under_dp \
   'rows[C::kBr + 8 * j + 2 * t + (e & 1)]' 'rows[C::kBr + 8 * j + 2 * t + ((e & 1) ^ 1)]'
+# Step 11, persistent blocks: dK carried into a block's next key tile (its accumulator not
+# cleared), and the next key tile's lse and delta read at the block's first key tile's head; both
+# caught by the variant's own check shapes, where a block runs several key tiles.
+plant attn_persistent_dk_carried ch04_compile_vs_fused/attention/hopper/backward_wgmma.cuh \
+  optimized_attention_backward_fused_wgmma_persistent \
+  'for (int e = 0; e < 4; ++e) dk_acc[0][nn][e] = 0.f, dv_acc[0][nn][e] = 0.f;' \
+  'for (int e = 0; e < 4; ++e) dv_acc[0][nn][e] = 0.f;'
+plant attn_persistent_rows_stale ch04_compile_vs_fused/attention/hopper/backward_wgmma.cuh \
+  optimized_attention_backward_fused_wgmma_persistent \
+  'krow0 = keyw + 16 * warp + g, rows_before = std::size_t(head) * seq;' 'krow0 = keyw + 16 * warp + g;'
 plant attn_3xtf32_backward_1pct ch04_compile_vs_fused/attention/kernels/flash_3xtf32.cuh \
   optimized_attention_backward_fused_3xtf32 \
   'make_float2(dk_acc[dn][2 * h] * scale, dk_acc[dn][2 * h + 1] * scale)' \

@@ -6,8 +6,9 @@
 // columns across the consumers: kSplitDq), 07_optimized_attention_backward_fused_wgmma_dq_behind.cu
 // (dQ made one tile behind: kDqBehind), 08_optimized_attention_backward_fused_wgmma_turns.cu (the
 // consumers' products in turns: kTurns), 09_optimized_attention_backward_fused_wgmma_turns_every.cu
-// (the turns where dQ is not split too: kTurnsEvery) and 10_optimized_attention_backward_fused_wgmma_p_under_dp.cu
-// (P^T made while dP^T's product runs: kPFirst). The GPT-2 steps that run the Hopper attention launch it
+// (the turns where dQ is not split too: kTurnsEvery), 10_optimized_attention_backward_fused_wgmma_p_under_dp.cu
+// (P^T made while dP^T's product runs: kPFirst) and 11_optimized_attention_backward_fused_wgmma_persistent.cu
+// (persistent blocks at d = 128: kPersist). The GPT-2 steps that run the Hopper attention launch it
 // too (gpt2/fused/hopper_attention.cuh: gpt2/steps/08_optimized_gpt2_step_fused_bf16_hopper.cu, and
 // 09_optimized_gpt2_step_fused_bf16_rows.cu with dK and dV into the products' rows, KVRows), and
 // so does the package (python/csrc/bridge_attention_hopper.cu), both with dQ split where it applies.
@@ -39,8 +40,10 @@ namespace flashtma::bwd {
 // kTurnsEvery (step 9): step 8's plan where the split applies, and the turns alone elsewhere (d = 64,
 // three consumers or two: a ring of turns, dQ each consumer's own over its keys).
 // kPUnderDp (step 10): step 9's plan, with P^T made while dP^T's product runs.
+// kPersistent (step 11): step 10's plan on persistent blocks.
 enum DqPlan : int {
-  kDqPerConsumer = 0, kDqSplit = 1, kDqSplitBehind = 2, kDqSplitTurns = 3, kTurnsEvery = 4, kPUnderDp = 5
+  kDqPerConsumer = 0, kDqSplit = 1, kDqSplitBehind = 2, kDqSplitTurns = 3, kTurnsEvery = 4, kPUnderDp = 5,
+  kPersistent = 6
 };
 // The plan of the launches that do not choose one (the package's and the GPT-2 steps'): step 8's,
 // dQ split with the turns. Where the split does not apply (d = 64, as in the GPT-2 steps, or three
@@ -81,7 +84,17 @@ struct Bwd {
   // P^T under dP^T's product (step 10): S^T's products are committed as a group of their own, issued
   // before dP^T's, and the consumer waits for them alone: P^T = exp2(S^T - lse) and its masks are
   // made while dP^T's products still run, and only dS^T waits for those.
-  static constexpr bool kPFirst = Plan == kPUnderDp;
+  static constexpr bool kPFirst = Plan >= kPUnderDp;
+  // Persistent blocks (step 11): a block an SM, each taking the order's next key tile from a counter
+  // as it finishes one (longest first under the mask, as the grid's scheduler hands them out); the
+  // producer copies the next key tile's first Q and dO as soon as a stage frees and its K and V once
+  // every consumer's last dQ product has read K (kv_empty), while the consumers store dK and dV; the
+  // stages', dS^T buffers' and barriers' phases run on across key tiles. Where dQ is split (d = 128)
+  // only: with_plan runs step 10's kernel for it at d = 64, where the persistent blocks (three
+  // consumers) were slower on an H100 in session 90, 2.50 ms against step 10's 2.34 at (8, 16, 4096,
+  // 64) causal and 102 us against 95.5 at (4, 12, 1024, 64) causal, while at d = 128 they took 3.40 ms
+  // against 3.49 causal and 5.75 against 5.85 unmasked (results/attention_backward_h100_s90/).
+  static constexpr bool kPersist = Plan == kPersistent;
   // Step 7's skew at the start (named barrier 3, once): the turns of step 8 order the consumers
   // without it. Timed on an H200 at (8, 16, 4096, 128): 3.53 ms causal with it, 3.63 without.
   static constexpr bool kStagger = kDqBehind && !kTurns;
@@ -94,7 +107,8 @@ struct Bwd {
   static constexpr int kSmemBytes = 1024 + 2 * kKVBytes + 2 * kStages * kTileBytes +
                                     kConsumers * (kDsBuffers * kDsBytes + kDqBytes + kRowsBytes) +
                                     8 * (1 + 2 * kStages + (kSplitDq ? kDsBuffers * kConsumers : 0) +
-                                         (kDqBehind ? kDsBuffers * kConsumers : 0));
+                                         (kDqBehind ? kDsBuffers * kConsumers : 0) + (kPersist ? 1 : 0)) +
+                                    (kPersist ? 8 : 0);  // the next key tile's index, by the key tile's parity
   static_assert((kConsumers * kConsumerRegs + kProducerRegs) * 128 <= 65536, "the register file");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
 };
@@ -133,6 +147,11 @@ using KVRows = KVRowsOf<>;
 // first two digits; the script cut the rest). 16 stays.
 struct Order {
   int bh = 1, tiles = 1, group = 1;
+  // kPersist: two words, zero before the launch and zero again after it (the last block out clears
+  // them, so that a buffer zeroed once serves every launch, a graph's replays too): [0] the key tiles
+  // handed out past the grid's first, [1] the blocks done. A launch's own: two launches in flight on
+  // one buffer would share out each other's key tiles.
+  unsigned* counter = nullptr;
   struct Place {
     int head, tile;
   };
@@ -162,6 +181,8 @@ struct Smem {
   std::uint64_t *kv_full, *full, *empty;
   std::uint64_t* ds_full;   // kSplitDq: [consumer][buffer], its dS^T buffer written
   std::uint64_t* ds_empty;  // kDqBehind: [consumer][buffer], read by every consumer's dQ product
+  std::uint64_t* kv_empty;  // kPersist: K and V read by every consumer's last product of a key tile
+  int* next_item;           // kPersist: [2], the key tile the producer copies, by its count's parity (-1: none)
   // Consumer c's dS^T buffer b (the tile's index modulo kDsBuffers picks it).
   __device__ std::uint8_t* ds_of(int c, int b) const { return ds + (c * C::kDsBuffers + b) * C::kDsBytes; }
   __device__ explicit Smem(std::uint8_t* raw) {
@@ -175,6 +196,10 @@ struct Smem {
     kv_full = reinterpret_cast<std::uint64_t*>(rows + C::kConsumers * 2 * C::kBr);
     full = kv_full + 1, empty = full + C::kStages, ds_full = empty + C::kStages;
     ds_empty = ds_full + C::kConsumers * C::kDsBuffers;
+    if constexpr (C::kPersist)  // after the barriers the plan has (ds_full and ds_empty where it has them)
+      kv_empty = ds_full + (C::kSplitDq ? C::kConsumers * C::kDsBuffers : 0) +
+                 (C::kDqBehind ? C::kConsumers * C::kDsBuffers : 0),
+      next_item = reinterpret_cast<int*>(kv_empty + 1);
   }
 };
 
@@ -207,9 +232,10 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
   using C = Bwd<D, Cn, Plan>;
   extern __shared__ std::uint8_t smem_raw[];
   const Smem<D, Cn, Plan> sh(smem_raw);
-  const Order::Place at = order.place(int(blockIdx.x));
-  const int key0 = at.tile * C::kBc, head = at.head;
-  const int tiles = (seq + C::kBr - 1) / C::kBr, first = Causal ? key0 / C::kBr : 0;  // earlier queries see no key here
+  Order::Place at = order.place(int(blockIdx.x));  // kPersist: the block's first key tile, then the next
+  int key0 = at.tile * C::kBc, head = at.head;
+  const int tiles = (seq + C::kBr - 1) / C::kBr;
+  int first = Causal ? key0 / C::kBr : 0;  // earlier queries see no key here
   const int group = int(threadIdx.x) / 128;
   if (threadIdx.x == 0) {
     tma::init(sh.kv_full, 1);
@@ -218,6 +244,7 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
       for (int b = 0; b < C::kDsBuffers * C::kConsumers; ++b) tma::init(sh.ds_full + b, 4);  // a warp each
     if constexpr (C::kDqBehind)  // each warp of each consumer, once its dQ product has read the buffer
       for (int b = 0; b < C::kDsBuffers * C::kConsumers; ++b) tma::init(sh.ds_empty + b, 4 * C::kConsumers);
+    if constexpr (C::kPersist) tma::init(sh.kv_empty, 4 * C::kConsumers);  // each warp of each consumer
     tma::fence_init();
   }
   __syncthreads();
@@ -226,23 +253,56 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
     wgmma::setmaxnreg_dec<C::kProducerRegs>();
     if (threadIdx.x == 0) {
       tma::prefetch_map(&qmap), tma::prefetch_map(&kmap), tma::prefetch_map(&vmap), tma::prefetch_map(&dmap);
-      tma::arrive_expect_bytes(sh.kv_full, 2 * C::kKVBytes);
-      // Q, K and V where fold says (by head, or over the QKV product's rows); dO by head.
-      const Fold::At ka = fold.at(key0, head, seq), qa = fold.at(0, head, seq);  // qa: the head's query 0
-      for (int g = 0; g < C::kRegions; ++g) {
-        tma::load_tile(sh.k + g * C::kBc * 128, &kmap, 64 * g, ka.row, ka.head, sh.kv_full);
-        tma::load_tile(sh.v + g * C::kBc * 128, &vmap, 64 * g, ka.row, ka.head, sh.kv_full);
-      }
-      for (int i = first; i < tiles; ++i) {
-        const int n = i - first, st = n % C::kStages;
-        tma::wait(sh.empty + st, ((n / C::kStages) & 1) ^ 1);
-        tma::arrive_expect_bytes(sh.full + st, 2 * C::kTileBytes);
-        for (int g = 0; g < C::kRegions; ++g) {
-          tma::load_tile(sh.q + st * C::kTileBytes + g * C::kBr * 128, &qmap, 64 * g, qa.row + i * C::kBr, qa.head,
-                         sh.full + st);
-          tma::load_tile(sh.dout + st * C::kTileBytes + g * C::kBr * 128, &dmap, 64 * g, i * C::kBr, head,
-                         sh.full + st);
+      // K and V of the block's key tile, then its Q and dO tiles through the ring: Q, K and V where
+      // fold says (by head, or over the QKV product's rows), dO by head.
+      // kPersist: key tile after key tile, the block's own first, then the order's next from the
+      // counter as this one's copies are issued; n counts every query tile copied (the stages' phases
+      // run on). A key tile's index goes to the consumers through next_item before its K and V's
+      // barrier completes; its first Q and dO go into the first stage that frees, then its K and V
+      // once every consumer's last product of the key tile before has read them. None left: next_item
+      // -1, the barrier completed without copies, and the last block out zeroes the counters.
+      int item = int(blockIdx.x);
+      for (int it = 0, done = 0;; ++it) {
+        if constexpr (C::kPersist) {
+          if (it > 0) item = int(gridDim.x) + int(atomicAdd(order.counter, 1u));
+          if (item >= order.bh * order.tiles) {
+            tma::wait(sh.kv_empty, unsigned(it - 1) & 1);  // it > 0: the grid is at most one block a key tile
+            sh.next_item[it & 1] = -1;
+            tma::arrive(sh.kv_full);
+            __threadfence();
+            if (atomicAdd(order.counter + 1, 1u) == gridDim.x - 1) order.counter[0] = 0, order.counter[1] = 0;
+            break;
+          }
+          sh.next_item[it & 1] = item;
         }
+        const Order::Place pl = order.place(item);
+        const int k0 = pl.tile * C::kBc, hd = pl.head, fst = Causal ? k0 / C::kBr : 0;
+        const Fold::At ka = fold.at(k0, hd, seq), qa = fold.at(0, hd, seq);  // qa: the head's query 0
+        auto load_kv = [&] {
+          tma::arrive_expect_bytes(sh.kv_full, 2 * C::kKVBytes);
+          for (int g = 0; g < C::kRegions; ++g) {
+            tma::load_tile(sh.k + g * C::kBc * 128, &kmap, 64 * g, ka.row, ka.head, sh.kv_full);
+            tma::load_tile(sh.v + g * C::kBc * 128, &vmap, 64 * g, ka.row, ka.head, sh.kv_full);
+          }
+        };
+        if (it == 0) load_kv();
+        for (int i = fst; i < tiles; ++i) {
+          const int n = done + i - fst, st = n % C::kStages;
+          tma::wait(sh.empty + st, ((n / C::kStages) & 1) ^ 1);
+          tma::arrive_expect_bytes(sh.full + st, 2 * C::kTileBytes);
+          for (int g = 0; g < C::kRegions; ++g) {
+            tma::load_tile(sh.q + st * C::kTileBytes + g * C::kBr * 128, &qmap, 64 * g, qa.row + i * C::kBr, qa.head,
+                           sh.full + st);
+            tma::load_tile(sh.dout + st * C::kTileBytes + g * C::kBr * 128, &dmap, 64 * g, i * C::kBr, hd,
+                           sh.full + st);
+          }
+          if (C::kPersist && it > 0 && i == fst) {
+            tma::wait(sh.kv_empty, unsigned(it - 1) & 1);
+            load_kv();
+          }
+        }
+        if constexpr (!C::kPersist) break;
+        done += tiles - fst;
       }
     }
   } else {
@@ -250,15 +310,16 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
     const int consumer = group - 1, warp = int(threadIdx.x / 32) % 4, lane = int(threadIdx.x % 32);
     const int g = lane / 4, t = lane % 4;
     const bool leader = threadIdx.x % 128 == 0;
-    const int keyw = key0 + 64 * consumer;        // the warpgroup's 64 keys
-    const int krow0 = keyw + 16 * warp + g;       // this lane's keys: krow0, krow0 + 8
+    int keyw = key0 + 64 * consumer;        // the warpgroup's 64 keys
+    int krow0 = keyw + 16 * warp + g;       // this lane's keys: krow0, krow0 + 8
     const std::uint8_t* kw = sh.k + 64 * consumer * 128;  // its rows of K and V in each region
     const std::uint8_t* vw = sh.v + 64 * consumer * 128;
     std::uint8_t* ds = sh.ds_of(consumer, 0);  // with kSplitDq, the tile's index picks the buffer
     std::uint8_t* dqs = sh.dq + consumer * C::kDqBytes;
     float* rows = sh.rows + consumer * 2 * C::kBr;  // lse (log2 units), then delta
     const int me = int(threadIdx.x % 128);
-    const std::size_t rows_before = std::size_t(head) * seq;
+    std::size_t rows_before = std::size_t(head) * seq;
+    int done = 0;  // kPersist: query tiles of the block's earlier key tiles (the dS^T buffers' phases run on)
     float dk_acc[1][D / 8][4] = {}, dv_acc[1][D / 8][4] = {};
     float(&dkd)[D / 2] = reinterpret_cast<float(&)[D / 2]>(dk_acc);
     float(&dvd)[D / 2] = reinterpret_cast<float(&)[D / 2]>(dv_acc);
@@ -269,7 +330,7 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
     // of d floats (as in device memory) once the previous tile's reduction has read the buffer.
     auto dq_tile = [&](int tile, bool pass) {  // pass: kTurns, pass the turn once dQ's product is issued
       (void)pass;
-      const int buf = tile % C::kDsBuffers, row0 = (first + tile) * C::kBr;
+      const int gt = done + tile, buf = gt % C::kDsBuffers, row0 = (first + tile) * C::kBr;
       if (leader) tma::bulk_wait_read<0>();
       group_sync(consumer);
       // kSplitDq: this consumer's kDqCols columns of dQ over the block's kBc keys, from both
@@ -277,7 +338,7 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
       // complete: a buffer's phase is tile / kDsBuffers) and K's rows of the whole block.
       if constexpr (C::kSplitDq)
         for (int c = 0; c < C::kConsumers; ++c)
-          tma::wait(sh.ds_full + C::kDsBuffers * c + buf, unsigned(tile / C::kDsBuffers) & 1);
+          tma::wait(sh.ds_full + C::kDsBuffers * c + buf, unsigned(gt / C::kDsBuffers) & 1);
 #pragma unroll
       for (int half = 0; half < C::kDqCols / 64; ++half) {
         float dq_acc[1][8][4];
@@ -327,15 +388,22 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
         tma::bulk_commit();
       }
     };
-    tma::wait(sh.kv_full, 0);
+    for (int it = 0;; ++it) {  // kPersist: the block's key tiles; otherwise its one
+    tma::wait(sh.kv_full, C::kPersist ? unsigned(it) & 1 : 0u);
+    if constexpr (C::kPersist) {  // the key tile the producer copies (the block's own first at it = 0)
+      const int item = *static_cast<volatile int*>(sh.next_item + (it & 1));
+      if (item < 0) break;
+      at = order.place(item), key0 = at.tile * C::kBc, head = at.head, first = Causal ? key0 / C::kBr : 0;
+      keyw = key0 + 64 * consumer, krow0 = keyw + 16 * warp + g, rows_before = std::size_t(head) * seq;
+    }
     if constexpr (C::kStagger)  // the second consumer's first products wait on the first's
       if (consumer == 1) asm volatile("bar.sync 3, 256;\n" ::: "memory");
     if constexpr (C::kTurns)  // the first turn is the first consumer's: the last passes it
       if (consumer == Cn - 1) turn_pass<Cn>(consumer);
 
     for (int i = first; i < tiles; ++i) {
-      const int n = i - first, st = n % C::kStages, row0 = i * C::kBr;
-      if constexpr (C::kSplitDq) ds = sh.ds_of(consumer, n % C::kDsBuffers);
+      const int n = i - first, gn = done + n, st = gn % C::kStages, row0 = i * C::kBr;
+      if constexpr (C::kSplitDq) ds = sh.ds_of(consumer, gn % C::kDsBuffers);
       const std::uint8_t* qt = sh.q + st * C::kTileBytes;
       const std::uint8_t* dot = sh.dout + st * C::kTileBytes;
       // The tile's lse (log2 units) and delta, one value a thread, to shared memory once the products
@@ -348,7 +416,7 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
       float s[1][8][4], dp[1][8][4];
       float(&sd)[32] = reinterpret_cast<float(&)[32]>(s);
       float(&dpd)[32] = reinterpret_cast<float(&)[32]>(dp);
-      tma::wait(sh.full + st, unsigned(n / C::kStages) & 1);
+      tma::wait(sh.full + st, unsigned(gn / C::kStages) & 1);
       if constexpr (C::kTurns) turn_wait(consumer);
       wgmma::fence();
 #pragma unroll
@@ -405,8 +473,8 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
       flashtma::pack_p<T>(dp, da);
       // kDqBehind: the buffer's last tile (n - kDsBuffers) has been read by both consumers' dQ.
       if constexpr (C::kDqBehind)
-        tma::wait(sh.ds_empty + C::kDsBuffers * consumer + n % C::kDsBuffers,
-                  (unsigned(n / C::kDsBuffers) & 1) ^ 1);
+        tma::wait(sh.ds_empty + C::kDsBuffers * consumer + gn % C::kDsBuffers,
+                  (unsigned(gn / C::kDsBuffers) & 1) ^ 1);
       // dS^T to shared memory for dQ: row r (a key) is 64 queries, 128 bytes, chunk c at c ^ (r % 8).
       {
         auto put = [&](int r, int chunk, std::uint32_t x) {
@@ -422,7 +490,7 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
       wgmma::fence_proxy_async();  // the stores, before wgmma reads dS^T through the async proxy
       if constexpr (C::kSplitDq) {  // both consumers' dQ products read it: say it is written
         __syncwarp();
-        if (lane == 0) tma::arrive(sh.ds_full + C::kDsBuffers * consumer + n % C::kDsBuffers);
+        if (lane == 0) tma::arrive(sh.ds_full + C::kDsBuffers * consumer + gn % C::kDsBuffers);
       } else {
         group_sync(consumer);
       }
@@ -456,6 +524,10 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
     if constexpr (C::kDqBehind) {  // the last tile's (a turn too; the last consumer's last passes none)
       if constexpr (C::kTurns) turn_wait(consumer);
       dq_tile(tiles - 1 - first, consumer == 0);  // two consumers: the second's last passes none
+    }
+    if constexpr (C::kPersist) {  // this warp's products that read K and V are done: the next may come
+      __syncwarp();
+      if (lane == 0) tma::arrive(sh.kv_empty);
     }
     if (leader) tma::bulk_wait<0>();
 
@@ -507,7 +579,7 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
       // With kDqBehind it may still read the last two (its dQ runs a tile behind): the third is free
       // (its last reader, the other's dQ of tile last - 2, came before the other wrote the last tile's
       // dS^T, on which this consumer's last dQ waited), as are the ones no tile used.
-      if constexpr (C::kSplitDq) ds = sh.ds_of(consumer, (tiles - first) % C::kDsBuffers);
+      if constexpr (C::kSplitDq) ds = sh.ds_of(consumer, (done + tiles - first) % C::kDsBuffers);
       float* part = reinterpret_cast<float*>(ds);  // [warp][dK, dV][D]
 #pragma unroll
       for (int nn = 0; nn < D / 8; ++nn)
@@ -548,6 +620,16 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
         }
       }
     }
+    if constexpr (!C::kPersist) {
+      break;
+    } else {  // on to the next key tile (the loop's top reads which)
+      done += tiles - first;
+#pragma unroll
+      for (int nn = 0; nn < D / 8; ++nn)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dk_acc[0][nn][e] = 0.f, dv_acc[0][nn][e] = 0.f;
+    }
+    }  // the key tiles
   }
 }
 #endif
@@ -573,6 +655,7 @@ struct Maps {
   int consumers = 0;
   int dq_plan = kDqDefault;
   Fold fold{};
+  unsigned* counter = nullptr;  // kPersistent's (Order::counter), the caller's
 };
 // Q's, K's and V's maps made by map_of(base, box rows) (by head or over rows, below), dO's and dQ's by head.
 template <class T, class MapOf>
@@ -621,8 +704,9 @@ void with_consumers(int d, bool causal, int consumers, F&& f) {
 
 // with_consumers's f(d, causal, consumers, plan) with the plan an integral constant too: dq_plan
 // where it changes the kernel (d = 128, two consumers; kTurnsEvery there is kDqSplitTurns's kernel),
-// kTurnsEvery's turns alone where dQ is not split, kPUnderDp's own kernel at both, kDqPerConsumer for
-// the other plans there (one kernel, not four).
+// kTurnsEvery's turns alone where dQ is not split, kPUnderDp's own kernel at both, kPersistent's where
+// dQ is split and kPUnderDp's elsewhere (Bwd::kPersist says why), kDqPerConsumer for the other plans
+// there (one kernel, not four).
 template <class F>
 void with_plan(int d, bool causal, int consumers, int dq_plan, F&& f) {
   with_consumers(d, causal, consumers, [&](auto dc, auto cc, auto nc) {
@@ -630,11 +714,12 @@ void with_plan(int d, bool causal, int consumers, int dq_plan, F&& f) {
       if (dq_plan == kDqSplitTurns || dq_plan == kTurnsEvery)  // the same kernel where dQ is split
         return f(dc, cc, nc, std::integral_constant<int, kDqSplitTurns>{});
       if (dq_plan == kPUnderDp) return f(dc, cc, nc, std::integral_constant<int, kPUnderDp>{});
+      if (dq_plan == kPersistent) return f(dc, cc, nc, std::integral_constant<int, kPersistent>{});
       if (dq_plan == kDqSplit) return f(dc, cc, nc, std::integral_constant<int, kDqSplit>{});
       if (dq_plan == kDqSplitBehind) return f(dc, cc, nc, std::integral_constant<int, kDqSplitBehind>{});
     } else if (dq_plan == kTurnsEvery) {
       return f(dc, cc, nc, std::integral_constant<int, kTurnsEvery>{});
-    } else if (dq_plan == kPUnderDp) {
+    } else if (dq_plan == kPUnderDp || dq_plan == kPersistent) {  // kPersistent: step 10's kernel at d = 64
       return f(dc, cc, nc, std::integral_constant<int, kPUnderDp>{});
     }
     f(dc, cc, nc, std::integral_constant<int, kDqPerConsumer>{});
@@ -666,8 +751,12 @@ static inline void launch(const Maps& m, const float* lse, const float* delta, f
   with_plan(d, causal, consumers_for(d, m.consumers), m.dq_plan, [&](auto dc, auto cc, auto nc, auto pc) {
     constexpr int D = decltype(dc)::value, Cn = decltype(nc)::value, Plan = decltype(pc)::value;
     using C = Bwd<D, Cn, Plan>;
-    const Order order = order_for(bh, (seq + C::kBc - 1) / C::kBc, seq, d, causal);
-    flash_backward_wgmma<D, decltype(cc)::value, Cn, Plan, T><<<unsigned(bh) * order.tiles, C::kThreads, C::kSmemBytes, stream>>>(
+    Order order = order_for(bh, (seq + C::kBc - 1) / C::kBc, seq, d, causal);
+    order.counter = m.counter;
+    if (C::kPersist && !m.counter) throw lab::Error("the persistent attention backward needs its counter (Maps::counter)");
+    const int items = bh * order.tiles;  // kPersist: a block an SM, at most one a key tile
+    const unsigned blocks = C::kPersist ? unsigned(std::min(items, lab::current_device().sms)) : unsigned(items);
+    flash_backward_wgmma<D, decltype(cc)::value, Cn, Plan, T><<<blocks, C::kThreads, C::kSmemBytes, stream>>>(
         m.q, m.k, m.v, m.dout, m.dq, lse, delta, dk, dv, seq, scale, scale * flash::kLog2e, out, order, m.fold);
     LAB_CHECK(cudaGetLastError());
   });
@@ -679,9 +768,9 @@ static inline void launch(const Maps& m, const float* lse, const float* delta, f
 }
 
 // A backward variant on this kernel, the class its step file registers (05: kDqPerConsumer, 06:
-// kDqSplit, 07: kDqSplitBehind, 08: kDqSplitTurns, 09: kTurnsEvery, 10: kPUnderDp): its state is O, lse and delta as the forward
-// leaves them, the bf16 copies of Q, K, V and dO (made before timing), and the tensor maps over them
-// (K and V by the block's keys, Q and dO by 64 queries).
+// kDqSplit, 07: kDqSplitBehind, 08: kDqSplitTurns, 09: kTurnsEvery, 10: kPUnderDp, 11: kPersistent):
+// its state is O, lse and delta as the forward leaves them, the bf16 copies of Q, K, V and dO (made
+// before timing), and the tensor maps over them (K and V by the block's keys, Q and dO by 64 queries).
 template <int DqPlan>
 struct Backward {
   using Topic = AttentionBackward;
@@ -689,11 +778,16 @@ struct Backward {
   attn::Bf16Inputs in16;
   Maps maps;
   const float* mapped_dq = nullptr;  // the dQ buffer maps.dq describes
+  lab::DeviceBuffer<unsigned> counter;  // kPersistent's two words (Order::counter), zeroed once
   Backward(const AttentionBackward::Problem& p, cudaStream_t stream)
       : saved(p, stream), in16(p, stream, p.dout.data()) {
     const attn::Dims& a = p.dims;
     if (a.d != 64 && a.d != 128) return;  // supports() says N/A
     prepare(a.d, a.causal, 0, DqPlan);
+    if constexpr (DqPlan == kPersistent) {
+      counter = lab::DeviceBuffer<unsigned>(2);
+      LAB_CHECK(cudaMemsetAsync(counter.data(), 0, 2 * sizeof(unsigned), stream));
+    }
   }
   static lab::Declared declared() { return {.precision = "bf16"}; }
   static std::string supports(const lab::Shape& s, const lab::DeviceFacts& dev) { return flashtma::supports(s, dev); }
@@ -703,7 +797,7 @@ struct Backward {
     saved.prologue(a, p.dout.data(), p.dq.data(), stream);  // delta, and dQ = 0 for the reductions
     if (p.dq.data() != mapped_dq) {  // the maps over Q, K, V, dO and this dQ (host work only)
       maps = bwd::maps(in16.q.data(), in16.k.data(), in16.v.data(), in16.dout.data(), p.dq.data(), a.bh(), a.seq, a.d);
-      maps.dq_plan = DqPlan;
+      maps.dq_plan = DqPlan, maps.counter = counter.data();
       mapped_dq = p.dq.data();
     }
     launch(maps, saved.lse.data(), saved.delta.data(), p.dk.data(), p.dv.data(), a.bh(), a.seq, a.d, a.causal,

@@ -1,6 +1,5 @@
 #!/bin/bash
-# The device call written in session 90 for step11.patch and not run (no machine could be started):
-# after `git apply ch04_compile_vs_fused/results/attention_backward_h100_s90/step11.patch`, on the GPU
+# Step 11's device call, written in session 90 and run in session 91 (an H100, 175 s; call1_verify.log): on the GPU
 # machine from the repository root: builds steps 10 and 11, step 11's --check-only at seed 1 (the
 # topic's shapes and its own two, where blocks run several key tiles), synccheck at those two, its
 # two plants (each in its own scratch copy, in parallel), steps 10 and 11 timed alternated (Google
