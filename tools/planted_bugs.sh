@@ -39,10 +39,10 @@
 # tile instead of the chunk's; in the persistent one, every item of a block written to its first
 # item's head (caught by the variant's own check shapes, where a block runs several); in the Hopper
 # backward that makes P^T under dP^T's product, dS^T given the neighbouring query's delta, and in its
-# persistent step, dK carried into a block's next key tile and the next key tile's lse and delta read at
-# the first one's head; and in the GPT-2 step whose attention writes the products' rows, O's
-# rows placed without their batch's offset, each head's last column of O, dK and dV zeroed (in the
-# pairs' stores, and in the 16-byte stores of whole rows), and V's
+# persistent step, dK carried into a block's next key tile, the next key tile's lse and delta read
+# at the first one's head, and its dK's odd columns 1% high; and in the GPT-2 step whose attention
+# writes the products' rows, O's rows placed without their batch's offset, each head's last column
+# of O, dK and dV zeroed (in the pairs' stores, and in the 16-byte stores of whole rows), and V's
 # bias gradient not summed; and in the fused steps' shared kernels, the loss's gradient 1% high for
 # every non-target logit (the row held in registers), and the MLP's second bias gradient carried
 # into the block below without clearing (each block's then the sum of its own and those above),
@@ -412,6 +412,12 @@ plant attn_persistent_dk_carried ch04_compile_vs_fused/attention/hopper/backward
 plant attn_persistent_rows_stale ch04_compile_vs_fused/attention/hopper/backward_wgmma.cuh \
   optimized_attention_backward_fused_wgmma_persistent \
   'krow0 = keyw + 16 * warp + g, rows_before = std::size_t(head) * seq;' 'krow0 = keyw + 16 * warp + g;'
+# And the same 1% in dK's odd columns against step 11, whose blocks store dK once per key tile they
+# run (the topic's shapes run one a block, the variant's own shapes several).
+plant attn_persistent_dk_1pct ch04_compile_vs_fused/attention/hopper/backward_wgmma.cuh \
+  optimized_attention_backward_fused_wgmma_persistent \
+  'make_float2(dk_acc[0][nn][2 * h] * scale, dk_acc[0][nn][2 * h + 1] * scale)' \
+  'make_float2(dk_acc[0][nn][2 * h] * scale, 1.01f * dk_acc[0][nn][2 * h + 1] * scale)'
 plant attn_3xtf32_backward_1pct ch04_compile_vs_fused/attention/kernels/flash_3xtf32.cuh \
   optimized_attention_backward_fused_3xtf32 \
   'make_float2(dk_acc[dn][2 * h] * scale, dk_acc[dn][2 * h + 1] * scale)' \

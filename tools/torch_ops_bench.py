@@ -102,11 +102,12 @@ OPS = {
     "attention_backward": ("ch04_compile_vs_fused", "optimized_attention_backward_fused", ["8x16x4096x64x0"]),
     "attention_backward_3xtf32": ("ch04_compile_vs_fused", "optimized_attention_backward_fused_3xtf32",
                                   ["8x16x4096x64x0"]),
-    # The backward at d = 128 is step 10's kernel (the package's plan there); at d = 64 the package runs
-    # step 5's kernel (two consumers where the grid is a few waves), which step 10's program does not.
-    "attention_backward_bf16": ("ch04_compile_vs_fused", "optimized_attention_backward_fused_wgmma_p_under_dp",
+    # The backward at d = 128 is step 11's kernel (the package's plan there); at d = 64 the package runs
+    # step 5's kernel (two consumers where the grid is a few waves), which step 11's program (step 10's
+    # kernel there) does not.
+    "attention_backward_bf16": ("ch04_compile_vs_fused", "optimized_attention_backward_fused_wgmma_persistent",
                                 ["8x16x4096x64x0", "8x16x4096x128x0"]),
-    "attention_backward_bf16_causal": ("ch04_compile_vs_fused", "optimized_attention_backward_fused_wgmma_p_under_dp",
+    "attention_backward_bf16_causal": ("ch04_compile_vs_fused", "optimized_attention_backward_fused_wgmma_persistent",
                                        ["4x12x1024x64x1", "8x16x4096x128x1"]),
     # fp16: the bf16 kernels on their fp16 instructions (T = __half: on an sm_90 GPU the Hopper
     # steps, elsewhere flash_bf16.cuh's mma.sync), no C++ program of their own. Issue 43's causal shapes.

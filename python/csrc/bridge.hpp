@@ -138,8 +138,8 @@ void hopper_attention_forward(Storage storage, int batch, int heads, int seq, in
                               cudaStream_t s);
 void hopper_attention_backward(Storage storage, int batch, int heads, int seq, int d, bool causal, const void* q,
                                const void* k, const void* v, std::size_t qkv_ld, const void* dout, const float* lse,
-                               const float* delta, float* dq, void* dk_rows, void* dv_rows, float* db, float scale,
-                               cudaStream_t s);
+                               const float* delta, float* dq, void* dk_rows, void* dv_rows, float* db,
+                               unsigned* counter, float scale, cudaStream_t s);
 
 // AdamW (torch.optim.AdamW's arithmetic; flat_adamw.cuh) over n parameters, in place: p, m, v updated
 // from g at step `step` (>= 1), in one launch. The four arrays share their address modulo 16 bytes.

@@ -3,9 +3,10 @@
 // ch04's attention/forward/08_optimized_attention_fused_overlap.cu (flashtma::Overlapped, the
 // chapter's fastest forward at one block a query tile) with O written in bf16 straight into
 // scaled_dot_product_attention's layout, and the backward of
-// attention/backward/10_optimized_attention_backward_fused_wgmma_p_under_dp.cu at d = 128
-// (flashtma::bwd's kPUnderDp: dQ split by columns and made a tile behind, the two consumers' products
-// in turns, P^T made while dP^T's product runs) and of step 5's kernel at d = 64 (backward_plan), with
+// attention/backward/11_optimized_attention_backward_fused_wgmma_persistent.cu at d = 128
+// (flashtma::bwd's kPersistent: dQ split by columns and made a tile behind, the two consumers' products
+// in turns, P^T made while dP^T's product runs, on persistent blocks that take key tiles from a
+// counter, the caller's) and of step 5's kernel at d = 64 (backward_plan), with
 // dK and dV written in bf16 the same way; the GPT-2 steps run the same forward and step 8's plan
 // (gpt2/fused/hopper_attention.cuh). Causal forwards of a few waves run step 10's persistent
 // blocks instead (attention/forward/10_optimized_attention_fused_persistent.cu: one block an SM, each
@@ -68,13 +69,14 @@ int backward_consumers(int bh, int seq, int d) {
   return blocks >= 4LL * lab::current_device().sms ? 3 : 2;
 }
 
-// The backward's plan (flashtma::bwd::DqPlan). At d = 128 step 10's, kPUnderDp, the chapter's
-// fastest there: on the H100 in session 88, 1.01x and 1.02x of step 9 at (8, 16, 4096, 128), whose
-// kernel at d = 128 is step 8's, the plan before. At d = 64 the default, step 5's kernel, which the
-// package's two-consumer blocks on small grids have run since session 51: kPUnderDp's kernel there
-// (a ring of turns) has been timed only with the chapter's three consumers, and kTurnsEvery's, timed
-// with two in the GPT-2 steps in session 66, was no faster.
-int backward_plan(int d) { return d == 128 ? flashtma::bwd::kPUnderDp : flashtma::bwd::kDqDefault; }
+// The backward's plan (flashtma::bwd::DqPlan). At d = 128 step 11's, kPersistent, the chapter's
+// fastest there: step 10's plan (P^T under dP^T's product) on persistent blocks, on an H100 in
+// session 90 3.40 ms against step 10's 3.49 at (8, 16, 4096, 128) causal and 5.75 against 5.85
+// unmasked. At d = 64 the default, step 5's kernel, which the package's two-consumer blocks on small
+// grids have run since session 51: kPUnderDp's kernel there (a ring of turns) has been timed only
+// with the chapter's three consumers, and kTurnsEvery's, timed with two in the GPT-2 steps in session
+// 66, was no faster.
+int backward_plan(int d) { return d == 128 ? flashtma::bwd::kPersistent : flashtma::bwd::kDqDefault; }
 
 // Persistent blocks or the grid, for the forward over bh heads of seq queries: persistent where the
 // mask is causal and the grid is at most four waves. There a block's start-up and end, which the
@@ -180,8 +182,8 @@ void hopper_attention_forward(Storage storage, int batch, int heads, int seq, in
 
 void hopper_attention_backward(Storage storage, int batch, int heads, int seq, int d, bool causal, const void* q,
                                const void* k, const void* v, std::size_t qkv_ld, const void* dout, const float* lse,
-                               const float* delta, float* dq, void* dk_rows, void* dv_rows, float* db, float scale,
-                               cudaStream_t s) {
+                               const float* delta, float* dq, void* dk_rows, void* dv_rows, float* db,
+                               unsigned* counter, float scale, cudaStream_t s) {
   const int bh = batch * heads, consumers = backward_consumers(bh, seq, d), plan = backward_plan(d);
   on16(storage, "the Hopper attention", [&](auto t) {
     using T = typename decltype(t)::type;
@@ -202,7 +204,7 @@ void hopper_attention_backward(Storage storage, int batch, int heads, int seq, i
     flashtma::bwd::Maps m =
         qkv_ld ? flashtma::bwd::rows_maps(q16, k16, v16, qkv_ld, dout16, dq, bh, heads, seq, d, consumers)
                : flashtma::bwd::maps(q16, k16, v16, dout16, dq, bh, seq, d, consumers);
-    m.dq_plan = plan;
+    m.dq_plan = plan, m.counter = counter;
     flashtma::bwd::launch<T>(m, lse, delta, nullptr, nullptr, bh, seq, d, causal, scale, s, rows);
   });
 }
