@@ -133,6 +133,10 @@ std::string hopper_attention_supports(std::int64_t d);
 // block a query tile, step 8), "persistent N" (N persistent blocks, step 10; their lists made now if
 // new), or "" where it does not run the Hopper kernels.
 std::string hopper_attention_forward_blocks(int batch, int heads, int seq, int d, bool causal);
+// Which of chapter 4's backward kernels the 16-bit Hopper backward runs (batch, heads, seq, d) on the
+// current device: "step 11, 2 consumers" (d = 128), "step 10, 3 consumers" or "step 5, 2 consumers"
+// (d = 64, by the grid's waves), or "" where it does not run the Hopper kernels.
+std::string hopper_attention_backward_kernel(int batch, int heads, int seq, int d);
 void hopper_attention_forward(Storage storage, int batch, int heads, int seq, int d, bool causal, const void* q,
                               const void* k, const void* v, std::size_t qkv_ld, void* o_rows, float* lse, float scale,
                               cudaStream_t s);

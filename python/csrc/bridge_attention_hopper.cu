@@ -6,11 +6,11 @@
 // attention/backward/11_optimized_attention_backward_fused_wgmma_persistent.cu at d = 128
 // (flashtma::bwd's kPersistent: dQ split by columns and made a tile behind, the two consumers' products
 // in turns, P^T made while dP^T's product runs, on persistent blocks that take key tiles from a
-// counter, the caller's) and of step 5's kernel at d = 64 (backward_plan), with
-// dK and dV written in bf16 the same way; the GPT-2 steps run the same forward and step 8's plan
-// (gpt2/fused/hopper_attention.cuh). Causal forwards of a few waves run step 10's persistent
-// blocks instead (attention/forward/10_optimized_attention_fused_persistent.cu: one block an SM, each
-// a planned list of query tiles), their lists planned once a shape and kept on the device.
+// counter, the caller's) and of step 10's kernel (three consumers) or step 5's (two) at d = 64
+// (backward_plan), with dK and dV written in bf16 the same way; the GPT-2 steps run the same forward
+// and step 8's plan (gpt2/fused/hopper_attention.cuh). Causal forwards of a few waves run step 10's
+// persistent blocks instead (attention/forward/10_optimized_attention_fused_persistent.cu: one block
+// an SM, each a planned list of query tiles), their lists planned once a shape and kept on the device.
 // Head sizes 64 and 128 on an sm_90 GPU, with this file compiled for sm_90a; the bridge runs the
 // mma.sync kernels (flash_bf16.cuh) otherwise.
 // lab-arch: sm_90a
@@ -69,14 +69,21 @@ int backward_consumers(int bh, int seq, int d) {
   return blocks >= 4LL * lab::current_device().sms ? 3 : 2;
 }
 
-// The backward's plan (flashtma::bwd::DqPlan). At d = 128 step 11's, kPersistent, the chapter's
-// fastest there: step 10's plan (P^T under dP^T's product) on persistent blocks, on an H100 in
-// session 90 3.40 ms against step 10's 3.49 at (8, 16, 4096, 128) causal and 5.75 against 5.85
-// unmasked. At d = 64 the default, step 5's kernel, which the package's two-consumer blocks on small
-// grids have run since session 51: kPUnderDp's kernel there (a ring of turns) has been timed only
-// with the chapter's three consumers, and kTurnsEvery's, timed with two in the GPT-2 steps in session
-// 66, was no faster.
-int backward_plan(int d) { return d == 128 ? flashtma::bwd::kPersistent : flashtma::bwd::kDqDefault; }
+// The backward's plan (flashtma::bwd::DqPlan), the chapter's fastest kernel for the block's shape.
+// At d = 128 step 11's, kPersistent: step 10's plan (P^T under dP^T's product) on persistent blocks,
+// on an H100 in session 90 3.40 ms against step 10's 3.49 at (8, 16, 4096, 128) causal and 5.75
+// against 5.85 unmasked. At d = 64 with three consumers (grids of four waves and more) step 10's,
+// kPUnderDp, as the chapter's steps 10 and 11 run there: 1.02x of step 9 unmasked and 1.03x causal
+// at (8, 16, 4096, 64) on an H100 in session 88; through the package in session 92, unmasked there,
+// step 5's kernel took 4.133 ms (0.73x of SDPA's time) where step 11's program (step 10's kernel)
+// took 3.958, and step 10's kernel through the package, in a later call, 3.939 (0.76x). With two (the
+// small grids, GPT-2 small's among them) step 5's kernel, which they have run since session 51: the
+// ring of turns has been timed only with the chapter's three, and kTurnsEvery's ring of two, timed
+// in the GPT-2 steps in session 66, was no faster.
+int backward_plan(int d, int consumers) {
+  if (d == 128) return flashtma::bwd::kPersistent;
+  return consumers == 3 ? flashtma::bwd::kPUnderDp : flashtma::bwd::kDqDefault;
+}
 
 // Persistent blocks or the grid, for the forward over bh heads of seq queries: persistent where the
 // mask is causal and the grid is at most four waves. There a block's start-up and end, which the
@@ -142,6 +149,20 @@ std::string hopper_attention_forward_blocks(int batch, int heads, int seq, int d
 #endif
 }
 
+std::string hopper_attention_backward_kernel(int batch, int heads, int seq, int d) {
+#if defined(LAB_SM90A)
+  if (!hopper_attention_supports(d).empty()) return "";
+  const int consumers = backward_consumers(batch * heads, seq, d), plan = backward_plan(d, consumers);
+  const char* step = plan == flashtma::bwd::kPersistent ? "step 11"
+                     : plan == flashtma::bwd::kPUnderDp ? "step 10"
+                                                        : "step 5";  // kDqDefault where dQ is not split
+  return std::string(step) + ", " + std::to_string(consumers) + " consumers";
+#else
+  (void)batch, (void)heads, (void)seq, (void)d;
+  return "";
+#endif
+}
+
 std::string hopper_attention_supports(std::int64_t d) {
 #if defined(LAB_SM90A)
   const lab::DeviceFacts& dev = lab::current_device();
@@ -184,7 +205,7 @@ void hopper_attention_backward(Storage storage, int batch, int heads, int seq, i
                                const void* k, const void* v, std::size_t qkv_ld, const void* dout, const float* lse,
                                const float* delta, float* dq, void* dk_rows, void* dv_rows, float* db,
                                unsigned* counter, float scale, cudaStream_t s) {
-  const int bh = batch * heads, consumers = backward_consumers(bh, seq, d), plan = backward_plan(d);
+  const int bh = batch * heads, consumers = backward_consumers(bh, seq, d), plan = backward_plan(d, consumers);
   on16(storage, "the Hopper attention", [&](auto t) {
     using T = typename decltype(t)::type;
     prepare_once<T>('b', d, causal, consumers, plan);
