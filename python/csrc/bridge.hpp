@@ -137,6 +137,9 @@ std::string hopper_attention_forward_blocks(int batch, int heads, int seq, int d
 // current device: "step 11, 2 consumers" (d = 128), "step 10, 3 consumers" or "step 5, 2 consumers"
 // (d = 64, by the grid's waves), or "" where it does not run the Hopper kernels.
 std::string hopper_attention_backward_kernel(int batch, int heads, int seq, int d);
+// Whether that kernel is step 11's persistent one, which takes the counter (two words, zero) that
+// hopper_attention_backward's caller passes; the others take none (null).
+bool hopper_attention_backward_counts(int batch, int heads, int seq, int d);
 void hopper_attention_forward(Storage storage, int batch, int heads, int seq, int d, bool causal, const void* q,
                               const void* k, const void* v, std::size_t qkv_ld, void* o_rows, float* lse, float scale,
                               cudaStream_t s);

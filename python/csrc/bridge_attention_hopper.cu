@@ -163,6 +163,16 @@ std::string hopper_attention_backward_kernel(int batch, int heads, int seq, int 
 #endif
 }
 
+bool hopper_attention_backward_counts(int batch, int heads, int seq, int d) {
+#if defined(LAB_SM90A)
+  if (!hopper_attention_supports(d).empty()) return false;
+  return backward_plan(d, backward_consumers(batch * heads, seq, d)) == flashtma::bwd::kPersistent;
+#else
+  (void)batch, (void)heads, (void)seq, (void)d;
+  return false;
+#endif
+}
+
 std::string hopper_attention_supports(std::int64_t d) {
 #if defined(LAB_SM90A)
   const lab::DeviceFacts& dev = lab::current_device();

@@ -495,14 +495,17 @@ std::tuple<Tensor, Tensor, Tensor> attention_backward(const Tensor& grad_o_arg, 
   });
   if (hopper(q)) {
     Tensor db = at::empty({2 * q.size(1) * q.size(3)}, f32);  // the kernel's column sums, unused
-    // The persistent blocks' counter (d = 128), a call's own: zero, and zero again after the kernel.
-    Tensor counter = at::zeros({2}, q.options().dtype(at::kInt));
+    // The persistent blocks' counter (step 11's kernel, d = 128), a call's own: zero, and zero again after
+    // the kernel. The other kernels take none (no memset a call).
+    const bool counts = bridge::hopper_attention_backward_counts(int(batch), int(heads), int(seq), int(d));
+    Tensor counter = counts ? at::zeros({2}, q.options().dtype(at::kInt)) : Tensor();
     call([&] {
       bridge::hopper_attention_backward(storage16(q), batch, heads, seq, d, causal, q.data_ptr(), k.data_ptr(),
                                         v.data_ptr(), qkv_ld, dout.data_ptr(), lse.data_ptr<float>(),
                                         delta.data_ptr<float>(),
                                         dq32.data_ptr<float>(), dk.data_ptr(), dv.data_ptr(), db.data_ptr<float>(),
-                                        reinterpret_cast<unsigned*>(counter.data_ptr<int>()), scale, stream_of(q));
+                                        counts ? reinterpret_cast<unsigned*>(counter.data_ptr<int>()) : nullptr, scale,
+                                        stream_of(q));
     });
     call([&] {
       bridge::attention_rows_to16(storage16(q), batch, heads, seq, d, dq32.data_ptr<float>(), dq.data_ptr(), bht(dq),
