@@ -40,7 +40,9 @@
 # item's head (caught by the variant's own check shapes, where a block runs several); in the Hopper
 # backward that makes P^T under dP^T's product, dS^T given the neighbouring query's delta, and in its
 # persistent step, dK carried into a block's next key tile, the next key tile's lse and delta read
-# at the first one's head, and its dK's odd columns 1% high; and in the GPT-2 step whose attention
+# at the first one's head, and its dK's odd columns 1% high; in its step of 128-query tiles, dQ made
+# from the other consumer's queries of dS^T, one consumer's dQ 1% high, and delta stored for the
+# neighbouring query; and in the GPT-2 step whose attention
 # writes the products' rows, O's rows placed without their batch's offset, each head's last column
 # of O, dK and dV zeroed (in the pairs' stores, and in the 16-byte stores of whole rows), and V's
 # bias gradient not summed; and in the fused steps' shared kernels, the loss's gradient 1% high for
@@ -418,6 +420,18 @@ plant attn_persistent_dk_1pct ch04_compile_vs_fused/attention/hopper/backward_wg
   optimized_attention_backward_fused_wgmma_persistent \
   'make_float2(dk_acc[0][nn][2 * h] * scale, dk_acc[0][nn][2 * h + 1] * scale)' \
   'make_float2(dk_acc[0][nn][2 * h] * scale, 1.01f * dk_acc[0][nn][2 * h + 1] * scale)'
+# Step 12, query tiles of 128 at d = 64 with dQ split by queries: dQ's product reading the other
+# consumer's 64 queries of dS^T, the second consumer's dQ (queries 64 to 127 of a tile) 1% high in the
+# even columns, and delta stored for the neighbouring query (each thread stores one query's).
+plant attn_tall_dq_region ch04_compile_vs_fused/attention/hopper/backward_wgmma.cuh \
+  optimized_attention_backward_fused_wgmma_tall \
+  '(C::kTall ? consumer * 8192 : 0)' '(C::kTall ? (consumer ^ 1) * 8192 : 0)'
+plant attn_tall_dq_1pct ch04_compile_vs_fused/attention/hopper/backward_wgmma.cuh \
+  optimized_attention_backward_fused_wgmma_tall \
+  'make_float2(a * scale, b * scale)' 'make_float2(a * scale * (consumer == 1 ? 1.01f : 1.f), b * scale)'
+plant attn_tall_delta_row ch04_compile_vs_fused/attention/hopper/backward_wgmma.cuh \
+  optimized_attention_backward_fused_wgmma_tall \
+  'rows[C::kBr + me] = mine_delta' 'rows[C::kBr + (me ^ 1)] = mine_delta'
 plant attn_3xtf32_backward_1pct ch04_compile_vs_fused/attention/kernels/flash_3xtf32.cuh \
   optimized_attention_backward_fused_3xtf32 \
   'make_float2(dk_acc[dn][2 * h] * scale, dk_acc[dn][2 * h + 1] * scale)' \

@@ -7,8 +7,9 @@
 // (dQ made one tile behind: kDqBehind), 08_optimized_attention_backward_fused_wgmma_turns.cu (the
 // consumers' products in turns: kTurns), 09_optimized_attention_backward_fused_wgmma_turns_every.cu
 // (the turns where dQ is not split too: kTurnsEvery), 10_optimized_attention_backward_fused_wgmma_p_under_dp.cu
-// (P^T made while dP^T's product runs: kPFirst) and 11_optimized_attention_backward_fused_wgmma_persistent.cu
-// (persistent blocks at d = 128: kPersist). The GPT-2 steps that run the Hopper attention launch it
+// (P^T made while dP^T's product runs: kPFirst), 11_optimized_attention_backward_fused_wgmma_persistent.cu
+// (persistent blocks at d = 128: kPersist) and 12_optimized_attention_backward_fused_wgmma_tall.cu (tiles of
+// 128 queries at d = 64, dQ split by queries: kTall). The GPT-2 steps that run the Hopper attention launch it
 // too (gpt2/fused/hopper_attention.cuh: gpt2/steps/08_optimized_gpt2_step_fused_bf16_hopper.cu, and
 // 09_optimized_gpt2_step_fused_bf16_rows.cu with dK and dV into the products' rows, KVRows), and
 // so does the package (python/csrc/bridge_attention_hopper.cu), both with dQ split where it applies.
@@ -41,9 +42,10 @@ namespace flashtma::bwd {
 // three consumers or two: a ring of turns, dQ each consumer's own over its keys).
 // kPUnderDp (step 10): step 9's plan, with P^T made while dP^T's product runs.
 // kPersistent (step 11): step 10's plan on persistent blocks.
+// kTallTiles (step 12): step 10's plan at d = 64 on query tiles of 128, two consumers, dQ split by queries.
 enum DqPlan : int {
   kDqPerConsumer = 0, kDqSplit = 1, kDqSplitBehind = 2, kDqSplitTurns = 3, kTurnsEvery = 4, kPUnderDp = 5,
-  kPersistent = 6
+  kPersistent = 6, kTallTiles = 7
 };
 // The plan of the launches that do not choose one (the package's and the GPT-2 steps'): step 8's,
 // dQ split with the turns. Where the split does not apply (d = 64, as in the GPT-2 steps, or three
@@ -56,7 +58,15 @@ inline constexpr int kDqDefault = kDqSplitTurns;
 template <int D, int Cn = (D == 64 ? 3 : 2), int Plan = kDqSplit>
 struct Bwd {
   static_assert(Cn == 2 || (Cn == 3 && D == 64), "two consumers, or three at d = 64");
-  static constexpr int kConsumers = Cn, kBc = 64 * kConsumers, kBr = 64, kRegions = D / 64;
+  // Query tiles of 128 (step 12), at d = 64 with two consumers: each consumer's S^T and dP^T are
+  // 64 keys x 128 queries (m64n128k16, 64 registers each), dV's and dK's products take 128 queries a
+  // tile, and dQ's product is split by queries: consumer c makes the tile's queries 64 c to 64 c + 63
+  // over the block's 128 keys, from both consumers' dS^T. Half the handoffs (turns, barriers) of
+  // 64-query tiles for the same products, and the L2's dQ additions halved (a 64 x 64 reduction a
+  // consumer a tile of 128 queries, where three consumers made one each a tile of 64).
+  static constexpr bool kTall = Plan == kTallTiles && D == 64;
+  static_assert(!kTall || Cn == 2, "query tiles of 128 with two consumers");
+  static constexpr int kConsumers = Cn, kBc = 64 * kConsumers, kBr = kTall ? 128 : 64, kRegions = D / 64;
   static constexpr int kThreads = 128 * (kConsumers + 1);
   static constexpr int kStages = 2;
   static constexpr int kKVBytes = kBc * D * 2, kTileBytes = kBr * D * 2;  // K or V; Q or dO (bf16)
@@ -66,7 +76,9 @@ struct Bwd {
   // reductions into L2). The consumers then hand dS^T to each other: two buffers each (by the
   // tile's parity), and an mbarrier each that says a buffer is written. Otherwise (step 5, and
   // d = 64) each consumer makes all of d over its own keys.
-  static constexpr bool kSplitDq = Plan >= kDqSplit && D == 128 && kConsumers == 2;
+  static constexpr bool kSplitDq = Plan >= kDqSplit && D == 128 && kConsumers == 2 && Plan != kTallTiles;
+  // The consumers read each other's dS^T (dQ split by columns, or by queries with kTall).
+  static constexpr bool kShareDs = kSplitDq || kTall;
   // dQ one tile behind (step 7): a consumer makes dQ's columns of tile n - 1 after dV and dK of
   // tile n, so it waits on the other consumer's dS^T of the tile before, written half a tile or more
   // ago, not of the tile it has just made: the consumers are no longer held in step at every tile,
@@ -98,15 +110,16 @@ struct Bwd {
   // Step 7's skew at the start (named barrier 3, once): the turns of step 8 order the consumers
   // without it. Timed on an H200 at (8, 16, 4096, 128): 3.53 ms causal with it, 3.63 without.
   static constexpr bool kStagger = kDqBehind && !kTurns;
-  static constexpr int kDsBuffers = kDqBehind ? 3 : kSplitDq ? 2 : 1, kDqCols = kSplitDq ? D / kConsumers : D;
+  static constexpr int kDsBuffers = kDqBehind ? 3 : kShareDs ? 2 : 1, kDqCols = kSplitDq ? D / kConsumers : D;
+  static constexpr int kDqRows = 64;  // a consumer's dQ partial: 64 queries (all of a tile but kTall's)
   // A consumer's dS^T (bf16), and its dQ partial (fp32, kDqCols / 32 regions of 64 rows x 128
   // bytes, 128-byte swizzled as the TMA reads them).
-  static constexpr int kDsBytes = 64 * kBr * 2, kDqBytes = kBr * kDqCols * 4;
+  static constexpr int kDsBytes = 64 * kBr * 2, kDqBytes = kDqRows * kDqCols * 4;
   static constexpr int kConsumerRegs = kConsumers == 2 ? 240 : 160, kProducerRegs = 24;
   static constexpr int kRowsBytes = 2 * kBr * 4;  // a consumer's copy of the tile's lse and delta
   static constexpr int kSmemBytes = 1024 + 2 * kKVBytes + 2 * kStages * kTileBytes +
                                     kConsumers * (kDsBuffers * kDsBytes + kDqBytes + kRowsBytes) +
-                                    8 * (1 + 2 * kStages + (kSplitDq ? kDsBuffers * kConsumers : 0) +
+                                    8 * (1 + 2 * kStages + (kShareDs ? kDsBuffers * kConsumers : 0) +
                                          (kDqBehind ? kDsBuffers * kConsumers : 0) + (kPersist ? 1 : 0)) +
                                     (kPersist ? 8 : 0);  // the next key tile's index, by the key tile's parity
   static_assert((kConsumers * kConsumerRegs + kProducerRegs) * 128 <= 65536, "the register file");
@@ -179,7 +192,7 @@ struct Smem {
   std::uint8_t *k, *v, *q, *dout, *ds, *dq;
   float* rows;  // per consumer: lse (log2 units) then delta, kBr each
   std::uint64_t *kv_full, *full, *empty;
-  std::uint64_t* ds_full;   // kSplitDq: [consumer][buffer], its dS^T buffer written
+  std::uint64_t* ds_full;   // kShareDs: [consumer][buffer], its dS^T buffer written
   std::uint64_t* ds_empty;  // kDqBehind: [consumer][buffer], read by every consumer's dQ product
   std::uint64_t* kv_empty;  // kPersist: K and V read by every consumer's last product of a key tile
   int* next_item;           // kPersist: [2], the key tile the producer copies, by its count's parity (-1: none)
@@ -197,7 +210,7 @@ struct Smem {
     full = kv_full + 1, empty = full + C::kStages, ds_full = empty + C::kStages;
     ds_empty = ds_full + C::kConsumers * C::kDsBuffers;
     if constexpr (C::kPersist)  // after the barriers the plan has (ds_full and ds_empty where it has them)
-      kv_empty = ds_full + (C::kSplitDq ? C::kConsumers * C::kDsBuffers : 0) +
+      kv_empty = ds_full + (C::kShareDs ? C::kConsumers * C::kDsBuffers : 0) +
                  (C::kDqBehind ? C::kConsumers * C::kDsBuffers : 0),
       next_item = reinterpret_cast<int*>(kv_empty + 1);
   }
@@ -240,7 +253,7 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
   if (threadIdx.x == 0) {
     tma::init(sh.kv_full, 1);
     for (int st = 0; st < C::kStages; ++st) tma::init(sh.full + st, 1), tma::init(sh.empty + st, 4 * C::kConsumers);
-    if constexpr (C::kSplitDq)
+    if constexpr (C::kShareDs)
       for (int b = 0; b < C::kDsBuffers * C::kConsumers; ++b) tma::init(sh.ds_full + b, 4);  // a warp each
     if constexpr (C::kDqBehind)  // each warp of each consumer, once its dQ product has read the buffer
       for (int b = 0; b < C::kDsBuffers * C::kConsumers; ++b) tma::init(sh.ds_empty + b, 4 * C::kConsumers);
@@ -290,12 +303,13 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
           const int n = done + i - fst, st = n % C::kStages;
           tma::wait(sh.empty + st, ((n / C::kStages) & 1) ^ 1);
           tma::arrive_expect_bytes(sh.full + st, 2 * C::kTileBytes);
-          for (int g = 0; g < C::kRegions; ++g) {
-            tma::load_tile(sh.q + st * C::kTileBytes + g * C::kBr * 128, &qmap, 64 * g, qa.row + i * C::kBr, qa.head,
-                           sh.full + st);
-            tma::load_tile(sh.dout + st * C::kTileBytes + g * C::kBr * 128, &dmap, 64 * g, i * C::kBr, hd,
-                           sh.full + st);
-          }
+          for (int g = 0; g < C::kRegions; ++g)
+            for (int h = 0; h < C::kBr / 64; ++h) {  // the maps' boxes are 64 rows (two a kTall tile)
+              tma::load_tile(sh.q + st * C::kTileBytes + g * C::kBr * 128 + h * 8192, &qmap, 64 * g,
+                             qa.row + i * C::kBr + 64 * h, qa.head, sh.full + st);
+              tma::load_tile(sh.dout + st * C::kTileBytes + g * C::kBr * 128 + h * 8192, &dmap, 64 * g,
+                             i * C::kBr + 64 * h, hd, sh.full + st);
+            }
           if (C::kPersist && it > 0 && i == fst) {
             tma::wait(sh.kv_empty, unsigned(it - 1) & 1);
             load_kv();
@@ -314,7 +328,7 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
     int krow0 = keyw + 16 * warp + g;       // this lane's keys: krow0, krow0 + 8
     const std::uint8_t* kw = sh.k + 64 * consumer * 128;  // its rows of K and V in each region
     const std::uint8_t* vw = sh.v + 64 * consumer * 128;
-    std::uint8_t* ds = sh.ds_of(consumer, 0);  // with kSplitDq, the tile's index picks the buffer
+    std::uint8_t* ds = sh.ds_of(consumer, 0);  // with kShareDs, the tile's index picks the buffer
     std::uint8_t* dqs = sh.dq + consumer * C::kDqBytes;
     float* rows = sh.rows + consumer * 2 * C::kBr;  // lse (log2 units), then delta
     const int me = int(threadIdx.x % 128);
@@ -336,7 +350,8 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
       // kSplitDq: this consumer's kDqCols columns of dQ over the block's kBc keys, from both
       // consumers' dS^T of this tile (written once their mbarriers' phases for this buffer
       // complete: a buffer's phase is tile / kDsBuffers) and K's rows of the whole block.
-      if constexpr (C::kSplitDq)
+      // kTall: this consumer's 64 queries of the tile over the block's keys, from both consumers' dS^T.
+      if constexpr (C::kShareDs)
         for (int c = 0; c < C::kConsumers; ++c)
           tma::wait(sh.ds_full + C::kDsBuffers * c + buf, unsigned(gt / C::kDsBuffers) & 1);
 #pragma unroll
@@ -345,9 +360,11 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
         float(&dqd)[32] = reinterpret_cast<float(&)[32]>(dq_acc);
         wgmma::fence();
 #pragma unroll
-        for (int kk = 0; kk < (C::kSplitDq ? C::kBc : 64) / 16; ++kk) {
-          const std::uint8_t* a = C::kSplitDq ? sh.ds_of(kk / 4, buf) + (kk % 4) * 2048 : ds + kk * 2048;
-          const int key = C::kSplitDq ? 16 * kk : 64 * consumer + 16 * kk, region = C::kSplitDq ? consumer : half;
+        for (int kk = 0; kk < (C::kShareDs ? C::kBc : 64) / 16; ++kk) {
+          // kTall: dS^T's rows are 128 queries, two regions of 64 (8 KB each): this consumer's is region `consumer`.
+          const std::uint8_t* a = C::kShareDs ? sh.ds_of(kk / 4, buf) + (C::kTall ? consumer * 8192 : 0) + (kk % 4) * 2048
+                                              : ds + kk * 2048;
+          const int key = C::kShareDs ? 16 * kk : 64 * consumer + 16 * kk, region = C::kSplitDq ? consumer : half;
           wgmma::mma_ss<1, 1, T>(dqd, wgmma::descriptor_mn(a, 0),
                               wgmma::descriptor_mn(sh.k + region * C::kBc * 128 + key * 128, 0), kk > 0);
         }
@@ -373,7 +390,7 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
             const int m = odd ? nn ^ 2 : nn, col = 64 * half + 8 * m + 2 * t, chunk = (col % 32) / 4;
             const float a = odd ? dq_acc[0][nn ^ 2][2 * h] : dq_acc[0][nn][2 * h];
             const float b = odd ? dq_acc[0][nn ^ 2][2 * h + 1] : dq_acc[0][nn][2 * h + 1];
-            *reinterpret_cast<float2*>(dqs + (col / 32) * (C::kBr * 128) + r * 128 + ((chunk ^ (r % 8)) * 16) +
+            *reinterpret_cast<float2*>(dqs + (col / 32) * (C::kDqRows * 128) + r * 128 + ((chunk ^ (r % 8)) * 16) +
                                        (col % 4) * 4) = make_float2(a * scale, b * scale);
           }
         }
@@ -381,10 +398,10 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
       tma::fence_proxy_async();
       group_sync(consumer);
       if (leader) {  // a reduction a region of 32 columns; the TMA drops the rows past seq
-        const int col0 = C::kSplitDq ? C::kDqCols * consumer : 0;
+        const int col0 = C::kSplitDq ? C::kDqCols * consumer : 0, qrow = C::kTall ? row0 + 64 * consumer : row0;
 #pragma unroll
         for (int region = 0; region < C::kDqCols / 32; ++region)
-          tma::reduce_add_tile(&dqmap, dqs + region * C::kBr * 128, col0 + 32 * region, row0, head);
+          tma::reduce_add_tile(&dqmap, dqs + region * C::kDqRows * 128, col0 + 32 * region, qrow, head);
         tma::bulk_commit();
       }
     };
@@ -403,43 +420,53 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
 
     for (int i = first; i < tiles; ++i) {
       const int n = i - first, gn = done + n, st = gn % C::kStages, row0 = i * C::kBr;
-      if constexpr (C::kSplitDq) ds = sh.ds_of(consumer, gn % C::kDsBuffers);
+      if constexpr (C::kShareDs) ds = sh.ds_of(consumer, gn % C::kDsBuffers);
       const std::uint8_t* qt = sh.q + st * C::kTileBytes;
       const std::uint8_t* dot = sh.dout + st * C::kTileBytes;
       // The tile's lse (log2 units) and delta, one value a thread, to shared memory once the products
       // are issued (the previous tile's readers have all passed its group_sync since).
+      // kTall: 128 queries, both values of query row0 + me.
       const int query = row0 + me % C::kBr;
       const float mine = query >= seq ? 0.f : me < C::kBr ? __ldg(lse + rows_before + query) * flash::kLog2e
                                                          : __ldg(delta + rows_before + query);
+      const float mine_delta = C::kTall && query < seq ? __ldg(delta + rows_before + query) : 0.f;
 
       // S^T = K Q^T and dP^T = V dO^T: 64 keys x 64 queries each, one m64n64k16 per 16 of d.
-      float s[1][8][4], dp[1][8][4];
-      float(&sd)[32] = reinterpret_cast<float(&)[32]>(s);
-      float(&dpd)[32] = reinterpret_cast<float(&)[32]>(dp);
+      constexpr int kJ = C::kBr / 8;  // 8-query column groups of the accumulators
+      float s[1][kJ][4], dp[1][kJ][4];
+      float(&sd)[4 * kJ] = reinterpret_cast<float(&)[4 * kJ]>(s);
+      float(&dpd)[4 * kJ] = reinterpret_cast<float(&)[4 * kJ]>(dp);
+      // m64n64k16, or m64n128k16 for kTall's 128 queries
+      auto product = [&](float(&acc)[4 * kJ], std::uint64_t a, std::uint64_t b, bool accumulate) {
+        if constexpr (kJ == 16)
+          wgmma::mma_ss_n128<0, 0, T>(acc, a, b, accumulate);
+        else
+          wgmma::mma_ss<0, 0, T>(acc, a, b, accumulate);
+      };
       tma::wait(sh.full + st, unsigned(gn / C::kStages) & 1);
       if constexpr (C::kTurns) turn_wait(consumer);
       wgmma::fence();
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
         const int off = (kk / 4) * C::kBc * 128, qoff = (kk / 4) * C::kBr * 128;
-        wgmma::mma_ss<0, 0, T>(sd, wgmma::descriptor(kw + off) + 2 * (kk % 4),
-                               wgmma::descriptor(qt + qoff) + 2 * (kk % 4), kk > 0);
+        product(sd, wgmma::descriptor(kw + off) + 2 * (kk % 4), wgmma::descriptor(qt + qoff) + 2 * (kk % 4), kk > 0);
         if constexpr (!C::kPFirst)
-          wgmma::mma_ss<0, 0, T>(dpd, wgmma::descriptor(vw + off) + 2 * (kk % 4),
-                                 wgmma::descriptor(dot + qoff) + 2 * (kk % 4), kk > 0);
+          product(dpd, wgmma::descriptor(vw + off) + 2 * (kk % 4), wgmma::descriptor(dot + qoff) + 2 * (kk % 4),
+                  kk > 0);
       }
       if constexpr (C::kPFirst) {
         wgmma::commit();  // S^T's group: step 10 issues all of S^T's products before dP^T's
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) {
           const int off = (kk / 4) * C::kBc * 128, qoff = (kk / 4) * C::kBr * 128;
-          wgmma::mma_ss<0, 0, T>(dpd, wgmma::descriptor(vw + off) + 2 * (kk % 4),
-                                 wgmma::descriptor(dot + qoff) + 2 * (kk % 4), kk > 0);
+          product(dpd, wgmma::descriptor(vw + off) + 2 * (kk % 4), wgmma::descriptor(dot + qoff) + 2 * (kk % 4),
+                  kk > 0);
         }
       }
       wgmma::commit();
       if constexpr (C::kTurns) turn_pass<Cn>(consumer);  // S^T's and dP^T's products issued
       rows[me] = mine;
+      if constexpr (C::kTall) rows[C::kBr + me] = mine_delta;
       if constexpr (C::kPFirst)
         wgmma::wait<1>();  // S^T's products done; dP^T's may still run
       else
@@ -452,7 +479,7 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
       // a query past seq, a key after its query. Step 10 makes P^T first, then waits for dP^T.
       const bool edge = row0 + C::kBr > seq || keyw + 64 > seq || (Causal && row0 < keyw + 64);
 #pragma unroll
-      for (int j = 0; j < 8; ++j)
+      for (int j = 0; j < kJ; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int c = 8 * j + 2 * t + (e & 1), query = row0 + c, key = krow0 + 8 * (e / 2);
@@ -464,31 +491,33 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
       if constexpr (C::kPFirst) {
         wgmma::wait<0>();  // dP^T's products done
 #pragma unroll
-        for (int j = 0; j < 8; ++j)
+        for (int j = 0; j < kJ; ++j)
 #pragma unroll
           for (int e = 0; e < 4; ++e) dp[0][j][e] = s[0][j][e] * (dp[0][j][e] - rows[C::kBr + 8 * j + 2 * t + (e & 1)]);
       }
-      std::uint32_t pa[4][4], da[4][4];  // the A fragments of P^T and dS^T, 16 queries each
+      std::uint32_t pa[kJ / 2][4], da[kJ / 2][4];  // the A fragments of P^T and dS^T, 16 queries each
       flashtma::pack_p<T>(s, pa);
       flashtma::pack_p<T>(dp, da);
       // kDqBehind: the buffer's last tile (n - kDsBuffers) has been read by both consumers' dQ.
       if constexpr (C::kDqBehind)
         tma::wait(sh.ds_empty + C::kDsBuffers * consumer + gn % C::kDsBuffers,
                   (unsigned(gn / C::kDsBuffers) & 1) ^ 1);
-      // dS^T to shared memory for dQ: row r (a key) is 64 queries, 128 bytes, chunk c at c ^ (r % 8).
+      // dS^T to shared memory for dQ: row r (a key) is 64 queries, 128 bytes, chunk c at c ^ (r % 8)
+      // (kTall: 128 queries, two such regions of 64 rows, 8 KB apart).
       {
         auto put = [&](int r, int chunk, std::uint32_t x) {
-          *reinterpret_cast<std::uint32_t*>(ds + r * 128 + ((chunk ^ (r % 8)) * 16) + 4 * t) = x;
+          *reinterpret_cast<std::uint32_t*>(ds + (chunk / 8) * 8192 + r * 128 + (((chunk % 8) ^ (r % 8)) * 16) + 4 * t) =
+              x;
         };
         const int r = 16 * warp + g;
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
+        for (int kk = 0; kk < kJ / 2; ++kk) {
           put(r, 2 * kk, da[kk][0]), put(r + 8, 2 * kk, da[kk][1]);
           put(r, 2 * kk + 1, da[kk][2]), put(r + 8, 2 * kk + 1, da[kk][3]);
         }
       }
       wgmma::fence_proxy_async();  // the stores, before wgmma reads dS^T through the async proxy
-      if constexpr (C::kSplitDq) {  // both consumers' dQ products read it: say it is written
+      if constexpr (C::kShareDs) {  // both consumers' dQ products read it: say it is written
         __syncwarp();
         if (lane == 0) tma::arrive(sh.ds_full + C::kDsBuffers * consumer + gn % C::kDsBuffers);
       } else {
@@ -499,7 +528,7 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
       if constexpr (C::kTurns) turn_wait(consumer);  // the turn holds dV's, dK's and the dQ product after them
       wgmma::fence();
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
+      for (int kk = 0; kk < kJ / 2; ++kk) {
         const std::uint64_t bo = wgmma::descriptor_mn(dot + kk * 2048, C::kBr * 128);
         const std::uint64_t bq = wgmma::descriptor_mn(qt + kk * 2048, C::kBr * 128);
         if constexpr (D == 128)
@@ -579,7 +608,7 @@ __global__ void __launch_bounds__(Bwd<D, Cn, Plan>::kThreads, 1)
       // With kDqBehind it may still read the last two (its dQ runs a tile behind): the third is free
       // (its last reader, the other's dQ of tile last - 2, came before the other wrote the last tile's
       // dS^T, on which this consumer's last dQ waited), as are the ones no tile used.
-      if constexpr (C::kSplitDq) ds = sh.ds_of(consumer, (done + tiles - first) % C::kDsBuffers);
+      if constexpr (C::kShareDs) ds = sh.ds_of(consumer, (done + tiles - first) % C::kDsBuffers);
       float* part = reinterpret_cast<float*>(ds);  // [warp][dK, dV][D]
 #pragma unroll
       for (int nn = 0; nn < D / 8; ++nn)
@@ -714,12 +743,16 @@ void with_plan(int d, bool causal, int consumers, int dq_plan, F&& f) {
       if (dq_plan == kDqSplitTurns || dq_plan == kTurnsEvery)  // the same kernel where dQ is split
         return f(dc, cc, nc, std::integral_constant<int, kDqSplitTurns>{});
       if (dq_plan == kPUnderDp) return f(dc, cc, nc, std::integral_constant<int, kPUnderDp>{});
-      if (dq_plan == kPersistent) return f(dc, cc, nc, std::integral_constant<int, kPersistent>{});
+      if (dq_plan == kPersistent || dq_plan == kTallTiles)  // kTallTiles: step 11's kernel at d = 128
+        return f(dc, cc, nc, std::integral_constant<int, kPersistent>{});
       if (dq_plan == kDqSplit) return f(dc, cc, nc, std::integral_constant<int, kDqSplit>{});
       if (dq_plan == kDqSplitBehind) return f(dc, cc, nc, std::integral_constant<int, kDqSplitBehind>{});
     } else if (dq_plan == kTurnsEvery) {
       return f(dc, cc, nc, std::integral_constant<int, kTurnsEvery>{});
     } else if (dq_plan == kPUnderDp || dq_plan == kPersistent) {  // kPersistent: step 10's kernel at d = 64
+      return f(dc, cc, nc, std::integral_constant<int, kPUnderDp>{});
+    } else if (dq_plan == kTallTiles) {  // two consumers (Backward passes them); three run step 10's kernel
+      if constexpr (decltype(nc)::value == 2) return f(dc, cc, nc, std::integral_constant<int, kTallTiles>{});
       return f(dc, cc, nc, std::integral_constant<int, kPUnderDp>{});
     }
     f(dc, cc, nc, std::integral_constant<int, kDqPerConsumer>{});
@@ -779,12 +812,13 @@ struct Backward {
   Maps maps;
   const float* mapped_dq = nullptr;  // the dQ buffer maps.dq describes
   lab::DeviceBuffer<unsigned> counter;  // kPersistent's two words (Order::counter), zeroed once
+  static constexpr int kConsumers = DqPlan == kTallTiles ? 2 : 0;  // 0: consumers_for's default
   Backward(const AttentionBackward::Problem& p, cudaStream_t stream)
       : saved(p, stream), in16(p, stream, p.dout.data()) {
     const attn::Dims& a = p.dims;
     if (a.d != 64 && a.d != 128) return;  // supports() says N/A
-    prepare(a.d, a.causal, 0, DqPlan);
-    if constexpr (DqPlan == kPersistent) {
+    prepare(a.d, a.causal, kConsumers, DqPlan);
+    if constexpr (DqPlan == kPersistent || DqPlan == kTallTiles) {  // kTallTiles runs step 11's kernel at d = 128
       counter = lab::DeviceBuffer<unsigned>(2);
       LAB_CHECK(cudaMemsetAsync(counter.data(), 0, 2 * sizeof(unsigned), stream));
     }
@@ -796,7 +830,8 @@ struct Backward {
     const attn::Dims& a = p.dims;
     saved.prologue(a, p.dout.data(), p.dq.data(), stream);  // delta, and dQ = 0 for the reductions
     if (p.dq.data() != mapped_dq) {  // the maps over Q, K, V, dO and this dQ (host work only)
-      maps = bwd::maps(in16.q.data(), in16.k.data(), in16.v.data(), in16.dout.data(), p.dq.data(), a.bh(), a.seq, a.d);
+      maps = bwd::maps(in16.q.data(), in16.k.data(), in16.v.data(), in16.dout.data(), p.dq.data(), a.bh(), a.seq, a.d,
+                       kConsumers);
       maps.dq_plan = DqPlan, maps.counter = counter.data();
       mapped_dq = p.dq.data();
     }
