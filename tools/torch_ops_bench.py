@@ -102,13 +102,12 @@ OPS = {
     "attention_backward": ("ch04_compile_vs_fused", "optimized_attention_backward_fused", ["8x16x4096x64x0"]),
     "attention_backward_3xtf32": ("ch04_compile_vs_fused", "optimized_attention_backward_fused_3xtf32",
                                   ["8x16x4096x64x0"]),
-    # The backward at d = 128 is step 11's kernel (the package's plan there); at d = 64 the package runs
-    # step 5's kernel (two consumers where the grid is a few waves), which step 11's program (step 10's
-    # kernel there) does not.
-    "attention_backward_bf16": ("ch04_compile_vs_fused", "optimized_attention_backward_fused_wgmma_persistent",
+    # The backward at d = 128 is step 11's kernel and at d = 64 step 12's (the package's choice,
+    # python/csrc/bridge_attention_hopper.cu's backward_choice), the two kernels step 12's program runs.
+    "attention_backward_bf16": ("ch04_compile_vs_fused", "optimized_attention_backward_fused_wgmma_tall",
                                 ["8x16x4096x64x0", "8x16x4096x128x0"]),
-    "attention_backward_bf16_causal": ("ch04_compile_vs_fused", "optimized_attention_backward_fused_wgmma_persistent",
-                                       ["4x12x1024x64x1", "8x16x4096x128x1"]),
+    "attention_backward_bf16_causal": ("ch04_compile_vs_fused", "optimized_attention_backward_fused_wgmma_tall",
+                                       ["4x12x1024x64x1", "8x16x4096x64x1", "8x16x4096x128x1"]),
     # fp16: the bf16 kernels on their fp16 instructions (T = __half: on an sm_90 GPU the Hopper
     # steps, elsewhere flash_bf16.cuh's mma.sync), no C++ program of their own. Issue 43's causal shapes.
     "attention_fp16_causal": (None, None, ["4x12x1024x64x1", "8x16x4096x128x1"]),

@@ -134,8 +134,9 @@ std::string hopper_attention_supports(std::int64_t d);
 // new), or "" where it does not run the Hopper kernels.
 std::string hopper_attention_forward_blocks(int batch, int heads, int seq, int d, bool causal);
 // Which of chapter 4's backward kernels the 16-bit Hopper backward runs (batch, heads, seq, d) on the
-// current device: "step 11, 2 consumers" (d = 128), "step 10, 3 consumers" or "step 5, 2 consumers"
-// (d = 64, by the grid's waves), or "" where it does not run the Hopper kernels.
+// current device: "step 11, 2 consumers" (d = 128), "step 12, 2 consumers" (d = 64), or "" where it
+// does not run the Hopper kernels. The shape's other sizes choose nothing today; they are asked for so
+// that a choice by the grid's waves (as the package made until session 95) needs no change of callers.
 std::string hopper_attention_backward_kernel(int batch, int heads, int seq, int d);
 // Whether that kernel is step 11's persistent one, which takes the counter (two words, zero) that
 // hopper_attention_backward's caller passes; the others take none (null).

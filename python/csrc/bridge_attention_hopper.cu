@@ -6,8 +6,9 @@
 // attention/backward/11_optimized_attention_backward_fused_wgmma_persistent.cu at d = 128
 // (flashtma::bwd's kPersistent: dQ split by columns and made a tile behind, the two consumers' products
 // in turns, P^T made while dP^T's product runs, on persistent blocks that take key tiles from a
-// counter, the caller's) and of step 10's kernel (three consumers) or step 5's (two) at d = 64
-// (backward_plan), with dK and dV written in bf16 the same way; the GPT-2 steps run the same forward
+// counter, the caller's) and of 12_optimized_attention_backward_fused_wgmma_tall.cu at d = 64 (kTallTiles:
+// two consumers on query tiles of 128, dQ split by queries; backward_choice), with dK and dV written in
+// bf16 the same way; the GPT-2 steps run the same forward
 // and step 8's plan (gpt2/fused/hopper_attention.cuh). Causal forwards of a few waves run step 10's
 // persistent blocks instead (attention/forward/10_optimized_attention_fused_persistent.cu: one block
 // an SM, each a planned list of query tiles), their lists planned once a shape and kept on the device.
@@ -55,34 +56,26 @@ void prepare_once(char which, int d, bool causal, int consumers, int plan = 0) {
 }
 
 
-// The backward's consumer warpgroups a block at d = 64: three (192 keys a block, each Q and dO tile
-// shared by more keys) where the grid is many waves, two (128 keys) where it is a few and its last
-// wave would run mostly empty. The chapter's figures (H100, causal): at GPT-2 small's
-// (4, 12, 1024, 64), 288 blocks of three, 2.2 waves, took 133 us against 125 with two; at
-// (8, 16, 4096, 64), 31 waves either way, three 4.17 ms against 4.67. Four waves is the line
-// between. On the H200, through the package (session 51), three were a little faster at the small
-// shape (117 us against 119, twice each way): the H100's choice is kept, the difference noted.
-// At d = 128 the kernel runs two.
-int backward_consumers(int bh, int seq, int d) {
-  if (d != 64) return 2;
-  const long long blocks = (long long)bh * ((seq + 191) / 192);
-  return blocks >= 4LL * lab::current_device().sms ? 3 : 2;
-}
-
-// The backward's plan (flashtma::bwd::DqPlan), the chapter's fastest kernel for the block's shape.
-// At d = 128 step 11's, kPersistent: step 10's plan (P^T under dP^T's product) on persistent blocks,
-// on an H100 in session 90 3.40 ms against step 10's 3.49 at (8, 16, 4096, 128) causal and 5.75
-// against 5.85 unmasked. At d = 64 with three consumers (grids of four waves and more) step 10's,
-// kPUnderDp, as the chapter's steps 10 and 11 run there: 1.02x of step 9 unmasked and 1.03x causal
-// at (8, 16, 4096, 64) on an H100 in session 88; through the package in session 92, unmasked there,
-// step 5's kernel took 4.133 ms (0.73x of SDPA's time) where step 11's program (step 10's kernel)
-// took 3.958, and step 10's kernel through the package, in a later call, 3.939 (0.76x). With two (the
-// small grids, GPT-2 small's among them) step 5's kernel, which they have run since session 51: the
-// ring of turns has been timed only with the chapter's three, and kTurnsEvery's ring of two, timed
-// in the GPT-2 steps in session 66, was no faster.
-int backward_plan(int d, int consumers) {
-  if (d == 128) return flashtma::bwd::kPersistent;
-  return consumers == 3 ? flashtma::bwd::kPUnderDp : flashtma::bwd::kDqDefault;
+// The backward's kernel for a shape: the chapter's fastest for the block's shape, its consumer
+// warpgroups a block and its plan (flashtma::bwd::DqPlan), the one choice that the launch, the prepare
+// and the two questions below (which kernel; does it take a counter) all read.
+// - d = 128: step 11's, kPersistent, two consumers: step 10's plan (P^T under dP^T's product) on
+//   persistent blocks; on an H100 in session 90 3.40 ms against step 10's 3.49 at (8, 16, 4096, 128)
+//   causal and 5.75 against 5.85 unmasked.
+// - d = 64: step 12's, kTallTiles, two consumers on query tiles of 128 with dQ split by queries; on an
+//   H100 in session 95 (ch04's results/attention_backward_tall_s94) 3.30 ms against step 10's 3.99 at
+//   (8, 16, 4096, 64) unmasked, 2.20 against 2.55 causal and 87 us against 96 at GPT-2 small's
+//   (4, 12, 1024, 64) causal. It replaces session 92's choice there, step 10's kernel on three
+//   consumers where the grid was four waves or more and step 5's on two below (133 us against 125 at
+//   GPT-2 small's shape, whose 288 blocks of three are 2.2 waves): two consumers of 128 queries a
+//   tile were faster at every shape timed, few waves and many.
+struct BackwardChoice {
+  int consumers, plan;
+  const char* step;
+};
+BackwardChoice backward_choice(int d) {
+  if (d == 128) return {2, flashtma::bwd::kPersistent, "step 11"};
+  return {2, flashtma::bwd::kTallTiles, "step 12"};
 }
 
 // Persistent blocks or the grid, for the forward over bh heads of seq queries: persistent where the
@@ -151,12 +144,10 @@ std::string hopper_attention_forward_blocks(int batch, int heads, int seq, int d
 
 std::string hopper_attention_backward_kernel(int batch, int heads, int seq, int d) {
 #if defined(LAB_SM90A)
+  (void)batch, (void)heads, (void)seq;  // the choice is the head size's alone (backward_choice)
   if (!hopper_attention_supports(d).empty()) return "";
-  const int consumers = backward_consumers(batch * heads, seq, d), plan = backward_plan(d, consumers);
-  const char* step = plan == flashtma::bwd::kPersistent ? "step 11"
-                     : plan == flashtma::bwd::kPUnderDp ? "step 10"
-                                                        : "step 5";  // kDqDefault where dQ is not split
-  return std::string(step) + ", " + std::to_string(consumers) + " consumers";
+  const BackwardChoice c = backward_choice(d);
+  return std::string(c.step) + ", " + std::to_string(c.consumers) + " consumers";
 #else
   (void)batch, (void)heads, (void)seq, (void)d;
   return "";
@@ -165,8 +156,9 @@ std::string hopper_attention_backward_kernel(int batch, int heads, int seq, int 
 
 bool hopper_attention_backward_counts(int batch, int heads, int seq, int d) {
 #if defined(LAB_SM90A)
+  (void)batch, (void)heads, (void)seq;
   if (!hopper_attention_supports(d).empty()) return false;
-  return backward_plan(d, backward_consumers(batch * heads, seq, d)) == flashtma::bwd::kPersistent;
+  return backward_choice(d).plan == flashtma::bwd::kPersistent;
 #else
   (void)batch, (void)heads, (void)seq, (void)d;
   return false;
@@ -215,7 +207,9 @@ void hopper_attention_backward(Storage storage, int batch, int heads, int seq, i
                                const void* k, const void* v, std::size_t qkv_ld, const void* dout, const float* lse,
                                const float* delta, float* dq, void* dk_rows, void* dv_rows, float* db,
                                unsigned* counter, float scale, cudaStream_t s) {
-  const int bh = batch * heads, consumers = backward_consumers(bh, seq, d), plan = backward_plan(d, consumers);
+  const int bh = batch * heads;
+  const BackwardChoice choice = backward_choice(d);
+  const int consumers = choice.consumers, plan = choice.plan;
   on16(storage, "the Hopper attention", [&](auto t) {
     using T = typename decltype(t)::type;
     prepare_once<T>('b', d, causal, consumers, plan);

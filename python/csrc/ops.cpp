@@ -643,5 +643,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "How the 16-bit Hopper forward runs (batch, heads, seq, d, causal): 'grid', 'persistent N' (N blocks), or ''");
   m.def("hopper_attention_backward_kernel", &bridge::hopper_attention_backward_kernel,
         "Which of chapter 4's backward steps the 16-bit Hopper backward runs (batch, heads, seq, d): 'step 11, 2 "
-        "consumers', 'step 10, 3 consumers', 'step 5, 2 consumers', or ''");
+        "consumers' (d = 128), 'step 12, 2 consumers' (d = 64), or ''");
 }

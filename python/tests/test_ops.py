@@ -630,18 +630,18 @@ def test_16bit_causal_attention_runs_persistent_blocks_at_few_waves():
     check_attention((4, 16, 300, 128, True), "bf16")
 
 
-def test_16bit_attention_backward_runs_the_chapters_kernel_for_its_grid():
-    """On an sm_90 GPU the 16-bit backward runs step 11's persistent kernel at d = 128, step 10's with
-    three consumers at d = 64 where the grid is four waves or more, and step 5's with two below; the
-    three-consumer one checked against SDPA (a causal length off the 64-row tile), forward and
-    backward, in bf16 and fp16 (the smaller shapes of the other tests all run two)."""
+def test_16bit_attention_backward_runs_the_chapters_kernel_for_its_head_size():
+    """On an sm_90 GPU the 16-bit backward runs step 11's persistent kernel at d = 128 and step 12's
+    (two consumers on query tiles of 128, dQ split by queries) at d = 64, at every grid; step 12's
+    checked against SDPA in bf16 and fp16 on a grid of four waves and more with a causal length off
+    the 128-query tile (1200 = 9 x 128 + 48), and the smaller grids of the other tests run it too."""
     from cuda_perf_lab import _C
     if _C.hopper_attention(64) != "":
         pytest.skip("the Hopper kernels do not run here: %s" % _C.hopper_attention(64))
     sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
-    heads = -(-4 * sms // (2 * 7))  # 2 x heads x 7 blocks of 192 keys (seq 1200): four waves or more
-    assert _C.hopper_attention_backward_kernel(2, heads, 1200, 64) == "step 10, 3 consumers"
-    assert _C.hopper_attention_backward_kernel(4, 12, 1024, 64) == "step 5, 2 consumers"
+    heads = -(-4 * sms // (2 * 10))  # 2 x heads x 10 blocks of 128 keys (seq 1200): four waves or more
+    assert _C.hopper_attention_backward_kernel(2, heads, 1200, 64) == "step 12, 2 consumers"
+    assert _C.hopper_attention_backward_kernel(4, 12, 1024, 64) == "step 12, 2 consumers"
     assert _C.hopper_attention_backward_kernel(4, 12, 1024, 128) == "step 11, 2 consumers"
     assert _C.hopper_attention_backward_kernel(4, 12, 1024, 32) == ""
     for precision in ("bf16", "fp16"):
