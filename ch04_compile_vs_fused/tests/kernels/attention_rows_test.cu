@@ -92,6 +92,7 @@ class AttentionRows : public ::testing::Test {
   }
   const std::uint64_t seed = lab::testing::run_seed();  // EXPECT_PASSES names it on a failure
   lab::Rng rng{seed};
+  void backward_case(const Case& c, int plan);
 };
 
 TEST_F(AttentionRows, RowsAreTheForwardByHeadRounded) {
@@ -147,28 +148,35 @@ TEST_F(AttentionRows, RowsAreTheForwardByHeadRounded) {
 // against the double sum of the by-head values. dQ, which every form accumulates by head in fp32
 // with atomics (the same code), is the ladder's to check. The inputs: Q, K, V and dO random; lse
 // the forward's, so that every probability stays at most 1; delta random (the kernel takes any).
-TEST_F(AttentionRows, BackwardRowsAreTheBackwardByHeadRounded) {
-  for (const Case& c : kCases) {
-    SCOPED_TRACE(name(c));
-    const Layout L(c);
-    const int bh = L.bh;
-    const std::size_t dm = L.dm, tokens = L.tokens, n = L.n;
-    std::vector<std::vector<float>> by_head(4);  // Q, K, V, dO
-    for (auto& t : by_head) t = to_float(to_bf16(uniform(rng, n, -2.f, 2.f)));
-    auto q = device(to_bf16(by_head[0])), k = device(to_bf16(by_head[1])), v = device(to_bf16(by_head[2]));
-    auto dout = device(to_bf16(by_head[3])), qkv_d = device(to_bf16(L.qkv_rows(by_head)));
-    auto delta = device(uniform(rng, std::size_t(bh) * c.seq, -1.f, 1.f));
+// One case of the backward in both layouts at a plan (flashtma::bwd::DqPlan): kDqDefault runs the
+// policies' own calls (HopperAttention::backward, HopperRows::backward_rows,
+// HopperQkvRows::backward_qkv_rows: step 5's kernel at d = 64, as steps 9 to 22 run it); kTallTiles
+// runs the ladder's step 12 kernel (128-query tiles, dQ split by queries) by head and over the QKV
+// product's rows, as step 23's policy launches it (its policy is the step file's, so the launches are
+// written out here: the kernel's, not the policy's, is what this test holds).
+void AttentionRows::backward_case(const Case& c, int plan) {
+  SCOPED_TRACE(name(c) + (plan == flashtma::bwd::kTallTiles ? " kTallTiles" : " default plan"));
+  const Layout L(c);
+  const int bh = L.bh;
+  const std::size_t dm = L.dm, tokens = L.tokens, n = L.n;
+  std::vector<std::vector<float>> by_head(4);  // Q, K, V, dO
+  for (auto& t : by_head) t = to_float(to_bf16(uniform(rng, n, -2.f, 2.f)));
+  auto q = device(to_bf16(by_head[0])), k = device(to_bf16(by_head[1])), v = device(to_bf16(by_head[2]));
+  auto dout = device(to_bf16(by_head[3])), qkv_d = device(to_bf16(L.qkv_rows(by_head)));
+  auto delta = device(uniform(rng, std::size_t(bh) * c.seq, -1.f, 1.f));
 
-    const gpt2::Config config{.layers = 1, .d = int(dm), .heads = c.heads, .context = c.seq, .batch = c.batch};
-    HopperQkvRows attention(config, gpt2::Phase::step);
-    const float scale = 1.f / std::sqrt(float(c.hd));
-    lab::DeviceBuffer<float> o(n), lse(std::size_t(bh) * c.seq);
-    attention.forward(q.data(), k.data(), v.data(), o.data(), lse.data(), bh, c.seq, c.hd, c.causal, scale, nullptr);
+  const gpt2::Config config{.layers = 1, .d = int(dm), .heads = c.heads, .context = c.seq, .batch = c.batch};
+  HopperQkvRows attention(config, gpt2::Phase::step);
+  const float scale = 1.f / std::sqrt(float(c.hd));
+  lab::DeviceBuffer<float> o(n), lse(std::size_t(bh) * c.seq);
+  attention.forward(q.data(), k.data(), v.data(), o.data(), lse.data(), bh, c.seq, c.hd, c.causal, scale, nullptr);
 
-    lab::DeviceBuffer<float> dq(n), dk(n), dv(n), dq_rows(n), dq_qkv(n), db_rows(3 * dm), db_qkv(3 * dm);
-    lab::DeviceBuffer<bf16> dqkv_rows(tokens * 3 * dm), dqkv_qkv(tokens * 3 * dm);
-    for (auto* b : {&dq, &dq_rows, &dq_qkv, &db_rows, &db_qkv}) LAB_CHECK(cudaMemset(b->data(), 0, b->size() * 4));
-    lab::poison(dk), lab::poison(dv), lab::poison(dqkv_rows), lab::poison(dqkv_qkv);
+  lab::DeviceBuffer<float> dq(n), dk(n), dv(n), dq_rows(n), dq_qkv(n), db_rows(3 * dm), db_qkv(3 * dm);
+  lab::DeviceBuffer<bf16> dqkv_rows(tokens * 3 * dm), dqkv_qkv(tokens * 3 * dm);
+  for (auto* b : {&dq, &dq_rows, &dq_qkv, &db_rows, &db_qkv}) LAB_CHECK(cudaMemset(b->data(), 0, b->size() * 4));
+  lab::poison(dk), lab::poison(dv), lab::poison(dqkv_rows), lab::poison(dqkv_qkv);
+  std::vector<std::tuple<lab::DeviceBuffer<bf16>*, lab::DeviceBuffer<float>*, const char*>> forms;
+  if (plan == flashtma::bwd::kDqDefault) {
     attention.backward(q.data(), k.data(), v.data(), dout.data(), lse.data(), delta.data(), dq.data(), dk.data(),
                        dv.data(), bh, c.seq, c.hd, c.causal, scale, nullptr);
     attention.backward_rows(q.data(), k.data(), v.data(), dout.data(), lse.data(), delta.data(), dq_rows.data(),
@@ -176,36 +184,63 @@ TEST_F(AttentionRows, BackwardRowsAreTheBackwardByHeadRounded) {
                             nullptr);
     attention.backward_qkv_rows(qkv_d.data(), dout.data(), lse.data(), delta.data(), dq_qkv.data(), dqkv_qkv.data(),
                                 db_qkv.data(), c.batch, c.heads, c.seq, c.hd, c.causal, scale, nullptr);
-    LAB_CHECK(cudaDeviceSynchronize());
-
-    // What both row forms must have written: dK and dV by head, rounded, as rows; the bias gradients
-    // as the double sums of the same fp32 values, each with its bound.
-    const std::vector<float> dk_by = dk.download(), dv_by = dv.download();
-    std::vector<double> want_k(tokens * dm), want_v(tokens * dm), db_want(2 * dm, 0.0), db_mag(2 * dm, 0.0);
-    for (float x : dk_by) ASSERT_TRUE(std::isfinite(x)) << "the backward by head left dK unwritten";
-    for (float x : dv_by) ASSERT_TRUE(std::isfinite(x)) << "the backward by head left dV unwritten";
-    L.each([&](int b, int r, int col) {
-      const std::size_t from = L.by_head(b, r, col), to = L.at_row(b, r, col, dm, 0),
-                        bias = std::size_t(b % c.heads) * c.hd + col;
-      want_k[to] = round_bf16(dk_by[from]), want_v[to] = round_bf16(dv_by[from]);
-      db_want[bias] += dk_by[from], db_mag[bias] += std::fabs(dk_by[from]);
-      db_want[dm + bias] += dv_by[from], db_mag[dm + bias] += std::fabs(dv_by[from]);
-    });
-    std::vector<double> db_slack(2 * dm);
-    for (std::size_t i = 0; i < db_slack.size(); ++i) db_slack[i] = sum_error(double(tokens)) * db_mag[i];
-    for (const auto& [rows_d, db_d, form] : {std::tuple{&dqkv_rows, &db_rows, "backward_rows"},
-                                              std::tuple{&dqkv_qkv, &db_qkv, "backward_qkv_rows"}}) {
-      SCOPED_TRACE(form);
-      const std::vector<float> rows = to_float(rows_d->download()), db = db_d->download();
-      std::vector<float> got_k(tokens * dm), got_v(tokens * dm), got_db(db.begin() + dm, db.end());
-      for (std::size_t t = 0; t < tokens; ++t)
-        for (std::size_t j = 0; j < dm; ++j)
-          got_k[t * dm + j] = rows[t * 3 * dm + dm + j], got_v[t * dm + j] = rows[t * 3 * dm + 2 * dm + j];
-      EXPECT_PASSES(exactly(got_k, want_k, "dK rows"));
-      EXPECT_PASSES(exactly(got_v, want_v, "dV rows"));
-      EXPECT_PASSES(judge(got_db, db_want, db_slack, 0.0, "K's and V's bias gradients"));
-    }
+    forms = {{&dqkv_rows, &db_rows, "backward_rows"}, {&dqkv_qkv, &db_qkv, "backward_qkv_rows"}};
+  } else {
+    const int consumers = HopperAttention::kBackwardConsumers;
+    flashtma::bwd::prepare(c.hd, c.causal, consumers, plan);
+    flashtma::bwd::Maps by = flashtma::bwd::maps(q.data(), k.data(), v.data(), dout.data(), dq.data(), bh, c.seq,
+                                                 c.hd, consumers);
+    by.dq_plan = plan;
+    flashtma::bwd::launch(by, lse.data(), delta.data(), dk.data(), dv.data(), bh, c.seq, c.hd, c.causal, scale,
+                          nullptr);
+    const bf16* qkv = qkv_d.data();
+    flashtma::bwd::Maps rows = flashtma::bwd::rows_maps(qkv, qkv + dm, qkv + 2 * dm, 3 * dm, dout.data(),
+                                                        dq_qkv.data(), bh, c.heads, c.seq, c.hd, consumers);
+    rows.dq_plan = plan;
+    flashtma::bwd::launch(rows, lse.data(), delta.data(), nullptr, nullptr, bh, c.seq, c.hd, c.causal, scale, nullptr,
+                          HopperRows::kv_rows(dqkv_qkv.data(), db_qkv.data(), c.heads, c.hd));
+    forms = {{&dqkv_qkv, &db_qkv, "kTallTiles over the QKV rows"}};
   }
+  LAB_CHECK(cudaDeviceSynchronize());
+
+  // What every row form must have written: dK and dV by head, rounded, as rows; the bias gradients
+  // as the double sums of the same fp32 values, each with its bound.
+  const std::vector<float> dk_by = dk.download(), dv_by = dv.download();
+  for (float x : dk_by) ASSERT_TRUE(std::isfinite(x)) << "the backward by head left dK unwritten";
+  for (float x : dv_by) ASSERT_TRUE(std::isfinite(x)) << "the backward by head left dV unwritten";
+  std::vector<double> want_k(tokens * dm), want_v(tokens * dm), db_want(2 * dm, 0.0), db_mag(2 * dm, 0.0);
+  L.each([&](int b, int r, int col) {
+    const std::size_t from = L.by_head(b, r, col), to = L.at_row(b, r, col, dm, 0),
+                      bias = std::size_t(b % c.heads) * c.hd + col;
+    want_k[to] = round_bf16(dk_by[from]), want_v[to] = round_bf16(dv_by[from]);
+    db_want[bias] += dk_by[from], db_mag[bias] += std::fabs(dk_by[from]);
+    db_want[dm + bias] += dv_by[from], db_mag[dm + bias] += std::fabs(dv_by[from]);
+  });
+  std::vector<double> db_slack(2 * dm);
+  for (std::size_t i = 0; i < db_slack.size(); ++i) db_slack[i] = sum_error(double(tokens)) * db_mag[i];
+  for (const auto& [rows_d, db_d, form] : forms) {
+    SCOPED_TRACE(form);
+    const std::vector<float> rows = to_float(rows_d->download()), db = db_d->download();
+    std::vector<float> got_k(tokens * dm), got_v(tokens * dm), got_db(db.begin() + dm, db.end());
+    for (std::size_t t = 0; t < tokens; ++t)
+      for (std::size_t j = 0; j < dm; ++j)
+        got_k[t * dm + j] = rows[t * 3 * dm + dm + j], got_v[t * dm + j] = rows[t * 3 * dm + 2 * dm + j];
+    EXPECT_PASSES(exactly(got_k, want_k, "dK rows"));
+    EXPECT_PASSES(exactly(got_v, want_v, "dV rows"));
+    EXPECT_PASSES(judge(got_db, db_want, db_slack, 0.0, "K's and V's bias gradients"));
+  }
+}
+
+TEST_F(AttentionRows, BackwardRowsAreTheBackwardByHeadRounded) {
+  for (const Case& c : kCases) backward_case(c, flashtma::bwd::kDqDefault);
+}
+
+// Step 23's kernel (plan kTallTiles, d = 64 alone: at d = 128 step 23 runs step 22's): its dK and
+// dV over the QKV rows against its own by head. The cases' 200, 300 and 1024 tokens are two, three
+// and eight query tiles of 128, the first two cut short.
+TEST_F(AttentionRows, TallBackwardRowsAreTheTallBackwardByHeadRounded) {
+  for (const Case& c : kCases)
+    if (c.hd == 64) backward_case(c, flashtma::bwd::kTallTiles);
 }
 
 }  // namespace
