@@ -1,7 +1,7 @@
 #!/bin/bash
 # What is still owed on the GPU after session 97 (written in session 97, not run): device calls on one
 # warm machine, each under 9 minutes, from the repository root, in this order (the first three are
-# the tree's own verification; the last two are measurements for issue #42):
+# the tree's own verification; the last three are measurements for issue #42):
 #   bash ch04_compile_vs_fused/results/gpt2_bf16_tall_attention_s95/next_s98.sh build   # cold: all of ch04
 #   bash ch04_compile_vs_fused/results/gpt2_bf16_tall_attention_s95/next_s98.sh gpt2    # GPT-2 tests, torch check
 #   bash ch04_compile_vs_fused/results/gpt2_bf16_tall_attention_s95/next_s98.sh rest    # the rest of ch04's suite
