@@ -1,4 +1,4 @@
-"""Does the tools' L2 flush leave torch.compile's LayerNorm a warm gamma and beta? (session 97; not run yet)
+"""Does the tools' L2 flush leave torch.compile's LayerNorm a warm gamma and beta? (session 97; run in session 98: run_h100_s98/)
 
 Inductor's LayerNorm kernel loads gamma and beta with eviction_policy='evict_last'
 (../layernorm_hints_s93/inductor_kernel.py). The tools' flush (tools/torch_timing.py) reads a buffer of

@@ -1,5 +1,5 @@
 #!/bin/bash
-# What is still owed on the GPU after session 97 (written in session 97, not run): device calls on one
+# What was still owed on the GPU after session 97 (written in session 97; run in session 98 but for xl: run_h100_s98/): device calls on one
 # warm machine, each under 9 minutes, from the repository root, in this order (the first three are
 # the tree's own verification; the last three are measurements for issue #42):
 #   bash ch04_compile_vs_fused/results/gpt2_bf16_tall_attention_s95/next_s98.sh build   # cold: all of ch04
@@ -53,7 +53,7 @@ gpt2)
 rest)
   cmake --build build -j16 --target ch04 > $L/build.log 2>&1; t "build rc=$?"
   touch build/s98_passed.txt
-  timeout $(( $(left) - 10 )) ctest --test-dir build -L gpu -LE fuzz -R '^ch04\.' --exclude-from-file build/s98_passed.txt \
+  timeout $(( $(left) - 10 )) ctest --test-dir build -L gpu -LE fuzz -R '^ch04\.' --exclude-from-file $PWD/build/s98_passed.txt \
     -j14 --timeout 300 > $L/ctest_rest.txt 2>&1; t "rest rc=$? $(grep -E 'tests passed|tests failed' $L/ctest_rest.txt)"
   grep -E '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .* Passed' $L/ctest_rest.txt | sed -E 's/.*Test +#[0-9]+: ([^ ]+) .*/\1/' \
     >> build/s98_passed.txt; t "$(wc -l < build/s98_passed.txt) passed so far"

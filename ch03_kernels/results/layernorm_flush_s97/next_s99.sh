@@ -1,0 +1,35 @@
+#!/bin/bash
+# The flush that also empties evict_last lines (flush_last.patch: tools/torch_timing.py's L2Flush and
+# tools/l2_flush_last.py), measured on its own before any table is regenerated (written in session 98,
+# not run). One device call, about 8 minutes cold on an H100; run from the repository root:
+#   bash ch03_kernels/results/layernorm_flush_s97/next_s99.sh
+# It builds the package (pip install ./python) and the two LayerNorm programs, then times, in one
+# process each and on one machine: torch_ops_bench's bf16 LayerNorm (forward and backward), GELU and
+# cross-entropy rows with the tools' flush as it is ("before"), then with the patch applied ("after"),
+# then ln_flush.py with the patch (its "ordinary" form reads the buffer alone, so its two forms stay
+# the two flushes), and the tools' CPU tests with the patch. The patch is taken back at exit.
+# What would follow: every torch.compile figure that loads with evict_last is a little slower "after"
+# and the lab's figures do not move (no lab kernel loads with hints: grep evict_last). If so, the
+# patch lands (one commit, its README saying which tables were timed before it), and the python
+# README's LayerNorm row at 16384x768 is timed again with it.
+# Writes into $OUT/f (or ./flush_out without $OUT).
+set -o pipefail
+HERE=ch03_kernels/results/layernorm_flush_s97
+L=${OUT:+$OUT/f}; L=${L:-./flush_out}; mkdir -p $L
+T0=$(date +%s); t() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a $L/timeline; }
+trap 'git apply -R $HERE/flush_last.patch 2>/dev/null' EXIT
+nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader | tee -a $L/timeline
+( [ -f build/CMakeCache.txt ] || cmake --preset default > $L/cmake.log 2>&1 ) &&
+  cmake --build build -j16 --target optimized_layernorm_bf16 optimized_layernorm_backward_one_pass_bf16 > $L/build.log 2>&1
+t "build rc=$?"
+MAX_JOBS=16 timeout 360 python3 -m pip install --no-build-isolation ./python > $L/pip.log 2>&1; t "pip rc=$?"
+OPS=layernorm_bf16,layernorm_backward_bf16,gelu_bf16,cross_entropy_bf16
+for when in before after; do
+  [ $when = after ] && { git apply $HERE/flush_last.patch && t "patch applied" || { t "patch does not apply"; exit 2; }; }
+  timeout 150 python3 tools/torch_ops_bench.py --ops $OPS --compile-modes default --reps 50 --json $L/ops_$when.json \
+    --markdown $L/ops_$when.md > $L/ops_$when.txt 2>&1; t "ops $when rc=$?"; grep -E "^layernorm_bf16 " $L/ops_$when.txt | tee -a $L/timeline
+done
+timeout 120 python3 $HERE/ln_flush.py 6 16384x768 build/ch03_kernels/optimized_layernorm_bf16 > $L/ln_flush.txt 2>&1
+t "ln_flush rc=$?"; tail -8 $L/ln_flush.txt | tee -a $L/timeline
+(cd tools/tests && timeout 120 python3 -m unittest test_tools > $L/test_tools.txt 2>&1); t "test_tools rc=$?"
+t done
