@@ -1,10 +1,12 @@
 #!/bin/bash
 # The flush that also empties evict_last lines (flush_last.patch: tools/torch_timing.py's L2Flush and
 # tools/l2_flush_last.py), measured on its own before any table is regenerated (written in session 98,
-# not run). One device call, about 8 minutes cold on an H100; run from the repository root:
-#   bash ch03_kernels/results/layernorm_flush_s97/next_s99.sh
-# It builds the package (pip install ./python) and the two LayerNorm programs, then times, in one
-# process each and on one machine: torch_ops_bench's bf16 LayerNorm (forward and backward), GELU and
+# not run). Two device calls on one warm machine (pip's build of the package cold may take most of
+# the first), from the repository root:
+#   bash ch03_kernels/results/layernorm_flush_s97/next_s99.sh install   # the programs and the package
+#   bash ch03_kernels/results/layernorm_flush_s97/next_s99.sh measure   # about 6 minutes
+# install builds the two LayerNorm programs and the package (pip install ./python); measure times, in
+# one process each and on one machine: torch_ops_bench's bf16 LayerNorm (forward and backward), GELU and
 # cross-entropy rows with the tools' flush as it is ("before"), then with the patch applied ("after"),
 # then ln_flush.py with the patch (its "ordinary" form reads the buffer alone, so its two forms stay
 # the two flushes), and the tools' CPU tests with the patch. The patch is taken back at exit.
@@ -22,7 +24,13 @@ nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader | tee -a $L/time
 ( [ -f build/CMakeCache.txt ] || cmake --preset default > $L/cmake.log 2>&1 ) &&
   cmake --build build -j16 --target optimized_layernorm_bf16 optimized_layernorm_backward_one_pass_bf16 > $L/build.log 2>&1
 t "build rc=$?"
-MAX_JOBS=16 timeout 360 python3 -m pip install --no-build-isolation ./python > $L/pip.log 2>&1; t "pip rc=$?"
+case "$1" in
+install)
+  MAX_JOBS=16 timeout 500 python3 -m pip install --no-build-isolation ./python > $L/pip.log 2>&1; t "pip rc=$?"
+  t done; exit 0 ;;
+measure) python3 -c "import cuda_perf_lab" 2>/dev/null || { t "the package is not installed: run install first"; exit 2; } ;;
+*) echo "next_s99.sh: say install or measure"; exit 2 ;;
+esac
 OPS=layernorm_bf16,layernorm_backward_bf16,gelu_bf16,cross_entropy_bf16
 for when in before after; do
   [ $when = after ] && { git apply $HERE/flush_last.patch && t "patch applied" || { t "patch does not apply"; exit 2; }; }
