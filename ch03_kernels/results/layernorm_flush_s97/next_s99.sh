@@ -14,6 +14,8 @@
 # and the lab's figures do not move (no lab kernel loads with hints: grep evict_last). If so, the
 # patch lands (one commit, its README saying which tables were timed before it), and the python
 # README's LayerNorm row at 16384x768 is timed again with it.
+# Run it on a tree without the patch: measure applies it for "after" and takes it back at exit, so a
+# copy applied by hand beforehand would be taken back too (and "before" would not be before).
 # Writes into $OUT/f (or ./flush_out without $OUT).
 set -o pipefail
 HERE=ch03_kernels/results/layernorm_flush_s97
