@@ -10,6 +10,8 @@
 # cross-entropy rows with the tools' flush as it is ("before"), then with the patch applied ("after"),
 # then ln_flush.py with the patch (its "ordinary" form reads the buffer alone, so its two forms stay
 # the two flushes), and the tools' CPU tests with the patch. The patch is taken back at exit.
+# OPS=layernorm_bf16,layernorm_backward_bf16 (an environment variable) times those rows alone, for a call
+# that must also install the package (session 99 planned it so, with the device's time short).
 # What would follow: every torch.compile figure that loads with evict_last is a little slower "after"
 # and the lab's figures do not move (no lab kernel loads with hints: grep evict_last). If so, the
 # patch lands (one commit, its README saying which tables were timed before it), and the python
@@ -33,7 +35,7 @@ install)
 measure) python3 -c "import cuda_perf_lab" 2>/dev/null || { t "the package is not installed: run install first"; exit 2; } ;;
 *) echo "next_s99.sh: say install or measure"; exit 2 ;;
 esac
-OPS=layernorm_bf16,layernorm_backward_bf16,gelu_bf16,cross_entropy_bf16
+OPS=${OPS:-layernorm_bf16,layernorm_backward_bf16,gelu_bf16,cross_entropy_bf16}
 for when in before after; do
   [ $when = after ] && { git apply $HERE/flush_last.patch && t "patch applied" || { t "patch does not apply"; exit 2; }; }
   timeout 150 python3 tools/torch_ops_bench.py --ops $OPS --compile-modes default --reps 50 --json $L/ops_$when.json \
