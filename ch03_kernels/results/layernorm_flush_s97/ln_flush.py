@@ -20,8 +20,20 @@ and, when the program's path is given, the lab's C++ program (its own flush; no 
 If compile_y is slower under "last" by about its lead over the lab, the tools' flush is not cold for
 evict_last data, and torch_timing's flush should read with evict_last too.
 
-Run from the repository root: python3 ch03_kernels/results/layernorm_flush_s97/ln_flush.py ROUNDS [SHAPE] [PROGRAM]
-(e.g. 6 16384x768 build/ch03_kernels/optimized_layernorm_bf16)."""
+Session 99 found "last" not neutral (README, "Run in session 99"): eager's forward at 8192x4096, which
+loads with no hint, took 6.3% longer under it. Two more flushes (written in session 99, not run yet),
+each "last" with one more pass over the buffer's 128-byte lines between its two reads:
+  "discard": discard.global.L2 on each line (the line leaves the L2 unwritten), so that the flush's own
+             evict_last lines leave with the ones they evicted and the ordinary sum fills an empty L2;
+  "demote":  applypriority.global.L2::evict_normal on each line (the line stays, at the ordinary
+             priority), so that the ordinary sum evicts it as it would any line.
+The form that empties inductor's evict_last lines and leaves eager's time at 8192x4096 where "ordinary"
+has it is the flush the tools should take.
+
+Run from the repository root:
+  python3 ch03_kernels/results/layernorm_flush_s97/ln_flush.py ROUNDS [SHAPE] [PROGRAM|-] [FLUSHES]
+(e.g. 6 16384x768 build/ch03_kernels/optimized_layernorm_bf16 ordinary,last,discard,demote; FLUSHES is
+ordinary,last unless given, the two that sessions 98 and 99 ran; "-" runs no program)."""
 import json
 import os
 import statistics
@@ -37,7 +49,11 @@ from torch_timing import l2_flush_buffer, time_call
 F = torch.nn.functional
 rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 6
 shape = sys.argv[2] if len(sys.argv) > 2 else "16384x768"
-prog = sys.argv[3] if len(sys.argv) > 3 else None
+prog = sys.argv[3] if len(sys.argv) > 3 and sys.argv[3] != "-" else None
+wanted = sys.argv[4].split(",") if len(sys.argv) > 4 else ["ordinary", "last"]
+KNOWN = ("ordinary", "last", "discard", "demote")
+if any(f not in KNOWN for f in wanted) or len(set(wanted)) != len(wanted):
+    sys.exit("ln_flush.py: FLUSHES is a list of distinct names from %s, not %s" % (",".join(KNOWN), sys.argv[4]))
 n, d = map(int, shape.split("x"))
 
 
@@ -48,9 +64,32 @@ def _read_last(src, out, numel, BLOCK: tl.constexpr):
     tl.store(out + tl.program_id(0), tl.sum(v, 0))
 
 
+LINE = 32  # floats in a 128-byte line
+LINES = 128  # lines a program, in the two passes below
+
+
+@triton.jit
+def _discard(src, out, LINES: tl.constexpr):
+    at = (src + (tl.program_id(0) * LINES + tl.arange(0, LINES)) * 32).to(tl.int64)
+    r = tl.inline_asm_elementwise("discard.global.L2 [$1], 128;\n\tmov.u32 $0, 0;", "=r,l", [at],
+                                  dtype=tl.int32, is_pure=False, pack=1)
+    tl.store(out + tl.program_id(0), tl.sum(r, 0).to(tl.float32))  # a use of r: the asm is kept
+
+
+@triton.jit
+def _demote(src, out, LINES: tl.constexpr):
+    at = (src + (tl.program_id(0) * LINES + tl.arange(0, LINES)) * 32).to(tl.int64)
+    r = tl.inline_asm_elementwise("applypriority.global.L2::evict_normal [$1], 128;\n\tmov.u32 $0, 0;", "=r,l",
+                                  [at], dtype=tl.int32, is_pure=False, pack=1)
+    tl.store(out + tl.program_id(0), tl.sum(r, 0).to(tl.float32))
+
+
 buf = l2_flush_buffer(torch)
 BLOCK = 4096
 partial = torch.empty(triton.cdiv(buf.numel(), BLOCK), device="cuda")
+assert buf.numel() % (LINE * LINES) == 0, "the flush buffer is a whole number of the line passes' programs"
+line_grid = (buf.numel() // (LINE * LINES),)
+line_out = torch.empty(line_grid[0], device="cuda")
 
 
 class Ordinary:
@@ -61,6 +100,20 @@ class Ordinary:
 class Last:
     def sum(self):
         _read_last[(partial.numel(),)](buf, partial, buf.numel(), BLOCK=BLOCK)
+        return buf.sum()
+
+
+class Discard:
+    def sum(self):
+        _read_last[(partial.numel(),)](buf, partial, buf.numel(), BLOCK=BLOCK)
+        _discard[line_grid](buf, line_out, LINES=LINES)
+        return buf.sum()
+
+
+class Demote:
+    def sum(self):
+        _read_last[(partial.numel(),)](buf, partial, buf.numel(), BLOCK=BLOCK)
+        _demote[line_grid](buf, line_out, LINES=LINES)
         return buf.sum()
 
 
@@ -89,7 +142,8 @@ def cpp():
     raise RuntimeError("no median in the program's output")
 
 
-flushes = {"ordinary": Ordinary(), "last": Last()}
+known = {"ordinary": Ordinary, "last": Last, "discard": Discard, "demote": Demote}
+flushes = {f: known[f]() for f in wanted}
 res = {(f, fl): [] for f in forms for fl in flushes}
 lab = []
 print(torch.cuda.get_device_name(), torch.__version__, shape, "rounds", rounds, flush=True)

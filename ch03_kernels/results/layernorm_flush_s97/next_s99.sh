@@ -10,6 +10,10 @@
 # cross-entropy rows with the tools' flush as it is ("before"), then with the patch applied ("after"),
 # then ln_flush.py with the patch (its "ordinary" form reads the buffer alone, so its two forms stay
 # the two flushes), and the tools' CPU tests with the patch. The patch is taken back at exit.
+#   bash ch03_kernels/results/layernorm_flush_s97/next_s99.sh flushes   # session 99's next step, ~2 min
+# flushes runs ln_flush.py at 16384x768 and 8192x4096 under four flushes: ordinary, last, and the two
+# written in session 99 (discard, demote; not run yet). The one to keep: torch.compile's y-only form at
+# 16384x768 as slow as under "last", eager at 8192x4096 as fast as under "ordinary".
 # OPS=layernorm_bf16,layernorm_backward_bf16 (an environment variable) times those rows alone, for a call
 # that must also install the package (session 99 planned it so, with the device's time short).
 # What would follow: every torch.compile figure that loads with evict_last is a little slower "after"
@@ -33,7 +37,12 @@ install)
   MAX_JOBS=16 timeout 500 python3 -m pip install --no-build-isolation ./python > $L/pip.log 2>&1; t "pip rc=$?"
   t done; exit 0 ;;
 measure) python3 -c "import cuda_perf_lab" 2>/dev/null || { t "the package is not installed: run install first"; exit 2; } ;;
-*) echo "next_s99.sh: say install or measure"; exit 2 ;;
+flushes)  # session 99's two new flushes (ln_flush.py's docstring), no package needed; about 2 minutes
+  for shape in 16384x768 8192x4096; do
+    timeout 150 python3 $HERE/ln_flush.py 6 $shape build/ch03_kernels/optimized_layernorm_bf16 ordinary,last,discard,demote \
+      > $L/flushes_$shape.txt 2>&1; t "ln_flush $shape rc=$?"; tail -13 $L/flushes_$shape.txt | tee -a $L/timeline
+  done; t done; exit 0 ;;
+*) echo "next_s99.sh: say install, measure or flushes"; exit 2 ;;
 esac
 OPS=${OPS:-layernorm_bf16,layernorm_backward_bf16,gelu_bf16,cross_entropy_bf16}
 for when in before after; do
