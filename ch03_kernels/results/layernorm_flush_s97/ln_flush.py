@@ -64,7 +64,7 @@ def _read_last(src, out, numel, BLOCK: tl.constexpr):
     tl.store(out + tl.program_id(0), tl.sum(v, 0))
 
 
-LINE = 32  # floats in a 128-byte line
+LINE = 32  # floats in a 128-byte line (the "* 32" in the two passes below)
 LINES = 128  # lines a program, in the two passes below
 
 
@@ -98,22 +98,16 @@ class Ordinary:
 
 
 class Last:
+    """The evict_last read, then (line_pass: one of the two passes above, or none) a pass over the
+    buffer's lines, then the ordinary sum."""
+
+    def __init__(self, line_pass=None):
+        self.line_pass = line_pass
+
     def sum(self):
         _read_last[(partial.numel(),)](buf, partial, buf.numel(), BLOCK=BLOCK)
-        return buf.sum()
-
-
-class Discard:
-    def sum(self):
-        _read_last[(partial.numel(),)](buf, partial, buf.numel(), BLOCK=BLOCK)
-        _discard[line_grid](buf, line_out, LINES=LINES)
-        return buf.sum()
-
-
-class Demote:
-    def sum(self):
-        _read_last[(partial.numel(),)](buf, partial, buf.numel(), BLOCK=BLOCK)
-        _demote[line_grid](buf, line_out, LINES=LINES)
+        if self.line_pass is not None:
+            self.line_pass[line_grid](buf, line_out, LINES=LINES)
         return buf.sum()
 
 
@@ -142,7 +136,8 @@ def cpp():
     raise RuntimeError("no median in the program's output")
 
 
-known = {"ordinary": Ordinary, "last": Last, "discard": Discard, "demote": Demote}
+known = {"ordinary": Ordinary, "last": lambda: Last(), "discard": lambda: Last(_discard),
+         "demote": lambda: Last(_demote)}
 flushes = {f: known[f]() for f in wanted}
 res = {(f, fl): [] for f in forms for fl in flushes}
 lab = []
