@@ -22,6 +22,12 @@
 # README's LayerNorm row at 16384x768 is timed again with it.
 # Run it on a tree without the patch: measure applies it for "after" and takes it back at exit, so a
 # copy applied by hand beforehand would be taken back too (and "before" would not be before).
+# tools (session 100; no package, no build, about 2 minutes): tools_flush.py with the patch applied, the tools'
+# own flush against the ordinary sum, then test_tools with the patch.
+# yonly (session 100; about 3 minutes cold): would the lab's forward gain by not writing mean and rstd where
+# no gradient is wanted (torch.compile's y-only kernel does not)? Builds optimized_layernorm_bf16 three
+# ways (as it is; the statistics' store behind a null check; no statistics' store at all) and times them
+# alternated, four rounds at 16384x768. Changes the source only in the device's copy, and puts it back.
 # Writes into $OUT/f (or ./flush_out without $OUT).
 set -o pipefail
 HERE=ch03_kernels/results/layernorm_flush_s97
@@ -42,7 +48,27 @@ flushes)  # session 99's two new flushes (ln_flush.py's docstring), no package n
     timeout 150 python3 $HERE/ln_flush.py 6 $shape build/ch03_kernels/optimized_layernorm_bf16 ordinary,last,discard,demote \
       > $L/flushes_$shape.txt 2>&1; t "ln_flush $shape rc=$?"; tail -13 $L/flushes_$shape.txt | tee -a $L/timeline
   done; t done; exit 0 ;;
-*) echo "next_s99.sh: say install, measure or flushes"; exit 2 ;;
+tools)
+  git apply $HERE/flush_last.patch && t "patch applied" || { t "patch does not apply"; exit 2; }
+  timeout 150 python3 $HERE/tools_flush.py 6 > $L/tools_flush.txt 2>&1; t "tools_flush rc=$?"; tail -9 $L/tools_flush.txt | tee -a $L/timeline
+  (cd tools/tests && timeout 120 python3 -m unittest test_tools > $L/test_tools.txt 2>&1); t "test_tools rc=$?"
+  t done; exit 0 ;;
+yonly)
+  LN=ch03_kernels/optimized_layernorm.cu; cp $LN /tmp/ln.cu; trap 'cp /tmp/ln.cu $LN; touch $LN' EXIT
+  B=build/ch03_kernels/optimized_layernorm_bf16; cp $B /tmp/ln_stats
+  sed -i 's|  if (lane == 0) mean\[row\] = mu, rstd\[row\] = rs;|  if (lane == 0 \&\& mean != nullptr) mean[row] = mu, rstd[row] = rs;|' $LN
+  grep -q "mean != nullptr" $LN && cmake --build build -j16 --target optimized_layernorm_bf16 > $L/build_branch.log 2>&1 &&
+    cp $B /tmp/ln_branch; t "branch build rc=$?"
+  sed -i 's|  if (lane == 0 \&\& mean != nullptr) mean\[row\] = mu, rstd\[row\] = rs;|  (void)mu, (void)rs;|' $LN
+  grep -q "(void)mu" $LN && cmake --build build -j16 --target optimized_layernorm_bf16 > $L/build_none.log 2>&1 &&
+    cp $B /tmp/ln_none; t "no-store build rc=$?"
+  cp /tmp/ln.cu $LN; touch $LN; cmake --build build -j16 --target optimized_layernorm_bf16 > /dev/null 2>&1
+  for r in 1 2 3 4; do for b in ln_stats ln_branch ln_none; do
+    echo "$r $b $(/tmp/$b --shape 16384x768 --no-check --benchmark_format=json | python3 -c 'import json, sys
+print([x["real_time"] for x in json.load(sys.stdin)["benchmarks"] if x.get("aggregate_name") == "median"][0])')" |
+      tee -a $L/yonly.txt
+  done; done; t done; exit 0 ;;
+*) echo "next_s99.sh: say install, measure, flushes, tools or yonly"; exit 2 ;;
 esac
 OPS=${OPS:-layernorm_bf16,layernorm_backward_bf16,gelu_bf16,cross_entropy_bf16}
 for when in before after; do
