@@ -44,6 +44,7 @@ for r in range(rounds):
     for fl in (list(flushes) if r % 2 == 0 else list(flushes)[::-1]):
         for f, fn in forms.items():
             res[(f, fl)].append(time_call(torch, fn, flushes[fl], 50).median_ms * 1000)
+    print("round", r, " ".join("%s/%s %.2f" % (f, fl, v[-1]) for (f, fl), v in res.items()), flush=True)
 print("medians of the rounds, us:")
 for (f, fl), v in res.items():
     print("  %-18s %-9s %.2f" % (f, fl, statistics.median(v)))
